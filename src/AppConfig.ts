@@ -1,0 +1,84 @@
+/**
+ * Configuration from the environment (CONTRACT §5). Everything has a default, so a bare
+ * `npm start` runs on the embedded database in `./data`.
+ */
+import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { randomBytes } from "node:crypto"
+
+export interface AppConfigShape {
+  readonly port: number
+  readonly host: string
+  readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
+  readonly dataDir: string
+  readonly adminToken: Redacted.Redacted<string>
+  /** True when ADMIN_TOKEN was unset and a random one was generated (printed once at start). */
+  readonly adminTokenGenerated: boolean
+  /** Public base URL: the `iss` of every token and the base of the discovery document. */
+  readonly issuer: string
+  /**
+   * Whether ISSUER was set. Only then is a token's `iss` required to equal it: the default issuer
+   * names this instance's port, and instances sharing a database must accept each other's tokens.
+   */
+  readonly issuerConfigured: boolean
+  readonly signingKeyFile: Option.Option<string>
+  readonly maxBodyBytes: number
+  readonly upstreamTimeoutMs: number
+}
+
+export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, AppConfigShape>() {
+  static readonly fromEnv = Effect.gen(function*() {
+    const port = yield* Config.port("PORT").pipe(Config.withDefault(3000))
+    const host = yield* Config.string("HOST").pipe(Config.withDefault("0.0.0.0"))
+    const configuredAdminToken = yield* Config.option(Config.redacted("ADMIN_TOKEN"))
+    const adminToken = Option.getOrElse(
+      Option.filter(configuredAdminToken, (token) => Redacted.value(token).length > 0),
+      () => Redacted.make(randomBytes(32).toString("base64url"))
+    )
+    const configuredIssuer = Option.filter(yield* Config.option(Config.string("ISSUER")), (url) => url.length > 0)
+    const issuer = Option.getOrElse(configuredIssuer, () => `http://localhost:${port}`)
+    return AppConfig.of({
+      port,
+      host,
+      databaseUrl: Option.filter(
+        yield* Config.option(Config.redacted("DATABASE_URL")),
+        (url) => Redacted.value(url).length > 0
+      ),
+      dataDir: yield* Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
+      adminToken,
+      adminTokenGenerated: adminToken !== Option.getOrUndefined(configuredAdminToken),
+      issuer: issuer.replace(/\/+$/, ""),
+      issuerConfigured: Option.isSome(configuredIssuer),
+      signingKeyFile: Option.filter(yield* Config.option(Config.string("SIGNING_KEY_FILE")), (f) => f.length > 0),
+      maxBodyBytes: yield* Config.integer("MAX_BODY_BYTES").pipe(
+        Config.validate({ message: "MAX_BODY_BYTES must be a positive integer", validation: (n) => n > 0 }),
+        Config.withDefault(1024 * 1024)
+      ),
+      upstreamTimeoutMs: yield* Config.integer("UPSTREAM_TIMEOUT_MS").pipe(
+        Config.validate({ message: "UPSTREAM_TIMEOUT_MS must be a positive integer", validation: (n) => n > 0 }),
+        Config.withDefault(10_000)
+      )
+    })
+  })
+
+  static readonly layer = Layer.effect(AppConfig, AppConfig.fromEnv)
+
+  /** Defaults for tests; override any field. */
+  static readonly layerTest = (overrides: Partial<AppConfigShape> = {}) =>
+    Layer.succeed(
+      AppConfig,
+      AppConfig.of({
+        port: 0,
+        host: "127.0.0.1",
+        databaseUrl: Option.none(),
+        dataDir: "./data",
+        adminToken: Redacted.make("test-admin-token"),
+        adminTokenGenerated: false,
+        issuer: "http://issuer.test",
+        issuerConfigured: true,
+        signingKeyFile: Option.none(),
+        maxBodyBytes: 1024 * 1024,
+        upstreamTimeoutMs: 10_000,
+        ...overrides
+      })
+    )
+}

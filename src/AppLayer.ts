@@ -1,0 +1,39 @@
+/**
+ * The application as layers: the HTTP API and the services it stands on. Storage, keys and the
+ * digest key are parameters, so `main.ts` passes the live ones and tests pass in-memory storage
+ * and fixed keys (see `test/support/TestServer.ts`).
+ */
+import { HttpApiBuilder } from "@effect/platform"
+import { Layer } from "effect"
+import { Api } from "./api/Api.js"
+import { ClientCredentialsGrant } from "./auth/ClientCredentialsGrant.js"
+import { ClientSecrets } from "./auth/ClientSecrets.js"
+import { CredentialManager } from "./auth/CredentialManager.js"
+import { KeyService } from "./auth/KeyService.js"
+import { TokenService } from "./auth/TokenService.js"
+import { ProfilesHttpLive, ServicesHttpLive } from "./http/AdminHttp.js"
+import { DiscoveryHttpLive } from "./http/DiscoveryHttp.js"
+import { JsonErrorsLive } from "./http/ServerErrors.js"
+import { TokenHttpLive } from "./http/TokenHttp.js"
+import { WebHttpLive } from "./http/WebHttp.js"
+
+/** Domain services over the given key and digest-key layers. Needs AppConfig, CredentialRepo, ServerKeyStore. */
+export const makeDomainLayer = <RK, RS>(options: {
+  readonly keys: Layer.Layer<KeyService, never, RK>
+  readonly secrets: Layer.Layer<ClientSecrets, never, RS>
+}) =>
+  Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer).pipe(
+    Layer.provideMerge(TokenService.layer),
+    Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets))
+  )
+
+export const DomainLive = makeDomainLayer({ keys: KeyService.layer, secrets: ClientSecrets.layer })
+export const DomainTest = makeDomainLayer({ keys: KeyService.layerTest, secrets: ClientSecrets.layerTest })
+
+/** Every endpoint of `Api`, implemented. */
+export const HttpApiLive = Layer.merge(
+  HttpApiBuilder.api(Api).pipe(
+    Layer.provide([TokenHttpLive, ProfilesHttpLive, ServicesHttpLive, DiscoveryHttpLive, WebHttpLive])
+  ),
+  JsonErrorsLive
+)

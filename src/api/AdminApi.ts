@@ -1,0 +1,196 @@
+/**
+ * The admin JSON API (CONTRACT §3): profiles, environments, services and credentials, behind the
+ * admin token. Path parameters are plain strings checked by the handlers, and bodies are decoded by
+ * the handlers (`handleRaw`), so that every bad input answers `400 invalid_request` in the
+ * contract's error body.
+ */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import {
+  CredentialInfo,
+  EnvironmentDocument,
+  NewCredential,
+  ProfileDocument,
+  ProfileSummary,
+  SaveProfileRequest,
+  SaveProfileResult,
+  ServiceDocument,
+  ServiceInput
+} from "../domain/Models.js"
+import {
+  ConflictWire,
+  CredentialLimitExceededWire,
+  InvalidRequestWire,
+  NotFoundWire,
+  PayloadTooLargeWire,
+  StorageUnavailableWire,
+  UnauthorizedWire
+} from "./WireErrors.js"
+
+/** Checks `Authorization: Bearer <ADMIN_TOKEN>` on every admin endpoint. */
+export class AdminAuth extends HttpApiMiddleware.Tag<AdminAuth>()("AdminAuth", {
+  failure: UnauthorizedWire,
+  security: { adminToken: HttpApiSecurity.bearer }
+}) {}
+
+const ProfilePath = Schema.Struct({ profile: Schema.String })
+const EnvironmentPath = Schema.Struct({ profile: Schema.String, environment: Schema.String })
+const ServicePath = Schema.Struct({ profile: Schema.String, environment: Schema.String, uuid: Schema.String })
+const CredentialPath = Schema.Struct({
+  profile: Schema.String,
+  environment: Schema.String,
+  uuid: Schema.String,
+  client_id: Schema.String
+})
+
+const EmptyObject = Schema.Struct({}).annotations({ identifier: "EmptyObject", description: "An empty JSON object (or no body)." })
+const NoContent = HttpApiSchema.Empty(204)
+const created = <S extends Schema.Schema.Any>(schema: S, description: string) =>
+  [schema.annotations({ description }), { status: 201 }] as const
+
+export const ProfileList = Schema.Struct({ profiles: Schema.Array(ProfileSummary) }).annotations({
+  identifier: "ProfileList"
+})
+export const CredentialList = Schema.Struct({ credentials: Schema.Array(CredentialInfo) }).annotations({
+  identifier: "CredentialList"
+})
+
+export class ProfilesApi extends HttpApiGroup.make("profiles")
+  .add(HttpApiEndpoint.get("listProfiles", "/admin/profiles").addSuccess(ProfileList))
+  .add(
+    HttpApiEndpoint.put("putProfile", "/admin/profiles/:profile")
+      .setPath(ProfilePath)
+      .setPayload(EmptyObject)
+      .addSuccess(ProfileDocument.annotations({ description: "The profile existed." }))
+      .addSuccess(...created(ProfileDocument, "The profile was created."))
+      .addError(InvalidRequestWire)
+      .addError(NotFoundWire)
+  )
+  .add(
+    HttpApiEndpoint.get("getProfile", "/admin/profiles/:profile")
+      .setPath(ProfilePath)
+      .addSuccess(ProfileDocument)
+      .addError(InvalidRequestWire)
+      .addError(NotFoundWire)
+  )
+  .add(
+    HttpApiEndpoint.del("deleteProfile", "/admin/profiles/:profile")
+      .setPath(ProfilePath)
+      .addSuccess(NoContent)
+      .addError(InvalidRequestWire)
+      .addError(NotFoundWire)
+      .annotate(OpenApi.Description, "Deletes the profile and everything in it; its credentials' tokens die at once.")
+  )
+  .add(
+    HttpApiEndpoint.post("saveProfile", "/admin/profiles/:profile/save")
+      .setPath(ProfilePath)
+      .setPayload(SaveProfileRequest)
+      .addSuccess(SaveProfileResult)
+      .addError(InvalidRequestWire)
+      .addError(NotFoundWire)
+      .addError(CredentialLimitExceededWire)
+      .annotate(
+        OpenApi.Description,
+        "Applies the profile editor's staged credential changes in one transaction, all or nothing. " +
+          "Each created credential carries its client_secret: the only time it is ever shown."
+      )
+  )
+  .add(
+    HttpApiEndpoint.put("putEnvironment", "/admin/profiles/:profile/environments/:environment")
+      .setPath(EnvironmentPath)
+      .setPayload(EmptyObject)
+      .addSuccess(EnvironmentDocument.annotations({ description: "The environment existed." }))
+      .addSuccess(...created(EnvironmentDocument, "The environment was created."))
+      .addError(InvalidRequestWire)
+      .addError(NotFoundWire)
+  )
+  .add(
+    HttpApiEndpoint.del("deleteEnvironment", "/admin/profiles/:profile/environments/:environment")
+      .setPath(EnvironmentPath)
+      .addSuccess(NoContent)
+      .addError(InvalidRequestWire)
+      .addError(NotFoundWire)
+  )
+  .middleware(AdminAuth)
+  .addError(PayloadTooLargeWire)
+  .addError(StorageUnavailableWire)
+  .annotate(OpenApi.Title, "Admin: profiles and environments")
+{}
+
+export class ServicesApi extends HttpApiGroup.make("services")
+  .add(
+    HttpApiEndpoint.post("createService", "/admin/profiles/:profile/environments/:environment/services")
+      .setPath(EnvironmentPath)
+      .setPayload(ServiceInput)
+      .addSuccess(ServiceDocument, { status: 201 })
+      .addError(InvalidRequestWire)
+      .addError(NotFoundWire)
+      .annotate(OpenApi.Description, "Creates a service with a new random uuid.")
+  )
+  .add(
+    HttpApiEndpoint.put("putService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
+      .setPath(ServicePath)
+      .setPayload(ServiceInput)
+      .addSuccess(ServiceDocument.annotations({ description: "The service existed and was updated." }))
+      .addSuccess(...created(ServiceDocument, "The service was created."))
+      .addError(InvalidRequestWire)
+      .addError(NotFoundWire)
+  )
+  .add(
+    HttpApiEndpoint.get("getService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
+      .setPath(ServicePath)
+      .addSuccess(ServiceDocument)
+      .addError(InvalidRequestWire)
+      .addError(NotFoundWire)
+  )
+  .add(
+    HttpApiEndpoint.del("deleteService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
+      .setPath(ServicePath)
+      .addSuccess(NoContent)
+      .addError(InvalidRequestWire)
+      .addError(NotFoundWire)
+  )
+  .add(
+    HttpApiEndpoint.get(
+      "listCredentials",
+      "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials"
+    )
+      .setPath(ServicePath)
+      .addSuccess(CredentialList)
+      .addError(InvalidRequestWire)
+      .addError(NotFoundWire)
+  )
+  .add(
+    HttpApiEndpoint.post(
+      "createCredential",
+      "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials"
+    )
+      .setPath(ServicePath)
+      .setPayload(EmptyObject)
+      .addSuccess(NewCredential, { status: 201 })
+      .addError(InvalidRequestWire)
+      .addError(NotFoundWire)
+      .addError(CredentialLimitExceededWire)
+      .annotate(
+        OpenApi.Description,
+        "Generates a credential; the answer is the only time its client_secret is shown. Sets the " +
+          "service's auth_type to oauth."
+      )
+  )
+  .add(
+    HttpApiEndpoint.del(
+      "deleteCredential",
+      "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials/:client_id"
+    )
+      .setPath(CredentialPath)
+      .addSuccess(NoContent)
+      .addError(InvalidRequestWire)
+      .addError(NotFoundWire)
+      .annotate(OpenApi.Description, "Deletes the credential; every token issued with it is refused from now on.")
+  )
+  .middleware(AdminAuth)
+  .addError(ConflictWire)
+  .addError(PayloadTooLargeWire)
+  .addError(StorageUnavailableWire)
+  .annotate(OpenApi.Title, "Admin: services and credentials")
+{}

@@ -1,0 +1,24 @@
+/**
+ * The whole HTTP contract as one `HttpApi`. Nothing here imports server code: `openapi.yaml` is
+ * generated from this value (`npm run openapi`) and served at `GET /openapi.yaml`.
+ */
+import { HttpApi, OpenApi } from "@effect/platform"
+import * as AdminApi from "./AdminApi.js"
+import { DiscoveryApi } from "./DiscoveryApi.js"
+import { TokenApi } from "./TokenApi.js"
+import { WebApi } from "./WebApi.js"
+
+export class Api extends HttpApi.make("service-auth")
+  .add(TokenApi)
+  .add(AdminApi.ProfilesApi)
+  .add(AdminApi.ServicesApi)
+  .add(DiscoveryApi)
+  .add(WebApi)
+  .annotate(OpenApi.Title, "service-auth")
+  .annotate(OpenApi.Version, "0.1.0")
+  .annotate(
+    OpenApi.Description,
+    "OAuth 2.0 Client Credentials authorization server and service gateway. Every error body is " +
+      "exactly {\"error\", \"error_description\"}."
+  )
+{}

@@ -1,0 +1,53 @@
+/** Discovery and operations (CONTRACT §4): JWKS, RFC 8414 metadata, health, and this API's own OpenAPI document. */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { StorageUnavailableWire } from "./WireErrors.js"
+
+export const Jwks = Schema.Struct({
+  keys: Schema.Array(
+    Schema.Struct({
+      kty: Schema.Literal("RSA"),
+      kid: Schema.String,
+      alg: Schema.Literal("RS256"),
+      use: Schema.Literal("sig"),
+      n: Schema.String,
+      e: Schema.String
+    })
+  )
+}).annotations({ identifier: "JsonWebKeySet", description: "RFC 7517 public keys that verify issued tokens, by kid." })
+
+export const AuthorizationServerMetadata = Schema.Struct({
+  issuer: Schema.String,
+  token_endpoint: Schema.String,
+  jwks_uri: Schema.String,
+  grant_types_supported: Schema.Array(Schema.String),
+  token_endpoint_auth_methods_supported: Schema.Array(Schema.String),
+  token_endpoint_auth_signing_alg_values_supported: Schema.optional(Schema.Array(Schema.String)),
+  scopes_supported: Schema.Array(Schema.String),
+  response_types_supported: Schema.Array(Schema.String),
+  service_documentation: Schema.optional(Schema.String)
+}).annotations({ identifier: "AuthorizationServerMetadata", description: "RFC 8414 metadata." })
+
+export const Health = Schema.Struct({ status: Schema.Literal("ok") }).annotations({ identifier: "Health" })
+
+export class DiscoveryApi extends HttpApiGroup.make("discovery")
+  .add(HttpApiEndpoint.get("jwks", "/.well-known/jwks.json").addSuccess(Jwks))
+  .add(HttpApiEndpoint.get("metadata", "/.well-known/oauth-authorization-server").addSuccess(AuthorizationServerMetadata))
+  .add(
+    HttpApiEndpoint.get("healthz", "/healthz")
+      .addSuccess(Health)
+      .annotate(OpenApi.Description, "The process is up.")
+  )
+  .add(
+    HttpApiEndpoint.get("readyz", "/readyz")
+      .addSuccess(Health)
+      .addError(StorageUnavailableWire)
+      .annotate(OpenApi.Description, "The database answers.")
+  )
+  .add(
+    HttpApiEndpoint.get("openapi", "/openapi.yaml")
+      .addSuccess(HttpApiSchema.Text({ contentType: "application/yaml" }))
+      .annotate(OpenApi.Description, "This document.")
+  )
+  .annotate(OpenApi.Title, "Discovery and operations")
+{}

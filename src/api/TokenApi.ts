@@ -1,0 +1,68 @@
+/**
+ * `POST /oauth/token` (seed §4.1, CONTRACT §1). The payload is described for OpenAPI but decoded by
+ * the handler itself (`handleRaw`): repeated, empty and non-form fields must all answer with the
+ * OAuth error body, never the framework's decode error.
+ */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../auth/TokenService.js"
+import {
+  InvalidClientWire,
+  InvalidRequestWire,
+  PayloadTooLargeWire,
+  StorageUnavailableWire,
+  UnsupportedGrantTypeWire
+} from "./WireErrors.js"
+
+export const TokenRequest = Schema.Struct({
+  grant_type: Schema.Literal("client_credentials"),
+  client_id: Schema.optional(Schema.String).annotations({
+    description: "Client id (starts with svc_); required unless sent with HTTP Basic authentication."
+  }),
+  client_secret: Schema.optional(Schema.String).annotations({
+    description: "Client secret; required unless sent with HTTP Basic authentication."
+  }),
+  profile: Schema.String.annotations({ description: "Profile identifier." }),
+  environment: Schema.String.annotations({ description: "Environment name within the profile." }),
+  service_uuid: Schema.String.annotations({ description: "UUID of the target service." })
+}).pipe(
+  HttpApiSchema.withEncoding({ kind: "UrlParams" }),
+  (schema) => schema.annotations({ identifier: "TokenRequest" })
+)
+
+export const TokenResponse = Schema.Struct({
+  access_token: Schema.String.annotations({ description: "RS256 JWT for the requested service." }),
+  token_type: Schema.Literal("Bearer"),
+  expires_in: Schema.Literal(TOKEN_LIFETIME_SECONDS),
+  scope: Schema.Literal(SERVICE_CALL_SCOPE)
+}).annotations({ identifier: "TokenResponse" })
+
+export const TokenRequestHeaders = Schema.Struct({
+  authorization: Schema.optional(Schema.String).annotations({
+    description: "client_secret_basic (RFC 6749 §2.3.1): Basic base64(urlencode(client_id):urlencode(client_secret))."
+  })
+})
+
+export class TokenApi extends HttpApiGroup.make("token")
+  .add(
+    HttpApiEndpoint.post("issueToken", "/oauth/token")
+      .setPayload(TokenRequest)
+      .setHeaders(TokenRequestHeaders)
+      .addSuccess(TokenResponse)
+      .addError(InvalidRequestWire)
+      .addError(UnsupportedGrantTypeWire)
+      .addError(InvalidClientWire)
+      .addError(PayloadTooLargeWire)
+      .addError(StorageUnavailableWire)
+      .annotate(OpenApi.Summary, "Obtain an access token (client credentials grant)")
+      .annotate(
+        OpenApi.Description,
+        "Checks, in order: grant_type present (400 invalid_request), grant_type is client_credentials " +
+          "(400 unsupported_grant_type), every other field present (400 invalid_request), the profile, " +
+          "environment and service exist and the service has auth_type oauth (400 invalid_request), the " +
+          "client credentials are a live credential of that service (401 invalid_client). Every answer " +
+          "carries Cache-Control: no-store and Pragma: no-cache."
+      )
+  )
+  .annotate(OpenApi.Title, "OAuth 2.0 token endpoint")
+{}

@@ -1,0 +1,76 @@
+/**
+ * The client credentials grant (RFC 6749 §4.4) once the request has been parsed: rows 4 and 5 of
+ * the contract's precedence table. One indexed read finds the service and the presented client's
+ * live credential together; the only write is `last_used_at`, at most once a minute per credential.
+ */
+import { Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
+import { InvalidClient, InvalidRequest, type StorageUnavailable } from "../domain/Errors.js"
+import { canonicalServiceUuid, isEnvironmentName, isProfileId } from "../domain/Identifiers.js"
+import { currentDate } from "../domain/Time.js"
+import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
+import { ClientSecrets } from "./ClientSecrets.js"
+import { type IssuedToken, TokenService } from "./TokenService.js"
+
+export interface GrantRequest {
+  readonly clientId: string
+  /** None when the client's Basic credentials could not be decoded: authentication fails at row 5. */
+  readonly clientSecret: Option.Option<Redacted.Redacted<string>>
+  readonly profile: string
+  readonly environment: string
+  readonly serviceUuid: string
+  readonly basic: boolean
+}
+
+/** How stale `last_used_at` may get before a successful request refreshes it. */
+export const LAST_USED_RESOLUTION = Duration.minutes(1)
+
+/** The seed's description for every row-4 failure. */
+const targetNotFound = new InvalidRequest({ description: "Missing required parameters" })
+
+export interface ClientCredentialsGrantShape {
+  readonly grant: (request: GrantRequest) => Effect.Effect<IssuedToken, InvalidRequest | InvalidClient | StorageUnavailable>
+}
+
+export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCredentialsGrant")<
+  ClientCredentialsGrant,
+  ClientCredentialsGrantShape
+>() {
+  static readonly layer = Layer.effect(
+    ClientCredentialsGrant,
+    Effect.gen(function*() {
+      const repo = yield* CredentialRepo
+      const secrets = yield* ClientSecrets
+      const tokens = yield* TokenService
+
+      const grant = (request: GrantRequest) =>
+        Effect.gen(function*() {
+          const uuid = canonicalServiceUuid(request.serviceUuid)
+          if (!isProfileId(request.profile) || !isEnvironmentName(request.environment) || uuid === undefined) {
+            return yield* targetNotFound
+          }
+          const address: ServiceAddress = { profile: request.profile, environment: request.environment, uuid }
+          const target = yield* repo.findTokenTarget(address, request.clientId)
+          if (Option.isNone(target) || target.value.authType !== "oauth") return yield* targetNotFound
+
+          const credential = Option.getOrUndefined(target.value.credential)
+          // Always run the comparison, so an unknown client id costs what a wrong secret costs.
+          const authenticated = Option.match(request.clientSecret, {
+            onNone: () => false,
+            onSome: (secret) => secrets.matches(secret, credential?.secretHash)
+          })
+          if (!authenticated || credential === undefined) return yield* new InvalidClient({ basic: request.basic })
+
+          const now = yield* currentDate
+          if (
+            credential.lastUsedAt === null ||
+            now.getTime() - credential.lastUsedAt.getTime() >= Duration.toMillis(LAST_USED_RESOLUTION)
+          ) {
+            yield* repo.touchCredential(credential.clientId, now)
+          }
+          return yield* tokens.issue(credential.clientId, address)
+        }).pipe(Effect.withSpan("ClientCredentialsGrant.grant"))
+
+      return ClientCredentialsGrant.of({ grant })
+    })
+  )
+}

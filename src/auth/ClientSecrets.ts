@@ -1,0 +1,63 @@
+/**
+ * Generation and checking of client credentials.
+ *
+ * A client id is `svc_` + 128 random bits; a secret is 256 random bits, base64url. Secrets are
+ * stored only as HMAC-SHA256 under a server key: with 256 bits of entropy a slow password hash adds
+ * nothing but cost (it would cap the token endpoint at ~20 requests/s). Checking is constant-time,
+ * and an unknown client id is checked against a dummy digest so it costs what a wrong secret costs.
+ */
+import { Context, Effect, Layer, Redacted } from "effect"
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
+import type { ClientId } from "../domain/Identifiers.js"
+import { ServerKeyStore } from "../storage/ServerKeyStore.js"
+
+export interface GeneratedCredential {
+  readonly clientId: ClientId
+  readonly secret: Redacted.Redacted<string>
+  readonly secretHash: string
+}
+
+export interface ClientSecretsShape {
+  readonly generate: Effect.Effect<GeneratedCredential>
+  /** Whether `secret` matches `secretHash`; `undefined` (unknown client) is checked at the same cost and fails. */
+  readonly matches: (secret: Redacted.Redacted<string>, secretHash: string | undefined) => boolean
+}
+
+const DIGEST_KEY_NAME = "credential_digest_key"
+
+export const makeClientSecrets = (digestKey: Buffer): ClientSecretsShape => {
+  const digest = (secret: string) => createHmac("sha256", digestKey).update(secret, "utf8").digest()
+  const dummy = digest(randomBytes(32).toString("base64url"))
+  return {
+    generate: Effect.sync(() => {
+      const secret = randomBytes(32).toString("base64url")
+      return {
+        clientId: `svc_${randomBytes(16).toString("hex")}` as ClientId,
+        secret: Redacted.make(secret),
+        secretHash: digest(secret).toString("hex")
+      }
+    }),
+    matches: (secret, secretHash) => {
+      const presented = digest(Redacted.value(secret))
+      const stored = secretHash === undefined ? undefined : Buffer.from(secretHash, "hex")
+      const comparable = stored !== undefined && stored.length === presented.length
+      const equal = timingSafeEqual(presented, comparable ? stored : dummy)
+      return comparable && equal
+    }
+  }
+}
+
+export class ClientSecrets extends Context.Tag("service-auth/ClientSecrets")<ClientSecrets, ClientSecretsShape>() {
+  /** Digest key shared by every instance through the database. */
+  static readonly layer = Layer.effect(
+    ClientSecrets,
+    Effect.gen(function*() {
+      const store = yield* ServerKeyStore
+      const key = yield* store.getOrCreate(DIGEST_KEY_NAME, async () => randomBytes(32).toString("base64url"))
+      return makeClientSecrets(Buffer.from(Redacted.value(key), "base64url"))
+    }).pipe(Effect.orDie)
+  )
+
+  /** A fixed digest key, for tests. */
+  static readonly layerTest = Layer.sync(ClientSecrets, () => makeClientSecrets(Buffer.alloc(32, 7)))
+}

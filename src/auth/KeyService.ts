@@ -1,0 +1,71 @@
+/**
+ * The RS256 key that signs access tokens, and the JWKS (RFC 7517) that publishes its public half.
+ * The `kid` is the key's RFC 7638 thumbprint. The key comes from SIGNING_KEY_FILE (PKCS#8 PEM) or,
+ * when unset, is generated once and kept in the database so that restarts and every instance sign
+ * with the same key.
+ */
+import { Context, Effect, Layer, Option, Redacted } from "effect"
+import * as Jose from "jose"
+import { readFile } from "node:fs/promises"
+import { AppConfig } from "../AppConfig.js"
+import { ServerKeyStore } from "../storage/ServerKeyStore.js"
+
+export const SIGNING_ALGORITHM = "RS256"
+
+export interface PublicJwk extends Jose.JWK {
+  readonly kid: string
+  readonly kty: string
+  readonly alg: typeof SIGNING_ALGORITHM
+  readonly use: "sig"
+}
+
+export interface KeyServiceShape {
+  readonly kid: string
+  readonly privateKey: CryptoKey
+  /** Verification keys by kid. Only keys held here ever verify a token. */
+  readonly verificationKey: (kid: string) => CryptoKey | undefined
+  readonly jwks: { readonly keys: ReadonlyArray<PublicJwk> }
+}
+
+const generatePkcs8 = async () => {
+  const { privateKey } = await Jose.generateKeyPair(SIGNING_ALGORITHM, { modulusLength: 2048, extractable: true })
+  return Jose.exportPKCS8(privateKey)
+}
+
+export const fromPkcs8 = async (pem: string): Promise<KeyServiceShape> => {
+  const privateKey = await Jose.importPKCS8(pem, SIGNING_ALGORITHM, { extractable: true })
+  const { kty, n, e } = await Jose.exportJWK(privateKey)
+  if (kty !== "RSA" || n === undefined || e === undefined) throw new Error("signing key must be an RSA key")
+  if (Buffer.from(n, "base64url").length * 8 < 2048) throw new Error("signing key must have at least 2048 bits")
+  const publicJwk = { kty, n, e }
+  const kid = await Jose.calculateJwkThumbprint(publicJwk)
+  const publicKey = await Jose.importJWK({ ...publicJwk, alg: SIGNING_ALGORITHM }, SIGNING_ALGORITHM) as CryptoKey
+  return {
+    kid,
+    privateKey,
+    verificationKey: (candidate) => (candidate === kid ? publicKey : undefined),
+    jwks: { keys: [{ ...publicJwk, kid, alg: SIGNING_ALGORITHM, use: "sig" }] }
+  }
+}
+
+export class KeyService extends Context.Tag("service-auth/KeyService")<KeyService, KeyServiceShape>() {
+  static readonly layer = Layer.effect(
+    KeyService,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      const pem = yield* Option.match(config.signingKeyFile, {
+        onSome: (file) => Effect.promise(() => readFile(file, "utf8")),
+        onNone: () => Effect.map(Effect.flatMap(ServerKeyStore, (store) => store.getOrCreate("signing_key", generatePkcs8)), Redacted.value)
+      })
+      return yield* Effect.tryPromise({
+        try: () => fromPkcs8(pem),
+        catch: (cause) => new Error(`Cannot use the signing key: ${cause}`)
+      })
+    }).pipe(Effect.orDie)
+  )
+
+  /** A key generated once per process: deterministic within a test run, and fast after the first. */
+  static readonly layerTest = Layer.effect(KeyService, Effect.promise(() => (testKey ??= generatePkcs8().then(fromPkcs8))))
+}
+
+let testKey: Promise<KeyServiceShape> | undefined

@@ -1,0 +1,127 @@
+/**
+ * Records of the service catalogue as the admin API shows them. The same schemas type what the
+ * repositories return, so storage and the wire cannot drift apart. Timestamps are `Date`s inside the
+ * program and ISO 8601 strings on the wire.
+ */
+import { Schema } from "effect"
+import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "./Identifiers.js"
+
+export const AuthType = Schema.Literal("oauth", "none").annotations({
+  description: "`oauth` protects the service with OAuth 2.0 Client Credentials; `none` leaves it open."
+})
+export type AuthType = typeof AuthType.Type
+
+const HttpUrl = Schema.String.pipe(
+  Schema.filter((value) => {
+    try {
+      const url = new URL(value)
+      return (url.protocol === "http:" || url.protocol === "https:") && value.length <= 2048
+    } catch {
+      return false
+    }
+  }, { message: () => "url must be an absolute http or https URL of at most 2048 characters" })
+)
+
+export const EchoHandler = Schema.Struct({ type: Schema.Literal("echo") })
+export const ProxyHandler = Schema.Struct({ type: Schema.Literal("proxy"), url: HttpUrl })
+export const ServiceHandlerConfig = Schema.Union(EchoHandler, ProxyHandler).annotations({
+  identifier: "ServiceHandler",
+  description: "What the service computes: `echo` answers the request back; `proxy` forwards it to `url`."
+})
+export type ServiceHandlerConfig = typeof ServiceHandlerConfig.Type
+export const defaultHandler: ServiceHandlerConfig = { type: "echo" }
+
+export const CredentialInfo = Schema.Struct({
+  client_id: ClientId,
+  created_at: Schema.Date,
+  last_used_at: Schema.NullOr(Schema.Date).annotations({
+    description: "Time of the latest successful token request (kept to the minute); null when never used."
+  })
+}).annotations({ identifier: "Credential" })
+export type CredentialInfo = typeof CredentialInfo.Type
+
+export const ServiceDocument = Schema.Struct({
+  uuid: ServiceUuid,
+  name: Schema.String,
+  auth_type: AuthType,
+  handler: ServiceHandlerConfig,
+  credentials: Schema.Array(CredentialInfo)
+}).annotations({ identifier: "Service" })
+export type ServiceDocument = typeof ServiceDocument.Type
+
+export const EnvironmentDocument = Schema.Struct({
+  name: EnvironmentName,
+  services: Schema.Array(ServiceDocument)
+}).annotations({ identifier: "Environment" })
+export type EnvironmentDocument = typeof EnvironmentDocument.Type
+
+export const ProfileSummary = Schema.Struct({
+  profile: ProfileId,
+  created_at: Schema.Date
+}).annotations({ identifier: "ProfileSummary" })
+export type ProfileSummary = typeof ProfileSummary.Type
+
+export const ProfileDocument = Schema.Struct({
+  profile: ProfileId,
+  created_at: Schema.Date,
+  environments: Schema.Array(EnvironmentDocument)
+}).annotations({ identifier: "Profile" })
+export type ProfileDocument = typeof ProfileDocument.Type
+
+/** What an operator sends to create or replace a service. */
+export const ServiceInput = Schema.Struct({
+  name: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))),
+  auth_type: AuthType,
+  handler: Schema.optional(ServiceHandlerConfig)
+}).annotations({ identifier: "ServiceInput" })
+export type ServiceInput = typeof ServiceInput.Type
+
+/** A credential as answered once, at generation: the only place its secret ever appears. */
+export const NewCredential = Schema.Struct({
+  client_id: ClientId,
+  client_secret: Schema.String,
+  created_at: Schema.Date
+}).annotations({ identifier: "NewCredential" })
+export type NewCredential = typeof NewCredential.Type
+
+/** A staged change of the profile editor. */
+export const AddCredentialChange = Schema.Struct({
+  op: Schema.Literal("add_credential"),
+  environment: Schema.String,
+  service_uuid: Schema.String
+})
+export const RemoveCredentialChange = Schema.Struct({
+  op: Schema.Literal("remove_credential"),
+  environment: Schema.String,
+  service_uuid: Schema.String,
+  client_id: Schema.String
+})
+export const ProfileChange = Schema.Union(AddCredentialChange, RemoveCredentialChange).annotations({
+  identifier: "ProfileChange"
+})
+export type ProfileChange = typeof ProfileChange.Type
+
+export const SaveProfileRequest = Schema.Struct({
+  changes: Schema.Array(ProfileChange).pipe(Schema.maxItems(100))
+}).annotations({ identifier: "SaveProfileRequest" })
+export type SaveProfileRequest = typeof SaveProfileRequest.Type
+
+export const CreatedCredential = Schema.Struct({
+  environment: EnvironmentName,
+  service_uuid: ServiceUuid,
+  client_id: ClientId,
+  client_secret: Schema.String,
+  created_at: Schema.Date
+}).annotations({ identifier: "CreatedCredential" })
+
+export const RemovedCredential = Schema.Struct({
+  environment: EnvironmentName,
+  service_uuid: ServiceUuid,
+  client_id: ClientId
+}).annotations({ identifier: "RemovedCredential" })
+
+export const SaveProfileResult = Schema.Struct({
+  created: Schema.Array(CreatedCredential),
+  removed: Schema.Array(RemovedCredential)
+}).annotations({ identifier: "SaveProfileResult" })
+export type SaveProfileResult = typeof SaveProfileResult.Type

@@ -1,0 +1,61 @@
+/**
+ * Reading request bodies ourselves, with a size limit: a declared Content-Length over the limit is
+ * refused before anything is read, and a body that grows past it while streaming is cut off.
+ * JSON bodies are decoded here rather than by HttpApi, whose decode failures (and its 500 on
+ * invalid JSON) would not be the contract's `{"error","error_description"}` answer.
+ */
+import type { HttpServerRequest } from "@effect/platform"
+import { HttpIncomingMessage } from "@effect/platform"
+import { Effect, Option, ParseResult, Schema } from "effect"
+import { InvalidRequest, PayloadTooLarge } from "../domain/Errors.js"
+
+export const payloadTooLarge = (maxBytes: number) =>
+  new PayloadTooLarge({ description: `Request body exceeds ${maxBytes} bytes` })
+
+/** The media type of the request, lower-cased, without parameters ("" when absent). */
+export const mediaType = (request: HttpServerRequest.HttpServerRequest): string =>
+  (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
+
+export const readBodyText = (
+  request: HttpServerRequest.HttpServerRequest,
+  maxBytes: number
+): Effect.Effect<string, PayloadTooLarge | InvalidRequest> => {
+  const declared = request.headers["content-length"]
+  if (declared !== undefined && Number(declared) > maxBytes) return Effect.fail(payloadTooLarge(maxBytes))
+  return request.text.pipe(
+    HttpIncomingMessage.withMaxBodySize(Option.some(maxBytes)),
+    Effect.mapError((error) =>
+      error.cause instanceof Error && error.cause.message === "maxBytes exceeded"
+        ? payloadTooLarge(maxBytes)
+        : new InvalidRequest({ description: "The request body could not be read" })
+    )
+  )
+}
+
+/** Describes the first problem of a decode failure as `path: message`. */
+export const describeParseError = (error: ParseResult.ParseError): string => {
+  const [first] = ParseResult.ArrayFormatter.formatErrorSync(error)
+  if (first === undefined) return "Invalid request body"
+  return first.path.length > 0 ? `${first.path.join(".")}: ${first.message}` : first.message
+}
+
+/** Reads a JSON body (no body counts as `{}`) and decodes it strictly: unknown fields are refused. */
+export const decodeJsonBody = <A, I>(
+  request: HttpServerRequest.HttpServerRequest,
+  schema: Schema.Schema<A, I>,
+  maxBytes: number
+): Effect.Effect<A, PayloadTooLarge | InvalidRequest> =>
+  Effect.gen(function*() {
+    const text = yield* readBodyText(request, maxBytes)
+    let json: unknown = {}
+    if (text.trim() !== "") {
+      try {
+        json = JSON.parse(text)
+      } catch {
+        return yield* new InvalidRequest({ description: "The request body is not valid JSON" })
+      }
+    }
+    return yield* Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "first" })(json).pipe(
+      Effect.mapError((error) => new InvalidRequest({ description: describeParseError(error) }))
+    )
+  })

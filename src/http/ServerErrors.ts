@@ -1,0 +1,35 @@
+/**
+ * The last line of defence around the whole app: an unknown route answers a JSON 404, and a defect
+ * (a bug) answers a JSON 500 without detail while the cause is logged. No stack trace or SQL ever
+ * reaches a client.
+ */
+import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Cause, Effect } from "effect"
+
+const notFound = (method: string) =>
+  HttpServerResponse.unsafeJson(
+    { error: "not_found", error_description: `No ${method} endpoint at this path` },
+    { status: 404 }
+  )
+
+const internalError = HttpServerResponse.unsafeJson(
+  { error: "server_error", error_description: "Internal server error" },
+  { status: 500 }
+)
+
+const jsonErrors = (app: HttpApp.Default): HttpApp.Default =>
+  Effect.catchAllCause(app, (cause) =>
+    Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const failure = Cause.failureOption(cause)
+      if (failure._tag === "Some" && (failure.value as { _tag?: string })._tag === "RouteNotFound") {
+        return notFound(request.method)
+      }
+      // Typed failures are encoded by HttpApi from the endpoints' error schemas.
+      if (failure._tag === "Some" || Cause.isInterruptedOnly(cause)) return yield* Effect.failCause(cause)
+      yield* Effect.logError("Unhandled failure", request.method, new URL(request.url, "http://x").pathname, cause)
+      return internalError
+    }))
+
+/** Installs `jsonErrors` inside HttpApi, where route misses and defects are still failures, not yet responses. */
+export const JsonErrorsLive = HttpApiBuilder.middleware(jsonErrors)

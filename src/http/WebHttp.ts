@@ -1,0 +1,59 @@
+/**
+ * Serves the profile editor (`src/web/admin`) at `GET /admin` and its assets at
+ * `GET /admin/assets/:file`. Files are read once at start; only names found there are served, so no
+ * path can reach outside the folder.
+ */
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect } from "effect"
+import { readdir, readFile } from "node:fs/promises"
+import { fileURLToPath } from "node:url"
+import { Api } from "../api/Api.js"
+
+const WEB_ROOT = fileURLToPath(new URL("../web/admin/", import.meta.url))
+
+const CONTENT_TYPES: Record<string, string> = {
+  html: "text/html; charset=utf-8",
+  js: "text/javascript; charset=utf-8",
+  css: "text/css; charset=utf-8",
+  svg: "image/svg+xml",
+  png: "image/png",
+  ico: "image/x-icon"
+}
+
+const SECURITY_HEADERS = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "cache-control": "no-cache"
+}
+
+const readOptional = (path: string) => Effect.promise(() => readFile(path).catch(() => undefined))
+
+const notFound = HttpServerResponse.unsafeJson(
+  { error: "not_found", error_description: "No such asset" },
+  { status: 404 }
+)
+
+export const WebHttpLive = HttpApiBuilder.group(Api, "web", (handlers) =>
+  Effect.gen(function*() {
+    const page = yield* readOptional(`${WEB_ROOT}index.html`)
+    const names = yield* Effect.promise(() => readdir(`${WEB_ROOT}assets`).catch(() => [] as Array<string>))
+    const assets = new Map<string, Buffer>()
+    for (const name of names) {
+      const content = yield* readOptional(`${WEB_ROOT}assets/${name}`)
+      if (content !== undefined) assets.set(name, content)
+    }
+    const respond = (content: Buffer, name: string) =>
+      HttpServerResponse.uint8Array(content, {
+        contentType: CONTENT_TYPES[name.split(".").pop() ?? ""] ?? "application/octet-stream",
+        headers: SECURITY_HEADERS
+      })
+    return handlers
+      .handle("adminPage", () => Effect.succeed(page === undefined ? notFound : respond(page, "index.html")))
+      .handle("adminAsset", ({ path }) => {
+        const content = assets.get(path.file)
+        return Effect.succeed(content === undefined ? notFound : respond(content, path.file))
+      })
+  }))

@@ -1,0 +1,133 @@
+/**
+ * The catalogue of profiles, environments and services, and the credentials that protect them.
+ * Two implementations serve it: `CredentialRepoSql` (PostgreSQL or embedded PGlite) and
+ * `CredentialRepoMemory` (unit tests); `test/CredentialRepo.test.ts` runs one suite against each.
+ *
+ * Deleted credentials are kept as tombstones (`deleted_at`), never removed, so that a client id is
+ * never reused and a token of a deleted credential can never verify again, even if its service is
+ * re-created under the same uuid.
+ */
+import { Context, type Effect, type Option } from "effect"
+import type { Conflict, CredentialLimitExceeded, NotFound, StorageUnavailable } from "../domain/Errors.js"
+import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import type {
+  AuthType,
+  ProfileDocument,
+  ProfileSummary,
+  ServiceDocument,
+  ServiceHandlerConfig
+} from "../domain/Models.js"
+
+/** A service and its credentials, addressed as the token endpoint and the service path do. */
+export interface ServiceAddress {
+  readonly profile: ProfileId
+  readonly environment: EnvironmentName
+  readonly uuid: ServiceUuid
+}
+
+export interface ServiceFields {
+  readonly name: string
+  readonly auth_type: AuthType
+  readonly handler: ServiceHandlerConfig
+}
+
+/** What one indexed read tells the token endpoint. */
+export interface TokenTarget {
+  readonly authType: AuthType
+  /** The credential with the requested client id, when it is live on this very service. */
+  readonly credential: Option.Option<{
+    readonly clientId: ClientId
+    readonly secretHash: string
+    readonly lastUsedAt: Date | null
+  }>
+}
+
+/** What one indexed read tells the service-call endpoint. */
+export interface ServiceRoute {
+  readonly authType: AuthType
+  readonly handler: ServiceHandlerConfig
+  /** Whether the given client id is a live credential of this service (false when none was given). */
+  readonly credentialLive: boolean
+}
+
+export type CredentialChange =
+  | {
+    readonly _tag: "Add"
+    readonly environment: EnvironmentName
+    readonly serviceUuid: ServiceUuid
+    readonly clientId: ClientId
+    readonly secretHash: string
+  }
+  | {
+    readonly _tag: "Remove"
+    readonly environment: EnvironmentName
+    readonly serviceUuid: ServiceUuid
+    readonly clientId: ClientId
+  }
+
+export type Upserted<A> = { readonly created: boolean; readonly value: A }
+
+export interface CredentialRepoShape {
+  readonly ping: Effect.Effect<void, StorageUnavailable>
+
+  readonly listProfiles: Effect.Effect<ReadonlyArray<ProfileSummary>, StorageUnavailable>
+  readonly getProfile: (profile: ProfileId) => Effect.Effect<Option.Option<ProfileDocument>, StorageUnavailable>
+  /** Creates the profile unless it exists; `created` tells which. */
+  readonly putProfile: (profile: ProfileId, now: Date) => Effect.Effect<boolean, StorageUnavailable>
+  /** Deletes the profile with everything in it and tombstones its credentials. False when absent. */
+  readonly deleteProfile: (profile: ProfileId, now: Date) => Effect.Effect<boolean, StorageUnavailable>
+
+  readonly putEnvironment: (
+    profile: ProfileId,
+    environment: EnvironmentName,
+    now: Date
+  ) => Effect.Effect<boolean, NotFound | StorageUnavailable>
+  readonly deleteEnvironment: (
+    profile: ProfileId,
+    environment: EnvironmentName,
+    now: Date
+  ) => Effect.Effect<boolean, StorageUnavailable>
+
+  readonly getService: (address: ServiceAddress) => Effect.Effect<Option.Option<ServiceDocument>, StorageUnavailable>
+  /**
+   * Creates the service, or replaces its fields when it exists and `mode` is "upsert".
+   * In "create" mode an existing uuid is a `Conflict`.
+   */
+  readonly putService: (
+    address: ServiceAddress,
+    fields: ServiceFields,
+    mode: "create" | "upsert",
+    now: Date
+  ) => Effect.Effect<boolean, NotFound | Conflict | StorageUnavailable>
+  readonly deleteService: (address: ServiceAddress, now: Date) => Effect.Effect<boolean, StorageUnavailable>
+
+  /**
+   * Applies credential additions and removals of one profile atomically: all or nothing, and never
+   * more than two live credentials on a service, whatever runs concurrently. Additions set the
+   * service's `auth_type` to `oauth`.
+   */
+  readonly applyCredentialChanges: (
+    profile: ProfileId,
+    changes: ReadonlyArray<CredentialChange>,
+    now: Date
+  ) => Effect.Effect<void, NotFound | CredentialLimitExceeded | StorageUnavailable>
+
+  /** None when the profile, environment or service does not exist. */
+  readonly findTokenTarget: (
+    address: ServiceAddress,
+    clientId: string
+  ) => Effect.Effect<Option.Option<TokenTarget>, StorageUnavailable>
+  /** Records a successful token request. */
+  readonly touchCredential: (clientId: ClientId, now: Date) => Effect.Effect<void, StorageUnavailable>
+
+  /** None when the profile, environment or service does not exist. */
+  readonly findServiceRoute: (
+    address: ServiceAddress,
+    clientId: Option.Option<string>
+  ) => Effect.Effect<Option.Option<ServiceRoute>, StorageUnavailable>
+}
+
+export class CredentialRepo extends Context.Tag("service-auth/CredentialRepo")<CredentialRepo, CredentialRepoShape>() {}
+
+/** The most live credentials a service may hold (seed §8). */
+export const MAX_CREDENTIALS_PER_SERVICE = 2

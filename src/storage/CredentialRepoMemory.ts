@@ -1,0 +1,227 @@
+/**
+ * In-memory `CredentialRepo` for unit tests and embedding. Every operation is one synchronous step,
+ * so each is atomic under Effect's cooperative scheduling, like a transaction.
+ */
+import { Effect, Either, Layer, Option } from "effect"
+import { Conflict, NotFound } from "../domain/Errors.js"
+import type { ClientId, EnvironmentName, ProfileId } from "../domain/Identifiers.js"
+import type { CredentialInfo, ServiceDocument } from "../domain/Models.js"
+import { checkCredentialChanges, serviceKey, type ServiceSnapshot } from "./CredentialChanges.js"
+import { CredentialRepo, type ServiceAddress, type ServiceFields } from "./CredentialRepo.js"
+
+interface StoredService extends ServiceFields {
+  readonly uuid: ServiceAddress["uuid"]
+  readonly createdAt: Date
+  readonly order: number
+}
+
+interface StoredCredential {
+  readonly clientId: ClientId
+  readonly profile: ProfileId
+  readonly environment: EnvironmentName
+  readonly serviceUuid: ServiceAddress["uuid"]
+  readonly secretHash: string
+  readonly createdAt: Date
+  readonly order: number
+  lastUsedAt: Date | null
+  deletedAt: Date | null
+}
+
+interface StoredProfile {
+  readonly createdAt: Date
+  readonly environments: Map<EnvironmentName, { readonly createdAt: Date; readonly services: Map<string, StoredService> }>
+}
+
+const byName = <A>(a: [string, A], b: [string, A]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)
+
+export const make = Effect.sync(() => {
+  const profiles = new Map<ProfileId, StoredProfile>()
+  const credentials = new Map<string, StoredCredential>()
+  let sequence = 0
+
+  const environmentOf = (profile: ProfileId, environment: EnvironmentName) =>
+    profiles.get(profile)?.environments.get(environment)
+  const serviceOf = (address: ServiceAddress) =>
+    environmentOf(address.profile, address.environment)?.services.get(address.uuid)
+
+  const liveCredentialsOf = (address: ServiceAddress) =>
+    [...credentials.values()]
+      .filter((c) =>
+        c.deletedAt === null && c.profile === address.profile && c.environment === address.environment &&
+        c.serviceUuid === address.uuid
+      )
+      .sort((a, b) => a.order - b.order)
+
+  const liveCredential = (address: ServiceAddress, clientId: string) => {
+    const credential = credentials.get(clientId)
+    return credential !== undefined && credential.deletedAt === null && credential.profile === address.profile &&
+        credential.environment === address.environment && credential.serviceUuid === address.uuid
+      ? credential
+      : undefined
+  }
+
+  const tombstone = (now: Date, matches: (c: StoredCredential) => boolean) => {
+    for (const credential of credentials.values()) {
+      if (credential.deletedAt === null && matches(credential)) credential.deletedAt = now
+    }
+  }
+
+  const serviceDocument = (address: ServiceAddress, service: StoredService): ServiceDocument => ({
+    uuid: service.uuid,
+    name: service.name,
+    auth_type: service.auth_type,
+    handler: service.handler,
+    credentials: liveCredentialsOf(address).map((c): CredentialInfo => ({
+      client_id: c.clientId,
+      created_at: c.createdAt,
+      last_used_at: c.lastUsedAt
+    }))
+  })
+
+  return CredentialRepo.of({
+    ping: Effect.void,
+
+    listProfiles: Effect.sync(() =>
+      [...profiles.entries()].sort(byName).map(([profile, stored]) => ({ profile, created_at: stored.createdAt }))
+    ),
+
+    getProfile: (profile) =>
+      Effect.sync(() =>
+        Option.fromNullable(profiles.get(profile)).pipe(Option.map((stored) => ({
+          profile,
+          created_at: stored.createdAt,
+          environments: [...stored.environments.entries()].sort(byName).map(([name, environment]) => ({
+            name,
+            services: [...environment.services.values()]
+              .sort((a, b) => a.order - b.order)
+              .map((service) => serviceDocument({ profile, environment: name, uuid: service.uuid }, service))
+          }))
+        })))
+      ),
+
+    putProfile: (profile, now) =>
+      Effect.sync(() => {
+        if (profiles.has(profile)) return false
+        profiles.set(profile, { createdAt: now, environments: new Map() })
+        return true
+      }),
+
+    deleteProfile: (profile, now) =>
+      Effect.sync(() => {
+        if (!profiles.delete(profile)) return false
+        tombstone(now, (c) => c.profile === profile)
+        return true
+      }),
+
+    putEnvironment: (profile, environment, now) =>
+      Effect.suspend(() => {
+        const stored = profiles.get(profile)
+        if (stored === undefined) return Effect.fail(new NotFound({ description: "Profile not found" }))
+        if (stored.environments.has(environment)) return Effect.succeed(false)
+        stored.environments.set(environment, { createdAt: now, services: new Map() })
+        return Effect.succeed(true)
+      }),
+
+    deleteEnvironment: (profile, environment, now) =>
+      Effect.sync(() => {
+        if (!profiles.get(profile)?.environments.delete(environment)) return false
+        tombstone(now, (c) => c.profile === profile && c.environment === environment)
+        return true
+      }),
+
+    getService: (address) =>
+      Effect.sync(() =>
+        Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => serviceDocument(address, service)))
+      ),
+
+    putService: (address, fields, mode, now) =>
+      Effect.suspend((): Effect.Effect<boolean, NotFound | Conflict> => {
+        const profile = profiles.get(address.profile)
+        if (profile === undefined) return Effect.fail(new NotFound({ description: "Profile not found" }))
+        const environment = profile.environments.get(address.environment)
+        if (environment === undefined) return Effect.fail(new NotFound({ description: "Environment not found" }))
+        const existing = environment.services.get(address.uuid)
+        if (existing !== undefined && mode === "create") {
+          return Effect.fail(new Conflict({ description: "A service with this uuid already exists" }))
+        }
+        environment.services.set(address.uuid, {
+          ...fields,
+          uuid: address.uuid,
+          createdAt: existing?.createdAt ?? now,
+          order: existing?.order ?? sequence++
+        })
+        return Effect.succeed(existing === undefined)
+      }),
+
+    deleteService: (address, now) =>
+      Effect.sync(() => {
+        if (!environmentOf(address.profile, address.environment)?.services.delete(address.uuid)) return false
+        tombstone(now, (c) =>
+          c.profile === address.profile && c.environment === address.environment && c.serviceUuid === address.uuid)
+        return true
+      }),
+
+    applyCredentialChanges: (profile, changes, now) =>
+      Effect.suspend(() => {
+        if (!profiles.has(profile)) return Effect.fail(new NotFound({ description: "Profile not found" }))
+        const snapshot = new Map<string, ReadonlyArray<string> | undefined>()
+        for (const change of changes) {
+          const address = { profile, environment: change.environment, uuid: change.serviceUuid }
+          snapshot.set(
+            serviceKey(change.environment, change.serviceUuid),
+            serviceOf(address) === undefined ? undefined : liveCredentialsOf(address).map((c) => c.clientId)
+          )
+        }
+        const checked = checkCredentialChanges(snapshot as ServiceSnapshot, changes)
+        if (Either.isLeft(checked)) return Effect.fail(checked.left)
+        for (const change of changes) {
+          if (change._tag === "Remove") {
+            credentials.get(change.clientId)!.deletedAt = now
+            continue
+          }
+          const environment = environmentOf(profile, change.environment)!
+          const service = environment.services.get(change.serviceUuid)!
+          environment.services.set(change.serviceUuid, { ...service, auth_type: "oauth" })
+          credentials.set(change.clientId, {
+            clientId: change.clientId,
+            profile,
+            environment: change.environment,
+            serviceUuid: change.serviceUuid,
+            secretHash: change.secretHash,
+            createdAt: now,
+            order: sequence++,
+            lastUsedAt: null,
+            deletedAt: null
+          })
+        }
+        return Effect.void
+      }),
+
+    findTokenTarget: (address, clientId) =>
+      Effect.sync(() =>
+        Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => ({
+          authType: service.auth_type,
+          credential: Option.fromNullable(liveCredential(address, clientId)).pipe(
+            Option.map((c) => ({ clientId: c.clientId, secretHash: c.secretHash, lastUsedAt: c.lastUsedAt }))
+          )
+        })))
+      ),
+
+    touchCredential: (clientId, now) =>
+      Effect.sync(() => {
+        const credential = credentials.get(clientId)
+        if (credential !== undefined) credential.lastUsedAt = now
+      }),
+
+    findServiceRoute: (address, clientId) =>
+      Effect.sync(() =>
+        Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => ({
+          authType: service.auth_type,
+          handler: service.handler,
+          credentialLive: Option.isSome(clientId) && liveCredential(address, clientId.value) !== undefined
+        })))
+      )
+  })
+})
+
+export const layer = Layer.effect(CredentialRepo, make)

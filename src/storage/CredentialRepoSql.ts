@@ -1,0 +1,264 @@
+/**
+ * `CredentialRepo` on SQL: PostgreSQL through `@effect/sql-pg`, or embedded PGlite through
+ * `PgliteClient`; the statements are the same.
+ *
+ * The two-credential limit holds under concurrency because a save first locks the rows of the
+ * services it touches (`FOR UPDATE`, in a fixed order so two saves never deadlock), then reads their
+ * live credentials, checks, and writes, all in one transaction.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Either, Layer, Option, Schema } from "effect"
+import { Conflict, NotFound } from "../domain/Errors.js"
+import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import { type AuthType, type CredentialInfo, ServiceHandlerConfig, type ServiceDocument } from "../domain/Models.js"
+import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
+import { CredentialRepo, type CredentialRepoShape } from "./CredentialRepo.js"
+import { refineSqlError } from "./StorageErrors.js"
+
+interface ServiceRow {
+  readonly environment: EnvironmentName
+  readonly uuid: ServiceUuid
+  readonly name: string
+  readonly auth_type: AuthType
+  readonly handler: unknown
+}
+
+interface CredentialRow {
+  readonly environment: EnvironmentName
+  readonly service_uuid: ServiceUuid
+  readonly client_id: ClientId
+  readonly created_at: Date
+  readonly last_used_at: Date | null
+}
+
+const decodeHandler = Schema.decodeUnknownSync(ServiceHandlerConfig)
+/** Drivers disagree on whether jsonb arrives parsed; accept both. */
+const handlerOf = (raw: unknown) => decodeHandler(typeof raw === "string" ? JSON.parse(raw) : raw)
+const toDate = (value: unknown): Date => (value instanceof Date ? value : new Date(String(value)))
+const toCredentialInfo = (row: CredentialRow): CredentialInfo => ({
+  client_id: row.client_id,
+  created_at: toDate(row.created_at),
+  last_used_at: row.last_used_at === null ? null : toDate(row.last_used_at)
+})
+
+export const make = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+
+  const servicesWithCredentials = (
+    services: ReadonlyArray<ServiceRow>,
+    credentials: ReadonlyArray<CredentialRow>
+  ): Array<ServiceDocument> =>
+    services.map((service) => ({
+      uuid: service.uuid,
+      name: service.name,
+      auth_type: service.auth_type,
+      handler: handlerOf(service.handler),
+      credentials: credentials
+        .filter((c) => c.environment === service.environment && c.service_uuid === service.uuid)
+        .map(toCredentialInfo)
+    }))
+
+  const tombstoneCredentials = (now: Date, profile: ProfileId, environment?: EnvironmentName, uuid?: ServiceUuid) =>
+    sql`UPDATE credentials SET deleted_at = ${now}
+        WHERE profile = ${profile} AND deleted_at IS NULL
+        ${environment === undefined ? sql`` : sql`AND environment = ${environment}`}
+        ${uuid === undefined ? sql`` : sql`AND service_uuid = ${uuid}`}`
+
+  const repo: CredentialRepoShape = {
+    ping: refineSqlError(Effect.asVoid(sql`SELECT 1`)),
+
+    listProfiles: sql<{ profile: ProfileId; created_at: Date }>`
+      SELECT profile, created_at FROM profiles ORDER BY profile`.pipe(
+      Effect.map((rows) => rows.map((row) => ({ profile: row.profile, created_at: toDate(row.created_at) }))),
+      refineSqlError
+    ),
+
+    getProfile: (profile) =>
+      Effect.gen(function*() {
+        const [found] = yield* sql<{ created_at: Date }>`SELECT created_at FROM profiles WHERE profile = ${profile}`
+        if (found === undefined) return Option.none()
+        const environments = yield* sql<{ name: EnvironmentName }>`
+          SELECT name FROM environments WHERE profile = ${profile} ORDER BY name`
+        const services = yield* sql<ServiceRow>`
+          SELECT environment, uuid, name, auth_type, handler FROM services
+          WHERE profile = ${profile} ORDER BY position`
+        const credentials = yield* sql<CredentialRow>`
+          SELECT environment, service_uuid, client_id, created_at, last_used_at FROM credentials
+          WHERE profile = ${profile} AND deleted_at IS NULL ORDER BY position`
+        return Option.some({
+          profile,
+          created_at: toDate(found.created_at),
+          environments: environments.map(({ name }) => ({
+            name,
+            services: servicesWithCredentials(services.filter((s) => s.environment === name), credentials)
+          }))
+        })
+      }).pipe(sql.withTransaction, refineSqlError),
+
+    putProfile: (profile, now) =>
+      sql`INSERT INTO profiles (profile, created_at) VALUES (${profile}, ${now})
+          ON CONFLICT (profile) DO NOTHING RETURNING profile`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        refineSqlError
+      ),
+
+    deleteProfile: (profile, now) =>
+      Effect.gen(function*() {
+        yield* tombstoneCredentials(now, profile)
+        const deleted = yield* sql`DELETE FROM profiles WHERE profile = ${profile} RETURNING profile`
+        return deleted.length > 0
+      }).pipe(sql.withTransaction, refineSqlError),
+
+    putEnvironment: (profile, environment, now) =>
+      Effect.gen(function*() {
+        const inserted = yield* sql`
+          INSERT INTO environments (profile, name, created_at)
+          SELECT ${profile}, ${environment}, ${now} WHERE EXISTS (SELECT 1 FROM profiles WHERE profile = ${profile})
+          ON CONFLICT (profile, name) DO NOTHING RETURNING name`
+        if (inserted.length > 0) return true
+        const [exists] = yield* sql`SELECT 1 AS found FROM environments WHERE profile = ${profile} AND name = ${environment}`
+        if (exists === undefined) return yield* new NotFound({ description: "Profile not found" })
+        return false
+      }).pipe(sql.withTransaction, refineSqlError),
+
+    deleteEnvironment: (profile, environment, now) =>
+      Effect.gen(function*() {
+        yield* tombstoneCredentials(now, profile, environment)
+        const deleted = yield* sql`
+          DELETE FROM environments WHERE profile = ${profile} AND name = ${environment} RETURNING name`
+        return deleted.length > 0
+      }).pipe(sql.withTransaction, refineSqlError),
+
+    getService: (address) =>
+      Effect.gen(function*() {
+        const services = yield* sql<ServiceRow>`
+          SELECT environment, uuid, name, auth_type, handler FROM services
+          WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}`
+        if (services.length === 0) return Option.none()
+        const credentials = yield* sql<CredentialRow>`
+          SELECT environment, service_uuid, client_id, created_at, last_used_at FROM credentials
+          WHERE profile = ${address.profile} AND environment = ${address.environment}
+            AND service_uuid = ${address.uuid} AND deleted_at IS NULL
+          ORDER BY position`
+        return Option.fromNullable(servicesWithCredentials(services, credentials)[0])
+      }).pipe(sql.withTransaction, refineSqlError),
+
+    putService: (address, fields, mode, now) =>
+      Effect.gen(function*() {
+        const [environment] = yield* sql`
+          SELECT 1 AS found FROM environments WHERE profile = ${address.profile} AND name = ${address.environment}
+          FOR SHARE`
+        if (environment === undefined) {
+          const [profile] = yield* sql`SELECT 1 AS found FROM profiles WHERE profile = ${address.profile}`
+          return yield* new NotFound({ description: profile === undefined ? "Profile not found" : "Environment not found" })
+        }
+        const handler = JSON.stringify(fields.handler)
+        const inserted = yield* sql`
+          INSERT INTO services (profile, environment, uuid, name, auth_type, handler, created_at)
+          VALUES (${address.profile}, ${address.environment}, ${address.uuid}, ${fields.name}, ${fields.auth_type},
+                  ${handler}::jsonb, ${now})
+          ON CONFLICT (profile, environment, uuid) DO NOTHING RETURNING uuid`
+        if (inserted.length > 0) return true
+        if (mode === "create") return yield* new Conflict({ description: "A service with this uuid already exists" })
+        yield* sql`
+          UPDATE services SET name = ${fields.name}, auth_type = ${fields.auth_type}, handler = ${handler}::jsonb
+          WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}`
+        return false
+      }).pipe(sql.withTransaction, refineSqlError),
+
+    deleteService: (address, now) =>
+      Effect.gen(function*() {
+        yield* tombstoneCredentials(now, address.profile, address.environment, address.uuid)
+        const deleted = yield* sql`
+          DELETE FROM services
+          WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}
+          RETURNING uuid`
+        return deleted.length > 0
+      }).pipe(sql.withTransaction, refineSqlError),
+
+    applyCredentialChanges: (profile, changes, now) =>
+      Effect.gen(function*() {
+        const [found] = yield* sql`SELECT 1 AS found FROM profiles WHERE profile = ${profile} FOR SHARE`
+        if (found === undefined) return yield* new NotFound({ description: "Profile not found" })
+        const touched = [...new Map(changes.map((c) => [serviceKey(c.environment, c.serviceUuid), c])).values()]
+          .sort((a, b) => (serviceKey(a.environment, a.serviceUuid) < serviceKey(b.environment, b.serviceUuid) ? -1 : 1))
+        const snapshot = new Map<string, ReadonlyArray<string> | undefined>()
+        for (const { environment, serviceUuid } of touched) {
+          const [service] = yield* sql`
+            SELECT 1 AS found FROM services
+            WHERE profile = ${profile} AND environment = ${environment} AND uuid = ${serviceUuid}
+            FOR UPDATE`
+          const live = service === undefined ? undefined : yield* sql<{ client_id: string }>`
+            SELECT client_id FROM credentials
+            WHERE profile = ${profile} AND environment = ${environment} AND service_uuid = ${serviceUuid}
+              AND deleted_at IS NULL`
+          snapshot.set(serviceKey(environment, serviceUuid), live?.map((row) => row.client_id))
+        }
+        const checked = checkCredentialChanges(snapshot, changes)
+        if (Either.isLeft(checked)) return yield* checked.left
+        for (const change of changes) {
+          if (change._tag === "Remove") {
+            yield* sql`UPDATE credentials SET deleted_at = ${now} WHERE client_id = ${change.clientId}`
+            continue
+          }
+          yield* sql`
+            INSERT INTO credentials (client_id, profile, environment, service_uuid, secret_hash, created_at)
+            VALUES (${change.clientId}, ${profile}, ${change.environment}, ${change.serviceUuid}, ${change.secretHash},
+                    ${now})`
+          yield* sql`
+            UPDATE services SET auth_type = 'oauth'
+            WHERE profile = ${profile} AND environment = ${change.environment} AND uuid = ${change.serviceUuid}`
+        }
+      }).pipe(sql.withTransaction, refineSqlError),
+
+    findTokenTarget: (address, clientId) =>
+      sql<{ auth_type: AuthType; client_id: ClientId | null; secret_hash: string | null; last_used_at: Date | null }>`
+        SELECT s.auth_type, c.client_id, c.secret_hash, c.last_used_at
+        FROM services s
+        LEFT JOIN credentials c
+          ON c.client_id = ${clientId} AND c.profile = s.profile AND c.environment = s.environment
+         AND c.service_uuid = s.uuid AND c.deleted_at IS NULL
+        WHERE s.profile = ${address.profile} AND s.environment = ${address.environment} AND s.uuid = ${address.uuid}`
+        .pipe(
+          Effect.map(([row]) =>
+            Option.fromNullable(row).pipe(Option.map((row) => ({
+              authType: row.auth_type,
+              credential: row.client_id === null || row.secret_hash === null
+                ? Option.none()
+                : Option.some({
+                  clientId: row.client_id,
+                  secretHash: row.secret_hash,
+                  lastUsedAt: row.last_used_at === null ? null : toDate(row.last_used_at)
+                })
+            })))
+          ),
+          refineSqlError
+        ),
+
+    touchCredential: (clientId, now) =>
+      refineSqlError(Effect.asVoid(sql`UPDATE credentials SET last_used_at = ${now} WHERE client_id = ${clientId}`)),
+
+    findServiceRoute: (address, clientId) =>
+      sql<{ auth_type: AuthType; handler: unknown; credential_live: boolean }>`
+        SELECT s.auth_type, s.handler, EXISTS (
+          SELECT 1 FROM credentials c
+          WHERE c.client_id = ${Option.getOrElse(clientId, () => "")} AND c.profile = s.profile
+            AND c.environment = s.environment AND c.service_uuid = s.uuid AND c.deleted_at IS NULL
+        ) AS credential_live
+        FROM services s
+        WHERE s.profile = ${address.profile} AND s.environment = ${address.environment} AND s.uuid = ${address.uuid}`
+        .pipe(
+          Effect.map(([row]) =>
+            Option.fromNullable(row).pipe(Option.map((row) => ({
+              authType: row.auth_type,
+              handler: handlerOf(row.handler),
+              credentialLive: Option.isSome(clientId) && row.credential_live === true
+            })))
+          ),
+          refineSqlError
+        )
+  }
+  return CredentialRepo.of(repo)
+})
+
+export const layer = Layer.effect(CredentialRepo, make)

@@ -1,0 +1,53 @@
+/**
+ * The storage a process runs on: PostgreSQL when DATABASE_URL is set, otherwise embedded PGlite
+ * persisted in DATA_DIR; migrations are applied before anything else touches the database.
+ * `layerMemory` is the in-process store for unit tests and embedding.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Duration, Effect, Layer, Option, type Redacted } from "effect"
+import { mkdirSync } from "node:fs"
+import { AppConfig } from "../AppConfig.js"
+import * as CredentialRepoMemory from "./CredentialRepoMemory.js"
+import * as CredentialRepoSql from "./CredentialRepoSql.js"
+import * as Migrations from "./Migrations.js"
+import * as PgliteClient from "./PgliteClient.js"
+import { ServerKeyStore } from "./ServerKeyStore.js"
+
+/** Repositories over whatever `SqlClient` is provided, after migrating it. */
+export const layerSqlRepos = Layer.mergeAll(CredentialRepoSql.layer, ServerKeyStore.layerSql).pipe(
+  Layer.provideMerge(Migrations.layer)
+)
+
+export const layerPostgres = (url: Redacted.Redacted<string>) =>
+  layerSqlRepos.pipe(
+    Layer.provideMerge(
+      PgClient.layer({
+        url,
+        maxConnections: 10,
+        connectTimeout: Duration.seconds(2),
+        idleTimeout: Duration.seconds(30),
+        applicationName: "service-auth"
+      })
+    )
+  )
+
+/** Embedded database in `dataDir` (created if missing); in memory when undefined. */
+export const layerEmbedded = (dataDir: string | undefined) =>
+  layerSqlRepos.pipe(
+    Layer.provideMerge(
+      Layer.unwrapEffect(Effect.sync(() => {
+        if (dataDir !== undefined) mkdirSync(dataDir, { recursive: true })
+        return PgliteClient.layer({ dataDir })
+      }))
+    )
+  )
+
+export const layerMemory = Layer.mergeAll(CredentialRepoMemory.layer, ServerKeyStore.layerMemory)
+
+export const layerFromConfig = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) =>
+    Option.match(config.databaseUrl, {
+      onSome: (url) => layerPostgres(url),
+      onNone: () => layerEmbedded(config.dataDir)
+    }))
+)

@@ -1,0 +1,31 @@
+/**
+ * Where SQL failures stop. A database that cannot be reached (refused or lost connection,
+ * connection timeout, server shutting down or out of resources) is `StorageUnavailable`, which
+ * callers answer with 503. Any other SQL error is a bug in our statements and becomes a defect:
+ * logged, answered 500 without detail, never leaked into a response body.
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+import { StorageUnavailable } from "../domain/Errors.js"
+
+/** SQLSTATE classes that mean "the database is not there right now". */
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P0[1-3])/
+
+const isUnavailable = (error: SqlError): boolean => {
+  const cause = error.cause as { code?: unknown; message?: unknown } | undefined
+  const code = typeof cause?.code === "string" ? cause.code : undefined
+  if (code === undefined) return true // socket closed, timeout: no SQLSTATE was ever received
+  if (/^[0-9A-Z]{5}$/.test(code)) return UNAVAILABLE_SQLSTATE.test(code)
+  return true // node errors: ECONNREFUSED, ECONNRESET, ETIMEDOUT, ...
+}
+
+export const storageUnavailable = new StorageUnavailable({ description: "The database is unavailable; retry later" })
+
+export const refineSqlError = <A, E, R>(
+  effect: Effect.Effect<A, E | SqlError, R>
+): Effect.Effect<A, Exclude<E, SqlError> | StorageUnavailable, R> =>
+  Effect.catchIf(
+    effect,
+    (error): error is SqlError => (error as { _tag?: unknown })._tag === "SqlError",
+    (error) => (isUnavailable(error) ? Effect.fail(storageUnavailable) : Effect.die(error))
+  ) as Effect.Effect<A, Exclude<E, SqlError> | StorageUnavailable, R>
