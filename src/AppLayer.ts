@@ -11,18 +11,22 @@ import { ClientSecrets } from "./auth/ClientSecrets.js"
 import { CredentialManager } from "./auth/CredentialManager.js"
 import { KeyService } from "./auth/KeyService.js"
 import { TokenService } from "./auth/TokenService.js"
+import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
 import { ProfilesHttpLive, ServicesHttpLive } from "./http/AdminHttp.js"
 import { DiscoveryHttpLive } from "./http/DiscoveryHttp.js"
 import { JsonErrorsLive } from "./http/ServerErrors.js"
+import { ServiceHttpLive } from "./http/ServiceHttp.js"
 import { TokenHttpLive } from "./http/TokenHttp.js"
 import { WebHttpLive } from "./http/WebHttp.js"
 
 /** Domain services over the given key and digest-key layers. Needs AppConfig, CredentialRepo, ServerKeyStore. */
-export const makeDomainLayer = <RK, RS>(options: {
+export const makeDomainLayer = <RK, RS, RH = never>(options: {
   readonly keys: Layer.Layer<KeyService, never, RK>
   readonly secrets: Layer.Layer<ClientSecrets, never, RS>
+  /** Handlers registered in code (`ServiceHandlers.layerWith`); echo and proxy by default. */
+  readonly handlers?: Layer.Layer<ServiceHandlers, never, RH>
 }) =>
-  Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer).pipe(
+  Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer, options.handlers ?? ServiceHandlers.layer).pipe(
     Layer.provideMerge(TokenService.layer),
     Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets))
   )
@@ -33,7 +37,7 @@ export const DomainTest = makeDomainLayer({ keys: KeyService.layerTest, secrets:
 /** Every endpoint of `Api`, implemented. */
 export const HttpApiLive = Layer.merge(
   HttpApiBuilder.api(Api).pipe(
-    Layer.provide([TokenHttpLive, ProfilesHttpLive, ServicesHttpLive, DiscoveryHttpLive, WebHttpLive])
+    Layer.provide([TokenHttpLive, ServiceHttpLive, ProfilesHttpLive, ServicesHttpLive, DiscoveryHttpLive, WebHttpLive])
   ),
   JsonErrorsLive
 )

@@ -5,11 +5,13 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import * as AdminApi from "./AdminApi.js"
 import { DiscoveryApi } from "./DiscoveryApi.js"
+import { ServiceApi } from "./ServiceApi.js"
 import { TokenApi } from "./TokenApi.js"
 import { WebApi } from "./WebApi.js"
 
 export class Api extends HttpApi.make("service-auth")
   .add(TokenApi)
+  .add(ServiceApi)
   .add(AdminApi.ProfilesApi)
   .add(AdminApi.ServicesApi)
   .add(DiscoveryApi)

@@ -7,6 +7,7 @@
 import { HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import {
+  BadGateway,
   Conflict,
   CredentialLimitExceeded,
   InsufficientScope,
@@ -146,4 +147,13 @@ export const InsufficientScopeWire = wireError(InsufficientScope, {
   summary: "The access token lacks the service:call scope.",
   describe: (e) => e.description,
   make: (description) => new InsufficientScope({ description })
+})
+
+export const BadGatewayWire = wireError(BadGateway, {
+  code: "bad_gateway",
+  status: 502,
+  identifier: "BadGatewayError",
+  summary: "The service's handler failed, or its upstream was unreachable, timed out or did not answer a JSON object.",
+  describe: (e) => e.description,
+  make: (description) => new BadGateway({ description })
 })

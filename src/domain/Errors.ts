@@ -56,3 +56,8 @@ export class InvalidToken extends Schema.TaggedError<InvalidToken>()("InvalidTok
 export class InsufficientScope extends Schema.TaggedError<InsufficientScope>()("InsufficientScope", {
   description: Schema.String
 }) {}
+
+/** 502 `bad_gateway`: the service's handler failed or its upstream was unreachable or answered badly. */
+export class BadGateway extends Schema.TaggedError<BadGateway>()("BadGateway", {
+  description: Schema.String
+}) {}

@@ -24,6 +24,7 @@ import { currentDate } from "../domain/Time.js"
 import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
 import { decodeJsonBody, describeParseError } from "./RequestBody.js"
 import { AdminAuthLive } from "./AdminAuthLive.js"
+import { requiring } from "./GroupRequirements.js"
 
 const checked = <A, I>(schema: Schema.Schema<A, I>) => {
   const decode = Schema.decodeUnknown(schema)
@@ -43,13 +44,9 @@ const serviceAddress = (path: { profile: string; environment: string; uuid: stri
 
 const EmptyBody = Schema.Struct({})
 
-/**
- * Provides the admin-token check. TypeScript infers the admin groups' requirements as `unknown`
- * (an inference limit of HttpApiBuilder.group with security middleware and raw handlers), so they
- * are stated here; the full-stack tests build these layers and would fail on a missing service.
- */
+/** Provides the admin-token check and states the groups' requirements (see `requiring`). */
 const withAdminAuth = <A, E>(layer: Layer.Layer<A, E, unknown>) =>
-  layer.pipe(Layer.provide(AdminAuthLive)) as Layer.Layer<A, E, AppConfig | CredentialRepo | CredentialManager>
+  layer.pipe(requiring<AppConfig | CredentialRepo | CredentialManager>(), Layer.provide(AdminAuthLive))
 
 /** A JSON answer encoded by its schema, with the status the handler chose (201 created or 200). */
 const documentResponse = <A, I>(schema: Schema.Schema<A, I>, value: A, status: number) =>

@@ -4,27 +4,15 @@
  * (RFC 6749 §5.1). Failures are written from the same wire schemas the OpenAPI document shows.
  */
 import { HttpApiBuilder, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Either, Option, Redacted, Schema } from "effect"
+import { Effect, Either, Option, Redacted } from "effect"
 import { AppConfig } from "../AppConfig.js"
 import { Api } from "../api/Api.js"
-import {
-  INVALID_REQUEST_DESCRIPTION,
-  InvalidClientWire,
-  InvalidRequestWire,
-  PayloadTooLargeWire,
-  StorageUnavailableWire,
-  UnsupportedGrantTypeWire
-} from "../api/WireErrors.js"
+import { INVALID_REQUEST_DESCRIPTION } from "../api/WireErrors.js"
 import { ClientCredentialsGrant } from "../auth/ClientCredentialsGrant.js"
 import { TOKEN_LIFETIME_SECONDS } from "../auth/TokenService.js"
-import {
-  type InvalidClient,
-  InvalidRequest,
-  type PayloadTooLarge,
-  type StorageUnavailable,
-  UnsupportedGrantType
-} from "../domain/Errors.js"
+import { InvalidRequest, type PayloadTooLarge, UnsupportedGrantType } from "../domain/Errors.js"
 import { decodeBasicCredentials, parseAuthorization } from "./AuthorizationHeader.js"
+import { errorResponse } from "./ErrorResponses.js"
 import { mediaType, readBodyText } from "./RequestBody.js"
 
 const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" } as const
@@ -53,29 +41,6 @@ const readFields = (
     }
     return fields
   })
-
-type TokenFailure = InvalidRequest | UnsupportedGrantType | InvalidClient | PayloadTooLarge | StorageUnavailable
-
-const failureResponse = (failure: TokenFailure): HttpServerResponse.HttpServerResponse => {
-  switch (failure._tag) {
-    case "InvalidRequest":
-      return HttpServerResponse.unsafeJson(Schema.encodeSync(InvalidRequestWire)(failure), { status: 400, headers: NO_STORE })
-    case "UnsupportedGrantType":
-      return HttpServerResponse.unsafeJson(Schema.encodeSync(UnsupportedGrantTypeWire)(failure), { status: 400, headers: NO_STORE })
-    case "InvalidClient":
-      return HttpServerResponse.unsafeJson(Schema.encodeSync(InvalidClientWire)(failure), {
-        status: 401,
-        headers: failure.basic ? { ...NO_STORE, "www-authenticate": `Basic realm="oauth"` } : NO_STORE
-      })
-    case "PayloadTooLarge":
-      return HttpServerResponse.unsafeJson(Schema.encodeSync(PayloadTooLargeWire)(failure), { status: 413, headers: NO_STORE })
-    case "StorageUnavailable":
-      return HttpServerResponse.unsafeJson(Schema.encodeSync(StorageUnavailableWire)(failure), {
-        status: 503,
-        headers: { ...NO_STORE, "retry-after": "1" }
-      })
-  }
-}
 
 export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function*() {
@@ -128,7 +93,16 @@ export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
       { access_token: issued.accessToken, token_type: "Bearer", expires_in: TOKEN_LIFETIME_SECONDS, scope: issued.claims.scope },
       { status: 200, headers: NO_STORE }
     )
-  }).pipe(Effect.catchAll((failure) => Effect.succeed(failureResponse(failure))))
+  }).pipe(
+    Effect.catchAll((failure) =>
+      Effect.succeed(
+        errorResponse(
+          failure,
+          failure._tag === "InvalidClient" && failure.basic ? { ...NO_STORE, "www-authenticate": `Basic realm="oauth"` } : NO_STORE
+        )
+      )
+    )
+  )
 
 export const TokenHttpLive = HttpApiBuilder.group(Api, "token", (handlers) =>
   handlers.handleRaw("issueToken", ({ request }) => issueToken(request)))

@@ -1,0 +1,53 @@
+/**
+ * `POST /service/{profile}/{env}/json/{uuid}` (seed §4.2, CONTRACT §2): the call external
+ * applications make with their Bearer token. Decoded by the handler, which checks the token before
+ * it reads the body.
+ */
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import {
+  BadGatewayWire,
+  InsufficientScopeWire,
+  InvalidRequestWire,
+  InvalidTokenWire,
+  NotFoundWire,
+  PayloadTooLargeWire,
+  StorageUnavailableWire
+} from "./WireErrors.js"
+
+export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
+  identifier: "JsonObject",
+  description: "A JSON object."
+})
+
+export class ServiceApi extends HttpApiGroup.make("service")
+  .add(
+    HttpApiEndpoint.post("callService", "/service/:profile/:environment/json/:uuid")
+      .setPath(Schema.Struct({ profile: Schema.String, environment: Schema.String, uuid: Schema.String }))
+      .setHeaders(Schema.Struct({
+        authorization: Schema.optional(Schema.String).annotations({
+          description: "Bearer <access token>; required when the service's auth_type is oauth."
+        })
+      }))
+      .setPayload(JsonObject)
+      .addSuccess(JsonObject)
+      .addError(InvalidRequestWire)
+      .addError(InvalidTokenWire)
+      .addError(InsufficientScopeWire)
+      .addError(NotFoundWire)
+      .addError(PayloadTooLargeWire)
+      .addError(BadGatewayWire)
+      .addError(StorageUnavailableWire)
+      .annotate(OpenApi.Summary, "Call a hosted service")
+      .annotate(
+        OpenApi.Description,
+        "404 not_found when the profile, environment or service does not exist. For a service with " +
+          "auth_type oauth: 401 invalid_token without a token, 400 invalid_request when Authorization " +
+          "is not one `Bearer <token>`, 401 invalid_token for a malformed, forged, expired or revoked " +
+          "token or one issued for another service, 403 insufficient_scope without service:call " +
+          "(each with a WWW-Authenticate: Bearer challenge, RFC 6750 §3). Then the body must be a JSON " +
+          "object (400) within the size limit (413); 502 bad_gateway when the handler or its upstream fails."
+      )
+  )
+  .annotate(OpenApi.Title, "Service calls")
+{}

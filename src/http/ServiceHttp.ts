@@ -1,0 +1,128 @@
+/**
+ * `POST /service/{profile}/{env}/json/{uuid}`, in the contract's order: find the service (404);
+ * for an `oauth` service authenticate the Bearer token (RFC 6750) before the body is read; then read
+ * the body (a JSON object within the size limit); then call the handler.
+ *
+ * One indexed read per request finds the service and tells whether the token's credential is still
+ * live, so a deletion acknowledged by any instance is refused by every instance on the next request.
+ */
+import { HttpApiBuilder, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Effect, Either, Option } from "effect"
+import { AppConfig } from "../AppConfig.js"
+import { Api } from "../api/Api.js"
+import { type AccessTokenClaims, TokenService } from "../auth/TokenService.js"
+import { InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
+import { canonicalServiceUuid, isEnvironmentName, isProfileId } from "../domain/Identifiers.js"
+import { type JsonObject, ServiceHandlers } from "../gateway/ServiceHandlers.js"
+import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
+import { parseAuthorization } from "./AuthorizationHeader.js"
+import { errorResponse } from "./ErrorResponses.js"
+import { requiring } from "./GroupRequirements.js"
+import { readBodyText } from "./RequestBody.js"
+
+const REALM = `Bearer realm="service"`
+const challenge = (error?: "invalid_request" | "invalid_token" | "insufficient_scope") => ({
+  "www-authenticate": error === undefined ? REALM : `${REALM}, error="${error}"`
+})
+
+const serviceNotFound = new NotFound({ description: "Service not found" })
+
+/** What the request presented: no credentials, something that is not one `Bearer <token>`, or a token. */
+type Presented =
+  | { readonly _tag: "None" }
+  | { readonly _tag: "Malformed" }
+  | { readonly _tag: "Bearer"; readonly token: string }
+
+const presentedCredentials = (request: HttpServerRequest.HttpServerRequest): Presented => {
+  const header = request.headers["authorization"]
+  if (header === undefined) return { _tag: "None" }
+  const credentials = parseAuthorization(header)
+  return credentials?.scheme === "bearer" ? { _tag: "Bearer", token: credentials.value } : { _tag: "Malformed" }
+}
+
+const sameService = (claims: AccessTokenClaims, address: ServiceAddress) =>
+  claims.data.profile === address.profile && claims.data.environment === address.environment &&
+  claims.data.service_uuid === address.uuid
+
+const readJsonObject = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) =>
+  Effect.flatMap(readBodyText(request, maxBytes), (text) => {
+    let body: unknown
+    try {
+      body = JSON.parse(text)
+    } catch {
+      return Effect.fail(new InvalidRequest({ description: "The request body is not valid JSON" }))
+    }
+    return typeof body === "object" && body !== null && !Array.isArray(body)
+      ? Effect.succeed(body as JsonObject)
+      : Effect.fail(new InvalidRequest({ description: "The request body must be a JSON object" }))
+  })
+
+export const ServiceHttpLive = HttpApiBuilder.group(Api, "service", (handlers) =>
+  Effect.gen(function*() {
+    const repo = yield* CredentialRepo
+    const tokens = yield* TokenService
+    const serviceHandlers = yield* ServiceHandlers
+    const { maxBodyBytes } = yield* AppConfig
+
+    const callService = (
+      request: HttpServerRequest.HttpServerRequest,
+      path: { readonly profile: string; readonly environment: string; readonly uuid: string }
+    ) =>
+      Effect.gen(function*() {
+        const uuid = canonicalServiceUuid(path.uuid)
+        if (!isProfileId(path.profile) || !isEnvironmentName(path.environment) || uuid === undefined) {
+          return errorResponse(serviceNotFound)
+        }
+        const address: ServiceAddress = { profile: path.profile, environment: path.environment, uuid }
+
+        // The signature is checked before the read so the read can also answer "is its credential live".
+        const presented = presentedCredentials(request)
+        const verified = presented._tag === "Bearer" ? yield* Effect.either(tokens.verify(presented.token)) : undefined
+        const clientId = verified !== undefined && Either.isRight(verified)
+          ? Option.some(verified.right.client_id)
+          : Option.none()
+
+        const route = yield* repo.findServiceRoute(address, clientId)
+        if (Option.isNone(route)) return errorResponse(serviceNotFound)
+
+        let caller: string | null = null
+        if (route.value.authType === "oauth") {
+          if (presented._tag === "None") {
+            return errorResponse(new InvalidToken({ description: "An access token is required" }), challenge())
+          }
+          if (presented._tag === "Malformed" || verified === undefined) {
+            return errorResponse(
+              new InvalidRequest({ description: "The Authorization header must be a single Bearer token" }),
+              challenge("invalid_request")
+            )
+          }
+          if (Either.isLeft(verified)) {
+            return verified.left._tag === "InsufficientScope"
+              ? errorResponse(verified.left, challenge("insufficient_scope"))
+              : errorResponse(verified.left, challenge("invalid_token"))
+          }
+          if (!sameService(verified.right, address)) {
+            return errorResponse(
+              new InvalidToken({ description: "The access token was issued for another service" }),
+              challenge("invalid_token")
+            )
+          }
+          if (!route.value.credentialLive) {
+            return errorResponse(
+              new InvalidToken({ description: "The access token has been revoked" }),
+              challenge("invalid_token")
+            )
+          }
+          caller = verified.right.client_id
+        }
+
+        const body = yield* readJsonObject(request, maxBodyBytes)
+        const answer = yield* serviceHandlers.resolve(address, route.value.handler)({ address, clientId: caller, body })
+        return HttpServerResponse.unsafeJson(answer, { status: 200, headers: { "cache-control": "no-store" } })
+      }).pipe(
+        Effect.catchAll((failure) => Effect.succeed(errorResponse(failure))),
+        Effect.withSpan("ServiceHttp.callService")
+      )
+
+    return handlers.handleRaw("callService", ({ path, request }) => callService(request, path))
+  })).pipe(requiring<AppConfig | CredentialRepo | TokenService | ServiceHandlers>())
