@@ -1,0 +1,84 @@
+/**
+ * The real server as a child process, exactly as `npm start` runs it (tsx src/main.ts), on a free
+ * port. For tests that need what only a process has: several instances on one database, signals,
+ * the embedded database in a data directory.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { createServer } from "node:net"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url))
+
+export const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const probe = createServer()
+    probe.unref()
+    probe.on("error", reject)
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      probe.close(() => resolve(port))
+    })
+  })
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+export interface ServerProcess {
+  readonly base: string
+  readonly port: number
+  readonly child: ChildProcess
+  /** Everything the process printed so far. */
+  readonly log: () => string
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves with the exit code (null when killed). */
+  readonly stop: (graceMs?: number) => Promise<number | null>
+}
+
+export const startServer = async (
+  env: Readonly<Record<string, string>>,
+  options: { readonly healthTimeoutMs?: number } = {}
+): Promise<ServerProcess> => {
+  const port = await freePort()
+  const base = `http://127.0.0.1:${port}`
+  let log = ""
+  const child = spawn(process.execPath, [join(ROOT, "node_modules/tsx/dist/cli.mjs"), "src/main.ts"], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "warning", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+    // Its own process group, so a signal reaches tsx and the node process it starts.
+    detached: true
+  })
+  child.stdout?.on("data", (chunk: Buffer) => (log += chunk.toString()))
+  child.stderr?.on("data", (chunk: Buffer) => (log += chunk.toString()))
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+
+  const signal = (name: NodeJS.Signals) => {
+    try {
+      process.kill(-child.pid!, name)
+    } catch {
+      /* already gone */
+    }
+  }
+  const stop = async (graceMs = 15_000) => {
+    if (child.exitCode !== null) return child.exitCode
+    signal("SIGTERM")
+    const timer = setTimeout(() => signal("SIGKILL"), graceMs)
+    const code = await exited
+    clearTimeout(timer)
+    return code
+  }
+
+  const deadline = Date.now() + (options.healthTimeoutMs ?? 60_000)
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode} before it was healthy:\n${log}`)
+    try {
+      const response = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(2_000) })
+      if (response.status === 200) return { base, port, child, log: () => log, stop }
+    } catch {
+      /* not listening yet */
+    }
+    await sleep(200)
+  }
+  await stop(1_000)
+  throw new Error(`server did not answer GET /healthz within the deadline:\n${log}`)
+}

@@ -1,0 +1,131 @@
+/**
+ * The real HttpApi served in-process on a random port (`NodeHttpServer.layerTest`), with its
+ * `HttpClient` pointed at it. Storage defaults to the in-memory repository, keys to a fixed test
+ * key; both can be swapped, e.g. for the embedded or PostgreSQL storage.
+ */
+import { HttpApiBuilder, HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { randomBytes } from "node:crypto"
+import { AppConfig, type AppConfigShape } from "../../src/AppConfig.js"
+import { DomainTest, HttpApiLive } from "../../src/AppLayer.js"
+import type { CredentialRepo } from "../../src/storage/CredentialRepo.js"
+import type { ServerKeyStore } from "../../src/storage/ServerKeyStore.js"
+import * as Storage from "../../src/storage/Storage.js"
+
+export const ADMIN_TOKEN = "test-admin-token"
+
+export const makeTestServer = (options: {
+  readonly storage?: Layer.Layer<CredentialRepo | ServerKeyStore, unknown>
+  readonly config?: Partial<AppConfigShape>
+} = {}) =>
+  HttpApiBuilder.serve().pipe(
+    Layer.provide(HttpApiLive),
+    Layer.provideMerge(DomainTest),
+    Layer.provideMerge(options.storage ?? Storage.layerMemory),
+    Layer.provideMerge(AppConfig.layerTest(options.config)),
+    Layer.provideMerge(NodeHttpServer.layerTest),
+    Layer.orDie
+  )
+
+/** A fresh, unique name, so tests sharing a database never collide. */
+export const uniqueName = (prefix: string) => `${prefix}-${randomBytes(6).toString("hex")}`
+
+export interface JsonResponse {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: any
+  readonly text: string
+}
+
+const toJsonResponse = (response: HttpClientResponse.HttpClientResponse) =>
+  Effect.map(response.text, (text): JsonResponse => {
+    let body: unknown = undefined
+    try {
+      body = text === "" ? undefined : JSON.parse(text)
+    } catch {
+      body = undefined
+    }
+    return { status: response.status, headers: response.headers, body, text }
+  })
+
+/** Sends a request and reads status, headers and body, whatever the status. */
+export const send = (request: HttpClientRequest.HttpClientRequest) =>
+  Effect.flatMap(HttpClient.HttpClient, (client) => Effect.flatMap(client.execute(request), toJsonResponse)).pipe(
+    Effect.scoped,
+    Effect.orDie
+  )
+
+const adminRequest = (method: "GET" | "PUT" | "POST" | "DELETE", path: string, body?: unknown) => {
+  const request = HttpClientRequest.make(method)(path).pipe(HttpClientRequest.bearerToken(ADMIN_TOKEN))
+  return body === undefined ? request : HttpClientRequest.bodyUnsafeJson(request, body)
+}
+
+export const admin = {
+  get: (path: string) => send(adminRequest("GET", path)),
+  put: (path: string, body: unknown = {}) => send(adminRequest("PUT", path, body)),
+  post: (path: string, body: unknown = {}) => send(adminRequest("POST", path, body)),
+  delete: (path: string) => send(adminRequest("DELETE", path))
+}
+
+/** POSTs a form to the token endpoint. */
+export const tokenRequest = (fields: Record<string, string> | string, headers: Record<string, string> = {}) =>
+  send(
+    HttpClientRequest.post("/oauth/token").pipe(
+      typeof fields === "string"
+        ? HttpClientRequest.bodyText(fields, "application/x-www-form-urlencoded")
+        : HttpClientRequest.bodyUrlParams(fields),
+      HttpClientRequest.setHeaders(headers)
+    )
+  )
+
+export interface Fixture {
+  readonly profile: string
+  readonly environment: string
+  readonly uuid: string
+  readonly clientId: string
+  readonly clientSecret: string
+  readonly servicePath: string
+  readonly tokenFields: Record<string, string>
+}
+
+/** A profile, an environment, an oauth service and one credential on it. */
+export const createFixture = (options: { readonly authType?: "oauth" | "none"; readonly handler?: unknown } = {}) =>
+  Effect.gen(function*() {
+    const profile = uniqueName("profile")
+    const environment = "production"
+    yield* admin.put(`/admin/profiles/${profile}`)
+    yield* admin.put(`/admin/profiles/${profile}/environments/${environment}`)
+    const service = yield* admin.post(`/admin/profiles/${profile}/environments/${environment}/services`, {
+      name: "billing",
+      auth_type: "oauth",
+      ...(options.handler === undefined ? {} : { handler: options.handler })
+    })
+    const uuid: string = service.body.uuid
+    const servicePath = `/admin/profiles/${profile}/environments/${environment}/services/${uuid}`
+    const credential = yield* admin.post(`${servicePath}/credentials`)
+    if (options.authType === "none") yield* admin.put(servicePath, { name: "billing", auth_type: "none" })
+    return {
+      profile,
+      environment,
+      uuid,
+      clientId: credential.body.client_id,
+      clientSecret: credential.body.client_secret,
+      servicePath,
+      tokenFields: {
+        grant_type: "client_credentials",
+        client_id: credential.body.client_id,
+        client_secret: credential.body.client_secret,
+        profile,
+        environment,
+        service_uuid: uuid
+      }
+    } satisfies Fixture
+  })
+
+/** Issues a token for the fixture through the token endpoint. */
+export const issueToken = (fixture: Fixture) =>
+  Effect.map(tokenRequest(fixture.tokenFields), (response) => {
+    if (response.status !== 200) throw new Error(`token request failed: ${response.status} ${response.text}`)
+    return response.body.access_token as string
+  })

@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config"
+
+/** Unit and full-stack tests (`npm test`). Browser tests live apart: `vitest.e2e.config.ts`. */
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    exclude: ["test/e2e/**", "node_modules/**"],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    pool: "forks"
+  }
+})
