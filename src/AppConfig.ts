@@ -23,6 +23,10 @@ export interface AppConfigShape {
   readonly signingKeyFile: Option.Option<string>
   readonly maxBodyBytes: number
   readonly upstreamTimeoutMs: number
+  /** Failed client authentications per client id and remote address per minute before 429. */
+  readonly authFailureLimit: number
+  /** How long SIGTERM waits for requests in flight before closing their connections. */
+  readonly shutdownGraceMs: number
 }
 
 export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, AppConfigShape>() {
@@ -56,6 +60,14 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
       upstreamTimeoutMs: yield* Config.integer("UPSTREAM_TIMEOUT_MS").pipe(
         Config.validate({ message: "UPSTREAM_TIMEOUT_MS must be a positive integer", validation: (n) => n > 0 }),
         Config.withDefault(10_000)
+      ),
+      authFailureLimit: yield* Config.integer("AUTH_FAILURE_LIMIT").pipe(
+        Config.validate({ message: "AUTH_FAILURE_LIMIT must be a positive integer", validation: (n) => n > 0 }),
+        Config.withDefault(20)
+      ),
+      shutdownGraceMs: yield* Config.integer("SHUTDOWN_GRACE_MS").pipe(
+        Config.validate({ message: "SHUTDOWN_GRACE_MS must be a non-negative integer", validation: (n) => n >= 0 }),
+        Config.withDefault(10_000)
       )
     })
   })
@@ -78,6 +90,8 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         signingKeyFile: Option.none(),
         maxBodyBytes: 1024 * 1024,
         upstreamTimeoutMs: 10_000,
+        authFailureLimit: 20,
+        shutdownGraceMs: 10_000,
         ...overrides
       })
     )

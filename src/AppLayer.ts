@@ -3,9 +3,10 @@
  * digest key are parameters, so `main.ts` passes the live ones and tests pass in-memory storage
  * and fixed keys (see `test/support/TestServer.ts`).
  */
-import { HttpApiBuilder } from "@effect/platform"
+import { HttpApiBuilder, HttpRouter } from "@effect/platform"
 import { Layer } from "effect"
 import { Api } from "./api/Api.js"
+import { AuthFailureLimiter } from "./auth/AuthFailureLimiter.js"
 import { ClientCredentialsGrant } from "./auth/ClientCredentialsGrant.js"
 import { ClientSecrets } from "./auth/ClientSecrets.js"
 import { CredentialManager } from "./auth/CredentialManager.js"
@@ -27,7 +28,7 @@ export const makeDomainLayer = <RK, RS, RH = never>(options: {
   readonly handlers?: Layer.Layer<ServiceHandlers, never, RH>
 }) =>
   Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer, options.handlers ?? ServiceHandlers.layer).pipe(
-    Layer.provideMerge(TokenService.layer),
+    Layer.provideMerge(Layer.merge(TokenService.layer, AuthFailureLimiter.layer)),
     Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets))
   )
 
@@ -40,4 +41,14 @@ export const HttpApiLive = Layer.merge(
     Layer.provide([TokenHttpLive, ServiceHttpLive, ProfilesHttpLive, ServicesHttpLive, DiscoveryHttpLive, WebHttpLive])
   ),
   JsonErrorsLive
+)
+
+/**
+ * The API as an HTTP app on whatever `HttpServer` is provided. Path parameters may be up to 1 KiB
+ * (the router's default of 100 would turn a long name into a route miss instead of a 400 that says
+ * what is wrong with it).
+ */
+export const ServeApi = HttpApiBuilder.serve().pipe(
+  Layer.provide(HttpApiLive),
+  Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 1024 }))
 )

@@ -1,36 +1,39 @@
 /**
- * `npm start`: reads the configuration, opens the storage it names, and serves the API.
+ * `npm start`: reads the configuration, opens the storage it names, and serves the API until
+ * SIGTERM/SIGINT, then drains requests in flight, closes the database and exits 0.
  */
-import { HttpApiBuilder } from "@effect/platform"
-import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { Effect, Layer, Logger, LogLevel, Redacted } from "effect"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Cause, Effect, Exit, Fiber, Layer, Logger, LogLevel, Redacted } from "effect"
 import { createServer } from "node:http"
 import { AppConfig } from "./AppConfig.js"
-import { DomainLive, HttpApiLive } from "./AppLayer.js"
+import { DomainLive, ServeApi } from "./AppLayer.js"
+import { drain, trackInFlight } from "./http/GracefulShutdown.js"
 import * as Storage from "./storage/Storage.js"
 
+const server = createServer()
+const inFlight = trackInFlight(server)
+let shutdownGraceMs = 10_000
+
 const announce = Effect.gen(function*() {
-    const config = yield* AppConfig
-    if (config.adminTokenGenerated) {
-      // Printed once, on purpose: the operator needs it, and it changes with every start.
-      yield* Effect.logWarning(
-        `ADMIN_TOKEN is not set; generated one for this run: ${Redacted.value(config.adminToken)}`
-      )
-    }
-    yield* Effect.logInfo(
-      `service-auth listening on http://${config.host}:${config.port} (storage: ${
-        config.databaseUrl._tag === "Some" ? "PostgreSQL" : `embedded database in ${config.dataDir}`
-      })`
-    )
-  })
+  const config = yield* AppConfig
+  shutdownGraceMs = config.shutdownGraceMs
+  if (config.adminTokenGenerated) {
+    // Printed once, on purpose: the operator needs it, and it changes with every start.
+    yield* Effect.logWarning(`ADMIN_TOKEN is not set; generated one for this run: ${Redacted.value(config.adminToken)}`)
+  }
+  yield* Effect.logInfo(
+    `service-auth listening on http://${config.host}:${config.port} (storage: ${
+      config.databaseUrl._tag === "Some" ? "PostgreSQL" : `embedded database in ${config.dataDir}`
+    })`
+  )
+})
 
 const ServerLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>
-    HttpApiBuilder.serve().pipe(
-      Layer.provide(HttpApiLive),
+    ServeApi.pipe(
       Layer.provide(DomainLive),
       Layer.provide(Storage.layerFromConfig),
-      Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, host: config.host })),
+      Layer.provide(NodeHttpServer.layer(() => server, { port: config.port, host: config.host })),
       Layer.tap(() => announce)
     ))
 ).pipe(Layer.provide(AppConfig.layer))
@@ -41,7 +44,21 @@ const logLevel = LogLevel.fromLiteral(
   ) ?? "Info"
 )
 
-Layer.launch(ServerLive).pipe(
-  Logger.withMinimumLogLevel(logLevel),
-  NodeRuntime.runMain
-)
+const main = Effect.runFork(Layer.launch(ServerLive).pipe(Logger.withMinimumLogLevel(logLevel)))
+
+main.addObserver((exit) => {
+  if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
+    console.error(Cause.pretty(exit.cause))
+    process.exit(1)
+  }
+  process.exit(0)
+})
+
+let stopping = false
+const stop = () => {
+  if (stopping) return
+  stopping = true
+  void drain(server, inFlight, shutdownGraceMs).then(() => Effect.runFork(Fiber.interrupt(main)))
+}
+process.once("SIGTERM", stop)
+process.once("SIGINT", stop)

@@ -8,6 +8,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpAp
 import { Schema } from "effect"
 import {
   CredentialInfo,
+  EmptyObject,
   EnvironmentDocument,
   NewCredential,
   ProfileDocument,
@@ -43,7 +44,6 @@ const CredentialPath = Schema.Struct({
   client_id: Schema.String
 })
 
-const EmptyObject = Schema.Struct({}).annotations({ identifier: "EmptyObject", description: "An empty JSON object (or no body)." })
 const NoContent = HttpApiSchema.Empty(204)
 const created = <S extends Schema.Schema.Any>(schema: S, description: string) =>
   [schema.annotations({ description }), { status: 201 }] as const

@@ -11,6 +11,7 @@ import {
   InvalidRequestWire,
   PayloadTooLargeWire,
   StorageUnavailableWire,
+  TooManyAttemptsWire,
   UnsupportedGrantTypeWire
 } from "./WireErrors.js"
 
@@ -53,6 +54,7 @@ export class TokenApi extends HttpApiGroup.make("token")
       .addError(UnsupportedGrantTypeWire)
       .addError(InvalidClientWire)
       .addError(PayloadTooLargeWire)
+      .addError(TooManyAttemptsWire)
       .addError(StorageUnavailableWire)
       .annotate(OpenApi.Summary, "Obtain an access token (client credentials grant)")
       .annotate(

@@ -17,6 +17,7 @@ import {
   NotFound,
   PayloadTooLarge,
   StorageUnavailable,
+  TooManyAttempts,
   Unauthorized,
   UnsupportedGrantType
 } from "../domain/Errors.js"
@@ -156,4 +157,15 @@ export const BadGatewayWire = wireError(BadGateway, {
   summary: "The service's handler failed, or its upstream was unreachable, timed out or did not answer a JSON object.",
   describe: (e) => e.description,
   make: (description) => new BadGateway({ description })
+})
+
+export const TOO_MANY_ATTEMPTS_DESCRIPTION = "Too many failed authentication attempts"
+
+export const TooManyAttemptsWire = wireError(TooManyAttempts, {
+  code: "invalid_client",
+  status: 429,
+  identifier: "TooManyAttemptsError",
+  summary: "Too many failed client authentications for this client id from this address; see Retry-After.",
+  describe: () => TOO_MANY_ATTEMPTS_DESCRIPTION,
+  make: () => new TooManyAttempts({ retryAfterSeconds: 60 })
 })

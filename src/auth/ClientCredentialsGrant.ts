@@ -4,10 +4,11 @@
  * live credential together; the only write is `last_used_at`, at most once a minute per credential.
  */
 import { Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
-import { InvalidClient, InvalidRequest, type StorageUnavailable } from "../domain/Errors.js"
+import { InvalidClient, InvalidRequest, type StorageUnavailable, TooManyAttempts } from "../domain/Errors.js"
 import { canonicalServiceUuid, isEnvironmentName, isProfileId } from "../domain/Identifiers.js"
 import { currentDate } from "../domain/Time.js"
 import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
+import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
 import { ClientSecrets } from "./ClientSecrets.js"
 import { type IssuedToken, TokenService } from "./TokenService.js"
 
@@ -19,6 +20,8 @@ export interface GrantRequest {
   readonly environment: string
   readonly serviceUuid: string
   readonly basic: boolean
+  /** The client's address, for brute-force protection. */
+  readonly remoteAddress: string
 }
 
 /** How stale `last_used_at` may get before a successful request refreshes it. */
@@ -28,7 +31,9 @@ export const LAST_USED_RESOLUTION = Duration.minutes(1)
 const targetNotFound = new InvalidRequest({ description: "Missing required parameters" })
 
 export interface ClientCredentialsGrantShape {
-  readonly grant: (request: GrantRequest) => Effect.Effect<IssuedToken, InvalidRequest | InvalidClient | StorageUnavailable>
+  readonly grant: (
+    request: GrantRequest
+  ) => Effect.Effect<IssuedToken, InvalidRequest | InvalidClient | TooManyAttempts | StorageUnavailable>
 }
 
 export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCredentialsGrant")<
@@ -41,9 +46,12 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
       const repo = yield* CredentialRepo
       const secrets = yield* ClientSecrets
       const tokens = yield* TokenService
+      const limiter = yield* AuthFailureLimiter
 
       const grant = (request: GrantRequest) =>
         Effect.gen(function*() {
+          const blocked = yield* limiter.blockedFor(request.clientId, request.remoteAddress)
+          if (Option.isSome(blocked)) return yield* new TooManyAttempts({ retryAfterSeconds: blocked.value })
           const uuid = canonicalServiceUuid(request.serviceUuid)
           if (!isProfileId(request.profile) || !isEnvironmentName(request.environment) || uuid === undefined) {
             return yield* targetNotFound
@@ -58,7 +66,10 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
             onNone: () => false,
             onSome: (secret) => secrets.matches(secret, credential?.secretHash)
           })
-          if (!authenticated || credential === undefined) return yield* new InvalidClient({ basic: request.basic })
+          if (!authenticated || credential === undefined) {
+            yield* limiter.recordFailure(request.clientId, request.remoteAddress)
+            return yield* new InvalidClient({ basic: request.basic })
+          }
 
           const now = yield* currentDate
           if (

@@ -61,3 +61,8 @@ export class InsufficientScope extends Schema.TaggedError<InsufficientScope>()("
 export class BadGateway extends Schema.TaggedError<BadGateway>()("BadGateway", {
   description: Schema.String
 }) {}
+
+/** 429 `invalid_client`: too many failed client authentications from one address (RFC 6749 §2.3.1). */
+export class TooManyAttempts extends Schema.TaggedError<TooManyAttempts>()("TooManyAttempts", {
+  retryAfterSeconds: Schema.Int
+}) {}

@@ -68,6 +68,14 @@ export const ProfileDocument = Schema.Struct({
 }).annotations({ identifier: "Profile" })
 export type ProfileDocument = typeof ProfileDocument.Type
 
+/** The body of requests that carry no fields: `{}` (or no body at all). */
+export const EmptyObject = Schema.Struct({}).pipe(
+  Schema.filter(
+    (value) => typeof value === "object" && value !== null && !Array.isArray(value) && Object.keys(value).length === 0,
+    { message: () => "the body must be an empty JSON object" }
+  )
+).annotations({ identifier: "EmptyObject", description: "An empty JSON object (or no body)." })
+
 /** What an operator sends to create or replace a service. */
 export const ServiceInput = Schema.Struct({
   name: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))),

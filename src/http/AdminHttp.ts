@@ -13,6 +13,7 @@ import { InvalidRequest, NotFound } from "../domain/Errors.js"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import {
   defaultHandler,
+  EmptyObject,
   EnvironmentDocument,
   NewCredential,
   ProfileDocument,
@@ -42,7 +43,6 @@ const serviceAddress = (path: { profile: string; environment: string; uuid: stri
     uuid: checkUuid(path.uuid)
   })
 
-const EmptyBody = Schema.Struct({})
 
 /** Provides the admin-token check and states the groups' requirements (see `requiring`). */
 const withAdminAuth = <A, E>(layer: Layer.Layer<A, E, unknown>) =>
@@ -71,7 +71,7 @@ export const ProfilesHttpLive = HttpApiBuilder.group(Api, "profiles", (handlers)
       .handleRaw("putProfile", ({ path, request }) =>
         Effect.gen(function*() {
           const profile = yield* checkProfile(path.profile)
-          yield* body(request, EmptyBody)
+          yield* body(request, EmptyObject)
           const created = yield* repo.putProfile(profile, yield* currentDate)
           return yield* documentResponse(ProfileDocument, yield* getProfile(profile), created ? 201 : 200)
         }))
@@ -108,7 +108,7 @@ export const ProfilesHttpLive = HttpApiBuilder.group(Api, "profiles", (handlers)
         Effect.gen(function*() {
           const profile = yield* checkProfile(path.profile)
           const environment = yield* checkEnvironment(path.environment)
-          yield* body(request, EmptyBody)
+          yield* body(request, EmptyObject)
           const created = yield* repo.putEnvironment(profile, environment, yield* currentDate)
           const document = (yield* getProfile(profile)).environments.find((e) => e.name === environment)
           if (document === undefined) return yield* environmentNotFound // deleted concurrently
@@ -166,7 +166,7 @@ export const ServicesHttpLive = HttpApiBuilder.group(Api, "services", (handlers)
       .handleRaw("createCredential", ({ path, request }) =>
         Effect.gen(function*() {
           const address = yield* serviceAddress(path)
-          yield* decodeJsonBody(request, EmptyBody, maxBodyBytes)
+          yield* decodeJsonBody(request, EmptyObject, maxBodyBytes)
           return yield* documentResponse(NewCredential, yield* manager.addCredential(address), 201)
         }))
       .handle("deleteCredential", ({ path }) =>

@@ -16,6 +16,7 @@ import {
   NotFoundWire,
   PayloadTooLargeWire,
   StorageUnavailableWire,
+  TooManyAttemptsWire,
   UnauthorizedWire,
   UnsupportedGrantTypeWire
 } from "../api/WireErrors.js"
@@ -32,6 +33,7 @@ type DomainError =
   | Errors.NotFound
   | Errors.PayloadTooLarge
   | Errors.StorageUnavailable
+  | Errors.TooManyAttempts
   | Errors.Unauthorized
   | Errors.UnsupportedGrantType
 
@@ -46,6 +48,7 @@ const WIRE: { readonly [K in DomainError["_tag"]]: Schema.Schema<Extract<DomainE
   NotFound: NotFoundWire,
   PayloadTooLarge: PayloadTooLargeWire,
   StorageUnavailable: StorageUnavailableWire,
+  TooManyAttempts: TooManyAttemptsWire,
   Unauthorized: UnauthorizedWire,
   UnsupportedGrantType: UnsupportedGrantTypeWire
 }
@@ -55,7 +58,11 @@ export const errorResponse = (
   headers: Readonly<Record<string, string>> = {}
 ): HttpServerResponse.HttpServerResponse => {
   const schema = WIRE[error._tag] as Schema.Schema<DomainError, unknown>
-  const retry = error._tag === "StorageUnavailable" ? { "retry-after": "1" } : {}
+  const retry = error._tag === "StorageUnavailable"
+    ? { "retry-after": "1" }
+    : error._tag === "TooManyAttempts"
+    ? { "retry-after": String(error.retryAfterSeconds) }
+    : {}
   return HttpServerResponse.unsafeJson(Schema.encodeSync(schema)(error), {
     status: HttpApiSchema.getStatusError(schema),
     headers: { ...retry, ...headers }

@@ -87,7 +87,8 @@ export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
       profile: fields.profile,
       environment: fields.environment,
       serviceUuid: fields.service_uuid,
-      basic: basic !== undefined
+      basic: basic !== undefined,
+      remoteAddress: Option.getOrElse(request.remoteAddress, () => "unknown")
     })
     return HttpServerResponse.unsafeJson(
       { access_token: issued.accessToken, token_type: "Bearer", expires_in: TOKEN_LIFETIME_SECONDS, scope: issued.claims.scope },

@@ -102,8 +102,12 @@ export const make = Effect.gen(function*() {
         refineSqlError
       ),
 
+    // Each delete first locks what a concurrent save locks (the profile, or the services), so a
+    // credential added concurrently is either committed before the tombstones are written, or its
+    // save waits and then finds its service gone. Never a live credential left behind.
     deleteProfile: (profile, now) =>
       Effect.gen(function*() {
+        yield* sql`SELECT 1 AS found FROM profiles WHERE profile = ${profile} FOR UPDATE`
         yield* tombstoneCredentials(now, profile)
         const deleted = yield* sql`DELETE FROM profiles WHERE profile = ${profile} RETURNING profile`
         return deleted.length > 0
@@ -123,6 +127,8 @@ export const make = Effect.gen(function*() {
 
     deleteEnvironment: (profile, environment, now) =>
       Effect.gen(function*() {
+        yield* sql`SELECT uuid FROM services WHERE profile = ${profile} AND environment = ${environment}
+                   ORDER BY uuid FOR UPDATE`
         yield* tombstoneCredentials(now, profile, environment)
         const deleted = yield* sql`
           DELETE FROM environments WHERE profile = ${profile} AND name = ${environment} RETURNING name`
@@ -168,6 +174,9 @@ export const make = Effect.gen(function*() {
 
     deleteService: (address, now) =>
       Effect.gen(function*() {
+        yield* sql`SELECT 1 AS found FROM services
+                   WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}
+                   FOR UPDATE`
         yield* tombstoneCredentials(now, address.profile, address.environment, address.uuid)
         const deleted = yield* sql`
           DELETE FROM services

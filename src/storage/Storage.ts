@@ -11,6 +11,7 @@ import * as CredentialRepoMemory from "./CredentialRepoMemory.js"
 import * as CredentialRepoSql from "./CredentialRepoSql.js"
 import * as Migrations from "./Migrations.js"
 import * as PgliteClient from "./PgliteClient.js"
+import { STORAGE_TIMEOUT } from "./StorageErrors.js"
 import { ServerKeyStore } from "./ServerKeyStore.js"
 
 /** Repositories over whatever `SqlClient` is provided, after migrating it. */
@@ -24,7 +25,7 @@ export const layerPostgres = (url: Redacted.Redacted<string>) =>
       PgClient.layer({
         url,
         maxConnections: 10,
-        connectTimeout: Duration.seconds(2),
+        connectTimeout: STORAGE_TIMEOUT,
         idleTimeout: Duration.seconds(30),
         applicationName: "service-auth"
       })

@@ -5,7 +5,7 @@
  * logged, answered 500 without detail, never leaked into a response body.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Duration, Effect } from "effect"
 import { StorageUnavailable } from "../domain/Errors.js"
 
 /** SQLSTATE classes that mean "the database is not there right now". */
@@ -21,6 +21,12 @@ const isUnavailable = (error: SqlError): boolean => {
 
 export const storageUnavailable = new StorageUnavailable({ description: "The database is unavailable; retry later" })
 
+/**
+ * The longest a storage operation may take before the request is answered 503: a database that
+ * stopped answering (rather than refusing) must not hang clients. Statements take milliseconds.
+ */
+export const STORAGE_TIMEOUT = Duration.millis(1500)
+
 export const refineSqlError = <A, E, R>(
   effect: Effect.Effect<A, E | SqlError, R>
 ): Effect.Effect<A, Exclude<E, SqlError> | StorageUnavailable, R> =>
@@ -28,4 +34,6 @@ export const refineSqlError = <A, E, R>(
     effect,
     (error): error is SqlError => (error as { _tag?: unknown })._tag === "SqlError",
     (error) => (isUnavailable(error) ? Effect.fail(storageUnavailable) : Effect.die(error))
+  ).pipe(
+    Effect.timeoutFail({ duration: STORAGE_TIMEOUT, onTimeout: () => storageUnavailable })
   ) as Effect.Effect<A, Exclude<E, SqlError> | StorageUnavailable, R>

@@ -3,12 +3,12 @@
  * `HttpClient` pointed at it. Storage defaults to the in-memory repository, keys to a fixed test
  * key; both can be swapped, e.g. for the embedded or PostgreSQL storage.
  */
-import { HttpApiBuilder, HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import { HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { AppConfig, type AppConfigShape } from "../../src/AppConfig.js"
-import { DomainTest, HttpApiLive } from "../../src/AppLayer.js"
+import { DomainTest, ServeApi } from "../../src/AppLayer.js"
 import type { CredentialRepo } from "../../src/storage/CredentialRepo.js"
 import type { ServerKeyStore } from "../../src/storage/ServerKeyStore.js"
 import * as Storage from "../../src/storage/Storage.js"
@@ -19,8 +19,7 @@ export const makeTestServer = (options: {
   readonly storage?: Layer.Layer<CredentialRepo | ServerKeyStore, unknown>
   readonly config?: Partial<AppConfigShape>
 } = {}) =>
-  HttpApiBuilder.serve().pipe(
-    Layer.provide(HttpApiLive),
+  ServeApi.pipe(
     Layer.provideMerge(DomainTest),
     Layer.provideMerge(options.storage ?? Storage.layerMemory),
     Layer.provideMerge(AppConfig.layerTest(options.config)),
