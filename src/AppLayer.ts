@@ -15,6 +15,7 @@ import { TokenService } from "./auth/TokenService.js"
 import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
 import { ProfilesHttpLive, ServicesHttpLive } from "./http/AdminHttp.js"
 import { DiscoveryHttpLive } from "./http/DiscoveryHttp.js"
+import { requestLog } from "./http/RequestLog.js"
 import { JsonErrorsLive } from "./http/ServerErrors.js"
 import { ServiceHttpLive } from "./http/ServiceHttp.js"
 import { TokenHttpLive } from "./http/TokenHttp.js"
@@ -48,7 +49,7 @@ export const HttpApiLive = Layer.merge(
  * (the router's default of 100 would turn a long name into a route miss instead of a 400 that says
  * what is wrong with it).
  */
-export const ServeApi = HttpApiBuilder.serve().pipe(
+export const ServeApi = HttpApiBuilder.serve(requestLog).pipe(
   Layer.provide(HttpApiLive),
   Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 1024 }))
 )
