@@ -3,15 +3,14 @@
  * with a fresh data directory). Fixtures are set up through the admin JSON API; the page is driven
  * only by labels, roles and button names, as a person with a keyboard or a screen reader would.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { mkdir, mkdtemp, rm } from "node:fs/promises"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest"
+import { type ServerProcess, startServer } from "../support/ServerProcess.js"
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 const RESULTS = join(ROOT, "test-results")
@@ -27,8 +26,7 @@ const CHROMIUM_ARGS = [
 ]
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 
-let server: ChildProcess | undefined
-let serverLog = ""
+let server: ServerProcess | undefined
 let dataDir: string | undefined
 let base = ""
 let browser: Browser | undefined
@@ -38,86 +36,18 @@ let page: Page
 // -------------------------------------------------------------------------------------------------
 // Server and browser lifecycle
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const probe = createServer()
-    probe.unref()
-    probe.on("error", reject)
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      probe.close(() => resolve(port))
-    })
-  })
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-async function waitForHealth(deadlineMs: number) {
-  const deadline = Date.now() + deadlineMs
-  while (Date.now() < deadline) {
-    if (server?.exitCode !== null && server?.exitCode !== undefined) {
-      throw new Error(`server exited with code ${server.exitCode} before it was healthy:\n${serverLog}`)
-    }
-    try {
-      const response = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(2_000) })
-      if (response.status === 200) return
-    } catch {
-      /* not listening yet */
-    }
-    await sleep(250)
-  }
-  throw new Error(`server did not answer GET /healthz with 200 within ${deadlineMs} ms:\n${serverLog}`)
-}
-
-async function stopServer() {
-  const child = server
-  server = undefined
-  if (!child || child.pid === undefined || child.exitCode !== null) return
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
-  // The child leads its own process group (detached), so this reaches tsx and the node it starts.
-  const signal = (sig: NodeJS.Signals) => {
-    try {
-      process.kill(-child.pid!, sig)
-    } catch {
-      /* already gone */
-    }
-  }
-  signal("SIGTERM")
-  const timedOut = await Promise.race([exited.then(() => false), sleep(10_000).then(() => true)])
-  if (timedOut) {
-    signal("SIGKILL")
-    await exited
-  }
-}
 
 beforeAll(async () => {
   await mkdir(RESULTS, { recursive: true })
   dataDir = await mkdtemp(join(tmpdir(), "service-auth-e2e-"))
-  const port = await freePort()
-  base = `http://127.0.0.1:${port}`
-  server = spawn(process.execPath, [join(ROOT, "node_modules/tsx/dist/cli.mjs"), "src/main.ts"], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      DATA_DIR: dataDir,
-      ADMIN_TOKEN,
-      ISSUER: base,
-      LOG_LEVEL: process.env.LOG_LEVEL ?? "warning"
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-    detached: true
-  })
-  server.stdout?.on("data", (chunk: Buffer) => (serverLog += chunk.toString()))
-  server.stderr?.on("data", (chunk: Buffer) => (serverLog += chunk.toString()))
-  await waitForHealth(100_000)
+  server = await startServer({ DATA_DIR: dataDir, ADMIN_TOKEN }, { healthTimeoutMs: 100_000 })
+  base = server.base
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS })
 })
 
 afterAll(async () => {
   await browser?.close().catch(() => undefined)
-  await stopServer()
+  await server?.stop(10_000)
   if (dataDir) await rm(dataDir, { recursive: true, force: true })
 })
 
@@ -390,18 +320,10 @@ describe("profile editor", () => {
 
     // 6. At the service endpoint the old token dies with its credential.
     const withNew = await callService(f, fresh.body.access_token)
-    if (withNew.status === 404) {
-      // TODO(service endpoint): POST /service/{profile}/{env}/json/{uuid} answered 404 when this test
-      // was written (not implemented yet). Once it exists, this branch must go: assert below
-      // unconditionally that the old token (token1.body.access_token) gets 401 invalid_token and
-      // the new one gets 200.
-      console.warn("TODO: service endpoint answers 404; only the token endpoint was checked")
-    } else {
-      expect(withNew.status).toBe(200)
-      const withOld = await callService(f, token1.body.access_token)
-      expect(withOld.status).toBe(401)
-      expect(withOld.body.error).toBe("invalid_token")
-    }
+    expect(withNew.status).toBe(200)
+    const withOld = await callService(f, token1.body.access_token)
+    expect(withOld.status).toBe(401)
+    expect(withOld.body.error).toBe("invalid_token")
   })
 
   test("the limit: Add credential is disabled at 2, counting staged changes", async () => {
