@@ -16,7 +16,7 @@ import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
 import { ProfilesHttpLive, ServicesHttpLive } from "./http/AdminHttp.js"
 import { DiscoveryHttpLive } from "./http/DiscoveryHttp.js"
 import { requestLog } from "./http/RequestLog.js"
-import { JsonErrorsLive } from "./http/ServerErrors.js"
+import { closeAfterPayloadTooLarge, JsonErrorsLive } from "./http/ServerErrors.js"
 import { ServiceHttpLive } from "./http/ServiceHttp.js"
 import { TokenHttpLive } from "./http/TokenHttp.js"
 import { WebHttpLive } from "./http/WebHttp.js"
@@ -49,7 +49,7 @@ export const HttpApiLive = Layer.merge(
  * (the router's default of 100 would turn a long name into a route miss instead of a 400 that says
  * what is wrong with it).
  */
-export const ServeApi = HttpApiBuilder.serve(requestLog).pipe(
+export const ServeApi = HttpApiBuilder.serve((app) => requestLog(closeAfterPayloadTooLarge(app))).pipe(
   Layer.provide(HttpApiLive),
   Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 1024 }))
 )

@@ -37,7 +37,7 @@ const VerifiedClaims = Schema.Struct({
   sub: Schema.String,
   client_id: Schema.String,
   jti: Schema.String,
-  nbf: Schema.optional(Schema.Int)
+  nbf: Schema.optionalWith(Schema.Int, { exact: true })
 })
 export type AccessTokenClaims = typeof VerifiedClaims.Type
 const decodeClaims = Schema.decodeUnknownOption(VerifiedClaims)

@@ -1,12 +1,13 @@
 /**
  * Reading request bodies ourselves, with a size limit: a declared Content-Length over the limit is
- * refused before anything is read, and a body that grows past it while streaming is cut off.
+ * refused before anything is read, and a body that grows past it while streaming stops being read
+ * (the 413 answer then closes the connection: see `closeAfterPayloadTooLarge`).
  * JSON bodies are decoded here rather than by HttpApi, whose decode failures (and its 500 on
  * invalid JSON) would not be the contract's `{"error","error_description"}` answer.
  */
 import type { HttpServerRequest } from "@effect/platform"
-import { HttpIncomingMessage } from "@effect/platform"
-import { Effect, Option, ParseResult, Schema } from "effect"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { Effect, ParseResult, Schema } from "effect"
 import { InvalidRequest, PayloadTooLarge } from "../domain/Errors.js"
 
 export const payloadTooLarge = (maxBytes: number) =>
@@ -22,14 +23,37 @@ export const readBodyText = (
 ): Effect.Effect<string, PayloadTooLarge | InvalidRequest> => {
   const declared = request.headers["content-length"]
   if (declared !== undefined && Number(declared) > maxBytes) return Effect.fail(payloadTooLarge(maxBytes))
-  return request.text.pipe(
-    HttpIncomingMessage.withMaxBodySize(Option.some(maxBytes)),
-    Effect.mapError((error) =>
-      error.cause instanceof Error && error.cause.message === "maxBytes exceeded"
-        ? payloadTooLarge(maxBytes)
-        : new InvalidRequest({ description: "The request body could not be read" })
-    )
-  )
+  // Read from the Node stream: the platform's reader destroys the socket when the limit is
+  // exceeded, so a chunked body over the limit would get no answer at all instead of a 413.
+  const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+  return Effect.async<string, PayloadTooLarge | InvalidRequest>((resume) => {
+    const chunks: Array<Buffer> = []
+    let size = 0
+    const stop = () => {
+      incoming.off("data", onData)
+      incoming.off("end", onEnd)
+      incoming.off("error", onError)
+    }
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      if (size <= maxBytes) return void chunks.push(chunk)
+      stop()
+      incoming.pause()
+      resume(Effect.fail(payloadTooLarge(maxBytes)))
+    }
+    const onEnd = () => {
+      stop()
+      resume(Effect.succeed(Buffer.concat(chunks).toString("utf8")))
+    }
+    const onError = () => {
+      stop()
+      resume(Effect.fail(new InvalidRequest({ description: "The request body could not be read" })))
+    }
+    incoming.on("data", onData)
+    incoming.on("end", onEnd)
+    incoming.on("error", onError)
+    return Effect.sync(stop)
+  })
 }
 
 /** Describes the first problem of a decode failure as `path: message`. */

@@ -33,3 +33,11 @@ const jsonErrors = (app: HttpApp.Default): HttpApp.Default =>
 
 /** Installs `jsonErrors` inside HttpApi, where route misses and defects are still failures, not yet responses. */
 export const JsonErrorsLive = HttpApiBuilder.middleware(jsonErrors)
+
+/**
+ * A 413 is answered before the rest of the body is read; `Connection: close` makes Node end the
+ * connection after the answer instead of reading (and discarding) whatever the client still sends.
+ */
+export const closeAfterPayloadTooLarge = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.map(app, (response) =>
+    response.status === 413 ? HttpServerResponse.setHeader(response, "connection", "close") : response)
