@@ -48,7 +48,14 @@ const main = Effect.runFork(Layer.launch(ServerLive).pipe(Logger.withMinimumLogL
 
 main.addObserver((exit) => {
   if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
-    console.error(Cause.pretty(exit.cause))
+    // A failure at start (bad configuration, locked data directory, unreachable database) is
+    // reported in one line; anything else is a bug and gets the full cause.
+    const failure = Cause.failureOption(exit.cause)
+    console.error(
+      failure._tag === "Some"
+        ? `service-auth could not start: ${failure.value instanceof Error ? failure.value.message : String(failure.value)}`
+        : Cause.pretty(exit.cause)
+    )
     process.exit(1)
   }
   process.exit(0)

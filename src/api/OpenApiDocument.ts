@@ -1,39 +1,45 @@
 /**
  * The OpenAPI document of `Api`, as served and as committed in `openapi.yaml`.
  *
- * HttpApi documents its own decode error on every endpoint; our handlers never let it reach a
- * client (every 400 is the contract's `{"error","error_description"}` body), so it is removed here.
+ * HttpApi documents its own decode error (400 `HttpApiDecodeError`) on every endpoint. Our handlers
+ * never let it reach a client (every 400 is the contract's `{"error","error_description"}` body),
+ * so it is removed here: from unions where it sits beside our errors, and as a whole response
+ * where it is the only 400.
  */
 import { OpenApi } from "@effect/platform"
 import { Api } from "./Api.js"
 import { toYaml } from "./Yaml.js"
 
 const FRAMEWORK_SCHEMAS = ["HttpApiDecodeError", "Issue", "PropertyKey"]
+const FRAMEWORK_REF = "#/components/schemas/HttpApiDecodeError"
+const FRAMEWORK_DESCRIPTION = "The request did not match the expected schema"
 
-const withoutFrameworkErrors = (value: unknown): unknown => {
-  if (Array.isArray(value)) {
-    return value
-      .filter((item) => !(isRecord(item) && typeof item.$ref === "string" && FRAMEWORK_SCHEMAS.some((name) => item.$ref === `#/components/schemas/${name}`)))
-      .map(withoutFrameworkErrors)
-  }
-  if (!isRecord(value)) return value
-  const out: Record<string, unknown> = {}
-  for (const [key, child] of Object.entries(value)) {
-    const cleaned = withoutFrameworkErrors(child)
-    // A union left with one member is that member.
-    if (isRecord(cleaned) && Array.isArray(cleaned.anyOf) && cleaned.anyOf.length === 1) {
-      out[key] = cleaned.anyOf[0]
-    } else {
-      out[key] = cleaned
+type Json = Record<string, any>
+
+const withoutFrameworkError = (responses: Json): Json => {
+  const out: Json = {}
+  for (const [status, response] of Object.entries(responses)) {
+    const content = response?.content?.["application/json"]
+    const schema = content?.schema
+    if (schema?.$ref === FRAMEWORK_REF) continue
+    if (Array.isArray(schema?.anyOf)) {
+      const members = schema.anyOf.filter((member: Json) => member.$ref !== FRAMEWORK_REF)
+      content.schema = members.length === 1 ? members[0] : { ...schema, anyOf: members }
     }
+    out[status] = response.description === FRAMEWORK_DESCRIPTION
+      ? { ...response, description: "The request is invalid; `error` says how." }
+      : response
   }
   return out
 }
 
-const isRecord = (value: unknown): value is Record<string, any> => typeof value === "object" && value !== null
-
-export const openApiSpec = (): Record<string, any> => {
-  const spec = withoutFrameworkErrors(OpenApi.fromApi(Api)) as Record<string, any>
+export const openApiSpec = (): Json => {
+  const spec = structuredClone(OpenApi.fromApi(Api)) as Json
+  for (const operations of Object.values(spec.paths ?? {}) as Array<Json>) {
+    for (const operation of Object.values(operations)) {
+      if (operation?.responses !== undefined) operation.responses = withoutFrameworkError(operation.responses)
+    }
+  }
   for (const name of FRAMEWORK_SCHEMAS) delete spec.components?.schemas?.[name]
   return spec
 }

@@ -175,8 +175,9 @@ export const make = Effect.sync(() => {
         const checked = checkCredentialChanges(snapshot as ServiceSnapshot, changes)
         if (Either.isLeft(checked)) return Effect.fail(checked.left)
         // Like the SQL primary key: a client id, live or tombstoned, is never reused.
-        const reused = changes.find((c) => c._tag === "Add" && credentials.has(c.clientId))
-        if (reused !== undefined) return Effect.die(new Error(`client id ${reused.clientId} already exists`))
+        const added = changes.flatMap((c) => (c._tag === "Add" ? [c.clientId] : []))
+        const reused = added.find((id, index) => credentials.has(id) || added.indexOf(id) !== index)
+        if (reused !== undefined) return Effect.die(new Error(`client id ${reused} already exists`))
         for (const change of changes) {
           if (change._tag === "Remove") {
             credentials.get(change.clientId)!.deletedAt = now

@@ -7,8 +7,11 @@ import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Option, type Redacted } from "effect"
 import { mkdirSync } from "node:fs"
 import { AppConfig } from "../AppConfig.js"
+import { CredentialRepo } from "./CredentialRepo.js"
+import { withReadCache } from "./CredentialRepoCache.js"
 import * as CredentialRepoMemory from "./CredentialRepoMemory.js"
 import * as CredentialRepoSql from "./CredentialRepoSql.js"
+import { lockDataDir } from "./DataDirLock.js"
 import * as Migrations from "./Migrations.js"
 import * as PgliteClient from "./PgliteClient.js"
 import { STORAGE_TIMEOUT } from "./StorageErrors.js"
@@ -18,6 +21,12 @@ import { ServerKeyStore } from "./ServerKeyStore.js"
 export const layerSqlRepos = Layer.mergeAll(CredentialRepoSql.layer, ServerKeyStore.layerSql).pipe(
   Layer.provideMerge(Migrations.layer)
 )
+
+/** The same, with the hot reads cached: only for a database this process alone writes. */
+const layerSqlReposCached = Layer.mergeAll(
+  Layer.effect(CredentialRepo, Effect.map(CredentialRepoSql.make, withReadCache)),
+  ServerKeyStore.layerSql
+).pipe(Layer.provideMerge(Migrations.layer))
 
 export const layerPostgres = (url: Redacted.Redacted<string>) =>
   layerSqlRepos.pipe(
@@ -32,12 +41,18 @@ export const layerPostgres = (url: Redacted.Redacted<string>) =>
     )
   )
 
-/** Embedded database in `dataDir` (created if missing); in memory when undefined. */
+/**
+ * Embedded database in `dataDir` (created if missing, locked to this process); in memory when
+ * undefined. This process is its only writer, so the hot reads are served from a cache.
+ */
 export const layerEmbedded = (dataDir: string | undefined) =>
-  layerSqlRepos.pipe(
+  layerSqlReposCached.pipe(
     Layer.provideMerge(
-      Layer.unwrapEffect(Effect.sync(() => {
-        if (dataDir !== undefined) mkdirSync(dataDir, { recursive: true })
+      Layer.unwrapScoped(Effect.gen(function*() {
+        if (dataDir !== undefined) {
+          mkdirSync(dataDir, { recursive: true })
+          yield* lockDataDir(dataDir)
+        }
         return PgliteClient.layer({ dataDir })
       }))
     )
