@@ -7,11 +7,13 @@ import { Cause, Effect, Exit, Fiber, Layer, Logger, LogLevel, Redacted } from "e
 import { createServer } from "node:http"
 import { AppConfig } from "./AppConfig.js"
 import { DomainLive, ServeApi } from "./AppLayer.js"
+import { answerClientErrors } from "./http/ClientErrors.js"
 import { drain, trackInFlight } from "./http/GracefulShutdown.js"
 import * as Storage from "./storage/Storage.js"
 
 const server = createServer()
 const inFlight = trackInFlight(server)
+answerClientErrors(server)
 let shutdownGraceMs = 10_000
 
 const announce = Effect.gen(function*() {
@@ -67,5 +69,7 @@ const stop = () => {
   stopping = true
   void drain(server, inFlight, shutdownGraceMs).then(() => Effect.runFork(Fiber.interrupt(main)))
 }
-process.once("SIGTERM", stop)
-process.once("SIGINT", stop)
+// `on`, not `once`: a signal sent to the process group can arrive twice (directly and relayed by
+// tsx); a second one with no listener left would kill the process mid-drain.
+process.on("SIGTERM", stop)
+process.on("SIGINT", stop)

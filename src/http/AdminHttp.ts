@@ -173,7 +173,8 @@ export const ServicesHttpLive = HttpApiBuilder.group(Api, "services", (handlers)
         Effect.gen(function*() {
           const address = yield* serviceAddress(path)
           if (!Schema.is(ClientId)(path.client_id)) {
-            return yield* new NotFound({ description: `Credential ${path.client_id} is not a live credential of this service` })
+            // Not echoed: whatever was sent is not a client id (and might be a misplaced secret).
+            return yield* new NotFound({ description: "No such live credential on this service" })
           }
           // A removal alone can never exceed the limit.
           yield* manager.removeCredential(address, path.client_id).pipe(Effect.catchTag("CredentialLimitExceeded", Effect.die))

@@ -7,7 +7,7 @@
  */
 import type { HttpServerRequest } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Effect, ParseResult, Schema } from "effect"
+import { Effect, Either, ParseResult, Schema } from "effect"
 import { InvalidRequest, PayloadTooLarge } from "../domain/Errors.js"
 
 export const payloadTooLarge = (maxBytes: number) =>
@@ -56,11 +56,41 @@ export const readBodyText = (
   })
 }
 
-/** Describes the first problem of a decode failure as `path: message`. */
+/**
+ * Describes the first problem of a decode failure as `path: message`, without the submitted value:
+ * error bodies never echo what a client sent (it may be a secret pasted in the wrong place).
+ */
 export const describeParseError = (error: ParseResult.ParseError): string => {
   const [first] = ParseResult.ArrayFormatter.formatErrorSync(error)
   if (first === undefined) return "Invalid request body"
-  return first.path.length > 0 ? `${first.path.join(".")}: ${first.message}` : first.message
+  const message = first.message.replace(/, actual [\s\S]*$/, "").slice(0, 300)
+  return first.path.length > 0 ? `${first.path.join(".")}: ${message}` : message
+}
+
+/** Deeper JSON is refused: nothing we accept nests beyond a few levels, and recursion has limits. */
+export const MAX_JSON_DEPTH = 64
+
+/** Parses JSON no deeper than MAX_JSON_DEPTH (checked by a scan before parsing). */
+export const parseJson = (text: string): Either.Either<unknown, InvalidRequest> => {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 92 /* \\ */) i++
+      else if (c === 34 /* " */) inString = false
+    } else if (c === 34) inString = true
+    else if (c === 91 /* [ */ || c === 123 /* { */) {
+      if (++depth > MAX_JSON_DEPTH) {
+        return Either.left(new InvalidRequest({ description: `JSON nested more than ${MAX_JSON_DEPTH} levels deep` }))
+      }
+    } else if (c === 93 /* ] */ || c === 125 /* } */) depth--
+  }
+  try {
+    return Either.right(JSON.parse(text))
+  } catch {
+    return Either.left(new InvalidRequest({ description: "The request body is not valid JSON" }))
+  }
 }
 
 /** Reads a JSON body (no body counts as `{}`) and decodes it strictly: unknown fields are refused. */
@@ -71,14 +101,7 @@ export const decodeJsonBody = <A, I>(
 ): Effect.Effect<A, PayloadTooLarge | InvalidRequest> =>
   Effect.gen(function*() {
     const text = yield* readBodyText(request, maxBytes)
-    let json: unknown = {}
-    if (text.trim() !== "") {
-      try {
-        json = JSON.parse(text)
-      } catch {
-        return yield* new InvalidRequest({ description: "The request body is not valid JSON" })
-      }
-    }
+    const json = text.trim() === "" ? {} : yield* parseJson(text)
     return yield* Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "first" })(json).pipe(
       Effect.mapError((error) => new InvalidRequest({ description: describeParseError(error) }))
     )

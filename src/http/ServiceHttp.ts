@@ -18,7 +18,7 @@ import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.j
 import { parseAuthorization } from "./AuthorizationHeader.js"
 import { errorResponse } from "./ErrorResponses.js"
 import { requiring } from "./GroupRequirements.js"
-import { readBodyText } from "./RequestBody.js"
+import { parseJson, readBodyText } from "./RequestBody.js"
 
 const REALM = `Bearer realm="service"`
 const challenge = (error?: "invalid_request" | "invalid_token" | "insufficient_scope") => ({
@@ -45,17 +45,11 @@ const sameService = (claims: AccessTokenClaims, address: ServiceAddress) =>
   claims.data.service_uuid === address.uuid
 
 const readJsonObject = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) =>
-  Effect.flatMap(readBodyText(request, maxBytes), (text) => {
-    let body: unknown
-    try {
-      body = JSON.parse(text)
-    } catch {
-      return Effect.fail(new InvalidRequest({ description: "The request body is not valid JSON" }))
-    }
-    return typeof body === "object" && body !== null && !Array.isArray(body)
-      ? Effect.succeed(body as JsonObject)
-      : Effect.fail(new InvalidRequest({ description: "The request body must be a JSON object" }))
-  })
+  Effect.flatMap(readBodyText(request, maxBytes), (text) =>
+    Effect.flatMap(parseJson(text), (body) =>
+      typeof body === "object" && body !== null && !Array.isArray(body)
+        ? Effect.succeed(body as JsonObject)
+        : Effect.fail(new InvalidRequest({ description: "The request body must be a JSON object" }))))
 
 export const ServiceHttpLive = HttpApiBuilder.group(Api, "service", (handlers) =>
   Effect.gen(function*() {

@@ -35,5 +35,9 @@ export const refineSqlError = <A, E, R>(
     (error): error is SqlError => (error as { _tag?: unknown })._tag === "SqlError",
     (error) => (isUnavailable(error) ? Effect.fail(storageUnavailable) : Effect.die(error))
   ).pipe(
+    // Disconnected: on timeout the 503 goes out at once, while the interrupted statement (its
+    // cancel request, a transaction's ROLLBACK) winds down in the background. A database that
+    // accepts connections but never answers would otherwise hold the request for many seconds.
+    Effect.disconnect,
     Effect.timeoutFail({ duration: STORAGE_TIMEOUT, onTimeout: () => storageUnavailable })
   ) as Effect.Effect<A, Exclude<E, SqlError> | StorageUnavailable, R>

@@ -1,0 +1,24 @@
+/**
+ * Requests Node's HTTP parser refuses before the app sees them (bytes outside the request-line
+ * grammar, unknown methods, oversized headers) still get the contract's JSON error body.
+ */
+import type { Server } from "node:http"
+import type { Duplex } from "node:stream"
+
+const answer = (status: string, description: string) => {
+  const body = JSON.stringify({ error: "invalid_request", error_description: description })
+  return `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${
+    Buffer.byteLength(body)
+  }\r\nconnection: close\r\n\r\n${body}`
+}
+
+export const answerClientErrors = (server: Server): void => {
+  server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
+    if (!socket.writable) return void socket.destroy()
+    socket.end(
+      error.code === "HPE_HEADER_OVERFLOW"
+        ? answer("431 Request Header Fields Too Large", "Request headers are too large")
+        : answer("400 Bad Request", "The request is not valid HTTP")
+    )
+  })
+}

@@ -1,0 +1,338 @@
+/**
+ * Graceful shutdown (issue 5, point 5): on SIGTERM the server stops accepting connections, finishes
+ * the requests in flight (within SHUTDOWN_GRACE_MS, default 10000), closes the database and exits 0.
+ *
+ * The real server (`npm start`, i.e. tsx running src/main.ts in a child node process) proxies a
+ * service to a local upstream that answers slowly, so service calls are still in flight when the
+ * signal arrives.
+ *
+ * Which process gets the signal matters. `npm start` is two processes: tsx and the node process
+ * that runs src/main.ts. tsx relays a SIGTERM it receives to node, unless node tells it (over IPC,
+ * within 30 ms) that it got one itself. `ServerProcess.stop()` signals the whole process group, so
+ * both get one, and tsx sends node a second SIGTERM whenever node's notice arrives late.
+ * The tests for drain, grace period and exit code therefore signal the node process alone (tsx
+ * then exits with node's exit code). The group case has a test of its own, in the order that
+ * loses the race.
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import { connect } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { randomBytes } from "node:crypto"
+import { afterEach, describe, expect, it } from "vitest"
+import { type ServerProcess, startServer } from "./support/ServerProcess.js"
+
+const ADMIN_TOKEN = randomBytes(24).toString("base64url")
+const SERVICE_UUID = "6f1c2a3b-4d5e-4f60-8a71-92b3c4d5e6f7"
+const DATABASE_URL = process.env.TEST_DATABASE_URL === "" ? undefined : process.env.TEST_DATABASE_URL
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+// ---------------------------------------------------------------------------------------------
+// A slow upstream: answers `{"upstream":"slow","received":<request body>}` after `delayMs`.
+
+interface Upstream {
+  readonly port: number
+  /** Requests received so far. */
+  readonly received: () => number
+  /** Requests answered so far. */
+  readonly answered: () => number
+  readonly close: () => Promise<void>
+}
+
+const startUpstream = (delayMs: number): Promise<Upstream> =>
+  new Promise((resolve, reject) => {
+    let received = 0
+    let answered = 0
+    const timers = new Set<NodeJS.Timeout>()
+    const server: Server = createHttpServer((request: IncomingMessage, response: ServerResponse) => {
+      const chunks: Array<Buffer> = []
+      request.on("data", (chunk: Buffer) => chunks.push(chunk))
+      request.on("end", () => {
+        received++
+        const body = Buffer.concat(chunks).toString("utf8")
+        const timer = setTimeout(() => {
+          timers.delete(timer)
+          if (response.destroyed) return
+          let parsed: unknown = null
+          try {
+            parsed = JSON.parse(body)
+          } catch {
+            parsed = body
+          }
+          answered++
+          response.writeHead(200, { "content-type": "application/json" })
+          response.end(JSON.stringify({ upstream: "slow", received: parsed }))
+        }, delayMs)
+        timers.add(timer)
+      })
+    })
+    server.on("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      if (address === null || typeof address !== "object") return reject(new Error("upstream has no TCP address"))
+      resolve({
+        port: address.port,
+        received: () => received,
+        answered: () => answered,
+        close: () =>
+          new Promise<void>((done) => {
+            for (const timer of timers) clearTimeout(timer)
+            timers.clear()
+            server.closeAllConnections()
+            server.close(() => done())
+          })
+      })
+    })
+  })
+
+// ---------------------------------------------------------------------------------------------
+// The server process and its signals.
+
+/** The node process running src/main.ts: the child of the tsx process `startServer` spawned. */
+const mainProcessOf = (server: ServerProcess): number => {
+  const tsx = server.child.pid!
+  const children = readFileSync(`/proc/${tsx}/task/${tsx}/children`, "utf8").trim().split(/\s+/).filter((s) => s !== "")
+  for (const pid of children) {
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8")
+    if (cmdline.includes("src/main.ts")) return Number(pid)
+  }
+  throw new Error(`no node process running src/main.ts under tsx (${tsx}); children: ${children.join(" ")}`)
+}
+
+/** Resolves with the exit code of `npm start` (tsx exits with its node process's code). */
+const exitOf = (server: ServerProcess): Promise<number | null> =>
+  server.child.exitCode !== null || server.child.signalCode !== null
+    ? Promise.resolve(server.child.exitCode)
+    : new Promise((resolve) => server.child.once("exit", (code) => resolve(code)))
+
+/** Whether a new TCP connection to the port is refused (ECONNREFUSED) rather than accepted. */
+const connectionRefused = (port: number): Promise<boolean> =>
+  new Promise((resolve, reject) => {
+    const socket = connect({ host: "127.0.0.1", port })
+    socket.setTimeout(2_000)
+    socket.once("connect", () => {
+      socket.destroy()
+      resolve(false)
+    })
+    socket.once("timeout", () => {
+      socket.destroy()
+      reject(new Error(`connecting to ${port} neither succeeded nor was refused within 2 s`))
+    })
+    socket.once("error", (error: NodeJS.ErrnoException) => {
+      if (error.code === "ECONNREFUSED") resolve(true)
+      else reject(error)
+    })
+  })
+
+const untilTrue = async (what: string, condition: () => boolean, timeoutMs = 10_000) => {
+  const deadline = Date.now() + timeoutMs
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(10)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixture: a profile with an auth_type "none" service proxied to the upstream.
+
+const adminCall = async (server: ServerProcess, method: string, path: string, body?: unknown) => {
+  const response = await fetch(`${server.base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })
+  const text = await response.text()
+  return { status: response.status, body: text === "" ? undefined : JSON.parse(text) }
+}
+
+const createProxiedService = async (server: ServerProcess, upstream: Upstream) => {
+  const profile = `shutdown-${randomBytes(6).toString("hex")}`
+  expect((await adminCall(server, "PUT", `/admin/profiles/${profile}`, {})).status).toBe(201)
+  expect((await adminCall(server, "PUT", `/admin/profiles/${profile}/environments/prod`, {})).status).toBe(201)
+  const service = await adminCall(server, "PUT", `/admin/profiles/${profile}/environments/prod/services/${SERVICE_UUID}`, {
+    auth_type: "none",
+    handler: { type: "proxy", url: `http://127.0.0.1:${upstream.port}/` }
+  })
+  expect(service.status).toBe(201)
+  expect(service.body).toMatchObject({ uuid: SERVICE_UUID, auth_type: "none", handler: { type: "proxy" } })
+  return { profile, callPath: `/service/${profile}/prod/json/${SERVICE_UUID}` }
+}
+
+interface CallResult {
+  readonly n: number
+  readonly status: number
+  readonly body: unknown
+  /** When the answer (or the failure) arrived, ms since the epoch. */
+  readonly at: number
+  readonly error?: string
+}
+
+/** `count` concurrent service calls, each on its own connection, with body `{"n": i}`. */
+const fireCalls = (server: ServerProcess, callPath: string, count: number): Array<Promise<CallResult>> =>
+  Array.from({ length: count }, async (_, n): Promise<CallResult> => {
+    try {
+      const response = await fetch(`${server.base}${callPath}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ n }),
+        signal: AbortSignal.timeout(20_000)
+      })
+      const text = await response.text()
+      let body: unknown = text
+      try {
+        body = JSON.parse(text)
+      } catch {
+        /* not JSON */
+      }
+      return { n, status: response.status, body, at: Date.now() }
+    } catch (error) {
+      return { n, status: 0, body: undefined, at: Date.now(), error: String((error as Error).cause ?? error) }
+    }
+  })
+
+// ---------------------------------------------------------------------------------------------
+
+const cleanups: Array<() => Promise<void> | void> = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) {
+    try {
+      await cleanup()
+    } catch (error) {
+      console.error("cleanup failed:", error)
+    }
+  }
+})
+
+const freshDataDir = () => {
+  const dir = mkdtempSync(join(tmpdir(), "service-auth-shutdown-"))
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+const upstreamFor = async (delayMs: number) => {
+  const upstream = await startUpstream(delayMs)
+  cleanups.push(() => upstream.close())
+  return upstream
+}
+
+const serverWith = async (env: Record<string, string>) => {
+  const server = await startServer({ ADMIN_TOKEN, ...env })
+  cleanups.push(async () => {
+    await server.stop(5_000)
+  })
+  return server
+}
+
+/** PostgreSQL when TEST_DATABASE_URL is set (faster to start), else the embedded database. */
+const storageEnv = (): Record<string, string> =>
+  DATABASE_URL !== undefined ? { DATABASE_URL } : { DATA_DIR: freshDataDir() }
+
+describe("graceful shutdown on SIGTERM (real server)", () => {
+  it("refuses new connections at once, finishes the 10 calls in flight, closes the database and exits 0", async () => {
+    const upstream = await upstreamFor(1_500)
+    const dataDir = freshDataDir()
+    const server = await serverWith({ DATA_DIR: dataDir })
+    const { profile, callPath } = await createProxiedService(server, upstream)
+
+    const calls = fireCalls(server, callPath, 10)
+    // All ten have reached the upstream (so they are in flight at the server), none answered yet.
+    await untilTrue("the upstream to receive 10 calls", () => upstream.received() === 10)
+    await sleep(200)
+    expect(upstream.answered()).toBe(0)
+
+    const exited = exitOf(server)
+    const signalledAt = Date.now()
+    process.kill(mainProcessOf(server), "SIGTERM")
+
+    // Stops accepting connections right away, while the calls are still in flight.
+    await sleep(150)
+    expect(await connectionRefused(server.port)).toBe(true)
+    expect(upstream.answered(), "the refusal was observed while the calls were in flight").toBe(0)
+
+    // Every call in flight is answered in full.
+    const results = await Promise.all(calls)
+    for (const result of results) {
+      expect({ status: result.status, body: result.body, error: result.error }).toEqual({
+        status: 200,
+        body: { upstream: "slow", received: { n: result.n } },
+        error: undefined
+      })
+    }
+
+    // Then the process exits 0, promptly (the grace period is 10 s; nothing is left to wait for).
+    const code = await exited
+    const exitedAfter = Date.now() - signalledAt
+    expect(code, server.log()).toBe(0)
+    expect(exitedAfter).toBeGreaterThanOrEqual(1_000) // it did wait for the upstream's ~1.3 s left
+    expect(exitedAfter).toBeLessThan(5_000)
+    expect(Math.max(...results.map((r) => r.at))).toBeLessThanOrEqual(signalledAt + exitedAfter)
+    expect(await connectionRefused(server.port)).toBe(true)
+    expect(server.log()).not.toMatch(/\b(Error|Fatal|ERROR)\b/)
+
+    // The embedded database was closed cleanly: a new server on the same data directory has it all.
+    const again = await serverWith({ DATA_DIR: dataDir })
+    const document = await adminCall(again, "GET", `/admin/profiles/${profile}`)
+    expect(document.status).toBe(200)
+    expect(document.body.environments[0].services[0]).toMatchObject({
+      uuid: SERVICE_UUID,
+      auth_type: "none",
+      handler: { type: "proxy", url: `http://127.0.0.1:${upstream.port}/` }
+    })
+  }, 40_000)
+
+  it("SHUTDOWN_GRACE_MS=300: calls still in flight after the grace are cut, and the process exits 0 within 2 s", async () => {
+    const upstream = await upstreamFor(5_000)
+    const server = await serverWith({ ...storageEnv(), SHUTDOWN_GRACE_MS: "300" })
+    const { callPath } = await createProxiedService(server, upstream)
+
+    const calls = fireCalls(server, callPath, 5)
+    await untilTrue("the upstream to receive 5 calls", () => upstream.received() === 5)
+
+    const exited = exitOf(server)
+    const signalledAt = Date.now()
+    process.kill(mainProcessOf(server), "SIGTERM")
+
+    const code = await exited
+    const exitedAfter = Date.now() - signalledAt
+    expect(code, server.log()).toBe(0)
+    expect(exitedAfter).toBeGreaterThanOrEqual(250)
+    expect(exitedAfter).toBeLessThan(2_000)
+
+    // None of them got an answer from the upstream (which would have taken 5 s).
+    const results = await Promise.all(calls)
+    for (const result of results) {
+      expect(result.status, JSON.stringify(result)).not.toBe(200)
+      expect(result.at - signalledAt).toBeLessThan(2_500)
+    }
+    expect(upstream.answered()).toBe(0)
+    expect(await connectionRefused(server.port)).toBe(true)
+  }, 40_000)
+
+  // Under `npm start` (tsx), a SIGTERM sent to the process group (ServerProcess.stop(), Ctrl-C,
+  // systemd's default KillMode=control-group) can reach node twice: directly and through tsx's
+  // relay. With `process.once` the second found no listener and killed node with 143 mid-drain
+  // (~1 run in 8); main.ts now keeps its listener. This test delivers the group's signal in that
+  // losing order (node first, then tsx) every time.
+  it("SIGTERM to the whole process group (tsx and node) still drains the calls in flight and exits 0", async () => {
+    const upstream = await upstreamFor(1_000)
+    const server = await serverWith(storageEnv())
+    const { callPath } = await createProxiedService(server, upstream)
+
+    const calls = fireCalls(server, callPath, 4)
+    await untilTrue("the upstream to receive 4 calls", () => upstream.received() === 4)
+
+    const exited = exitOf(server)
+    process.kill(mainProcessOf(server), "SIGTERM")
+    await sleep(100)
+    process.kill(server.child.pid!, "SIGTERM")
+
+    const results = await Promise.all(calls)
+    const code = await exited
+    expect({
+      code,
+      statuses: results.map((r) => r.status)
+    }).toEqual({ code: 0, statuses: [200, 200, 200, 200] })
+  }, 40_000)
+})
