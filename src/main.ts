@@ -20,8 +20,11 @@ const announce = Effect.gen(function*() {
   const config = yield* AppConfig
   shutdownGraceMs = config.shutdownGraceMs
   if (config.adminTokenGenerated) {
-    // Printed once, on purpose: the operator needs it, and it changes with every start.
-    yield* Effect.logWarning(`ADMIN_TOKEN is not set; generated one for this run: ${Redacted.value(config.adminToken)}`)
+    // Printed once, on purpose and whatever LOG_LEVEL says: the operator needs it, and it changes
+    // with every start. Set ADMIN_TOKEN to keep it out of the output.
+    yield* Effect.sync(() =>
+      console.log(`ADMIN_TOKEN is not set; generated one for this run: ${Redacted.value(config.adminToken)}`)
+    )
   }
   yield* Effect.logInfo(
     `service-auth listening on http://${config.host}:${config.port} (storage: ${

@@ -6,7 +6,7 @@
  */
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import * as Jose from "jose"
-import { createPublicKey, type KeyObject } from "node:crypto"
+import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto"
 import { readFile } from "node:fs/promises"
 import { AppConfig } from "../AppConfig.js"
 import { ServerKeyStore } from "../storage/ServerKeyStore.js"
@@ -33,8 +33,14 @@ const generatePkcs8 = async () => {
   return Jose.exportPKCS8(privateKey)
 }
 
+/** Any PEM RSA private key node:crypto reads (PKCS#8, or PKCS#1 "RSA PRIVATE KEY") as PKCS#8. */
+const toPkcs8 = (pem: string): string =>
+  pem.includes("BEGIN PRIVATE KEY")
+    ? pem
+    : createPrivateKey(pem).export({ type: "pkcs8", format: "pem" }).toString()
+
 export const fromPkcs8 = async (pem: string): Promise<KeyServiceShape> => {
-  const privateKey = await Jose.importPKCS8(pem, SIGNING_ALGORITHM, { extractable: true })
+  const privateKey = await Jose.importPKCS8(toPkcs8(pem), SIGNING_ALGORITHM, { extractable: true })
   const { kty, n, e } = await Jose.exportJWK(privateKey)
   if (kty !== "RSA" || n === undefined || e === undefined) throw new Error("signing key must be an RSA key")
   if (Buffer.from(n, "base64url").length * 8 < 2048) throw new Error("signing key must have at least 2048 bits")
