@@ -42,6 +42,47 @@ const readFields = (
     return fields
   })
 
+/**
+ * The client's credentials, from `client_secret_basic` or `client_secret_post` (never both).
+ * Undefined when they are missing (row 3). A Basic header that cannot be decoded counts as
+ * present: its authentication fails at row 5, with the Basic challenge.
+ */
+type ClientCredentials = {
+  readonly clientId: string
+  readonly clientSecret: Option.Option<Redacted.Redacted<string>>
+  readonly basic: boolean
+}
+
+const clientCredentials = (
+  authorization: string | undefined,
+  fields: Partial<Record<Field, string>>
+): Either.Either<ClientCredentials | undefined, InvalidRequest> => {
+  const credentials = authorization === undefined ? undefined : parseAuthorization(authorization)
+  const isBasic = credentials?.scheme === "basic" || /^\s*basic(\s|$)/i.test(authorization ?? "")
+  if (!isBasic) {
+    return Either.right(
+      fields.client_id === undefined || fields.client_secret === undefined
+        ? undefined
+        : { clientId: fields.client_id, clientSecret: Option.some(Redacted.make(fields.client_secret)), basic: false }
+    )
+  }
+  if (fields.client_secret !== undefined) {
+    return Either.left(new InvalidRequest({ description: "Use exactly one client authentication method" }))
+  }
+  const decoded = credentials === undefined ? Either.left("malformed") : decodeBasicCredentials(credentials.value)
+  if (Either.isLeft(decoded)) return Either.right({ clientId: "", clientSecret: Option.none(), basic: true })
+  const { clientId, clientSecret } = decoded.right
+  if (fields.client_id !== undefined && fields.client_id !== clientId) {
+    return Either.left(new InvalidRequest({ description: "client_id does not match the HTTP Basic credentials" }))
+  }
+  // Empty parts count as missing, as empty form fields do (RFC 6749 §3.1).
+  return Either.right(
+    clientId === "" || Redacted.value(clientSecret) === ""
+      ? undefined
+      : { clientId, clientSecret: Option.some(clientSecret), basic: true }
+  )
+}
+
 export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function*() {
     const config = yield* AppConfig
@@ -52,42 +93,21 @@ export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
     if (fields.grant_type === undefined) return yield* missing
     if (fields.grant_type !== "client_credentials") return yield* new UnsupportedGrantType()
 
-    // Client authentication: client_secret_basic or client_secret_post, never both.
-    const authorization = request.headers["authorization"]
-    const credentials = authorization === undefined ? undefined : parseAuthorization(authorization)
-    const basic = credentials?.scheme === "basic"
-      ? decodeBasicCredentials(credentials.value)
-      : authorization !== undefined && /^\s*basic(\s|$)/i.test(authorization)
-      ? Either.left("malformed" as const)
-      : undefined
-    if (basic !== undefined && fields.client_secret !== undefined) {
-      return yield* new InvalidRequest({ description: "Use exactly one client authentication method" })
-    }
-    if (basic !== undefined && Either.isRight(basic) && fields.client_id !== undefined && fields.client_id !== basic.right.clientId) {
-      return yield* new InvalidRequest({ description: "client_id does not match the HTTP Basic credentials" })
-    }
-    const clientId = basic === undefined ? fields.client_id : Either.match(basic, { onLeft: () => "", onRight: (b) => b.clientId })
-    const clientSecret = basic === undefined
-      ? Option.map(Option.fromNullable(fields.client_secret), Redacted.make)
-      : Either.match(basic, { onLeft: () => Option.none(), onRight: (b) => Option.some(b.clientSecret) })
-
-    // Row 3: every other field present (a Basic header that cannot be decoded is present but fails at row 5).
-    const basicMalformed = basic !== undefined && Either.isLeft(basic)
+    // Row 3: client credentials and the target present.
+    const client = yield* clientCredentials(request.headers["authorization"], fields)
     if (
-      (!basicMalformed && (clientId === undefined || clientId === "" || Option.isNone(clientSecret) || Redacted.value(clientSecret.value) === "")) ||
-      fields.profile === undefined || fields.environment === undefined || fields.service_uuid === undefined
+      client === undefined || fields.profile === undefined || fields.environment === undefined ||
+      fields.service_uuid === undefined
     ) {
       return yield* missing
     }
 
     // Rows 4 and 5.
     const issued = yield* grants.grant({
-      clientId: clientId ?? "",
-      clientSecret,
+      ...client,
       profile: fields.profile,
       environment: fields.environment,
       serviceUuid: fields.service_uuid,
-      basic: basic !== undefined,
       remoteAddress: Option.getOrElse(request.remoteAddress, () => "unknown")
     })
     return HttpServerResponse.unsafeJson(
