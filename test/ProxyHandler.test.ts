@@ -256,6 +256,7 @@ const CUSTOM_UUID = "0b5e4b8e-7a38-4c1e-9d55-3f1f6d6c2a01"
 const FAILING_UUID = "0b5e4b8e-7a38-4c1e-9d55-3f1f6d6c2a02"
 const INSPECTING_UUID = "0b5e4b8e-7a38-4c1e-9d55-3f1f6d6c2a03"
 const OVERRIDING_UUID = "0b5e4b8e-7a38-4c1e-9d55-3f1f6d6c2a04"
+const THROWING_UUID = "0b5e4b8e-7a38-4c1e-9d55-3f1f6d6c2a05"
 
 const calls: Array<ServiceCall> = []
 
@@ -266,7 +267,10 @@ const registered = ServiceHandlers.layerWith({
   },
   [FAILING_UUID]: () => Effect.fail(new BadGateway({ description: "the registered handler failed" })),
   [INSPECTING_UUID]: (call) => Effect.succeed({ address: call.address, client: call.clientId, body: call.body }),
-  [OVERRIDING_UUID]: () => Effect.succeed({ registered: "wins" })
+  [OVERRIDING_UUID]: () => Effect.succeed({ registered: "wins" }),
+  [THROWING_UUID]: () => {
+    throw new Error("a bug in the embedding program's handler")
+  }
 })
 
 /** `makeTestServer()` with code-registered handlers: the same layers, built here. */
@@ -362,6 +366,12 @@ describe("handlers registered in code (ServiceHandlers.layerWith)", () => {
     it.effect("a registered handler that fails → 502 bad_gateway", () =>
       Effect.gen(function*() {
         const { fixture, token } = yield* serviceAtUuid(FAILING_UUID)
+        expectBadGateway(yield* callService(callPath(fixture), { token }))
+      }))
+
+    it.effect("a registered handler that throws → 502 bad_gateway, not 500", () =>
+      Effect.gen(function*() {
+        const { fixture, token } = yield* serviceAtUuid(THROWING_UUID)
         expectBadGateway(yield* callService(callPath(fixture), { token }))
       }))
 

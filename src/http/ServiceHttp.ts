@@ -11,7 +11,7 @@ import { Effect, Either, Option } from "effect"
 import { AppConfig } from "../AppConfig.js"
 import { Api } from "../api/Api.js"
 import { type AccessTokenClaims, TokenService } from "../auth/TokenService.js"
-import { InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
+import { BadGateway, InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
 import { canonicalServiceUuid, isEnvironmentName, isProfileId } from "../domain/Identifiers.js"
 import { type JsonObject, ServiceHandlers } from "../gateway/ServiceHandlers.js"
 import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
@@ -111,7 +111,17 @@ export const ServiceHttpLive = HttpApiBuilder.group(Api, "service", (handlers) =
         }
 
         const body = yield* readJsonObject(request, maxBodyBytes)
-        const answer = yield* serviceHandlers.resolve(address, route.value.handler)({ address, clientId: caller, body })
+        const answer = yield* Effect.suspend(() =>
+          serviceHandlers.resolve(address, route.value.handler)({ address, clientId: caller, body })
+        ).pipe(
+          // A handler registered in code that throws has failed, like one that fails: 502, not 500.
+          Effect.catchAllDefect((defect) =>
+            Effect.zipRight(
+              Effect.logError("Service handler failed", defect),
+              Effect.fail(new BadGateway({ description: "The service's handler failed" }))
+            )
+          )
+        )
         return HttpServerResponse.unsafeJson(answer, { status: 200, headers: { "cache-control": "no-store" } })
       }).pipe(
         Effect.catchAll((failure) => Effect.succeed(errorResponse(failure))),
