@@ -19,7 +19,7 @@ import { KeyService } from "../src/auth/KeyService.js"
 import { BadGateway } from "../src/domain/Errors.js"
 import { type ServiceCall, ServiceHandlers } from "../src/gateway/ServiceHandlers.js"
 import * as Storage from "../src/storage/Storage.js"
-import { admin, createFixture, type Fixture, issueToken, makeTestServer } from "./support/TestServer.js"
+import { admin, createFixture, fixtureOf, issueToken, makeTestServer } from "./support/TestServer.js"
 import { callPath, callService, CHALLENGE, expectEcho, expectServiceError } from "./support/Tokens.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -301,15 +301,7 @@ const serviceAtUuid = (uuid: string, options: { readonly authType?: "oauth" | "n
     if (options.authType === "none") {
       expect((yield* admin.put(servicePath, { name: "registered", auth_type: "none" })).status).toBe(200)
     }
-    const fixture: Fixture = {
-      profile: base.profile,
-      environment: base.environment,
-      uuid,
-      clientId: credential.body.client_id,
-      clientSecret: credential.body.client_secret,
-      servicePath,
-      tokenFields: { ...base.tokenFields, client_id: credential.body.client_id, client_secret: credential.body.client_secret, service_uuid: uuid }
-    }
+    const fixture = fixtureOf({ profile: base.profile, environment: base.environment, uuid }, credential.body)
     return { fixture, base, token: options.authType === "none" ? undefined : yield* issueToken(fixture) }
   })
 

@@ -19,6 +19,7 @@ import {
   admin,
   createFixture,
   type Fixture,
+  fixtureOf,
   issueToken,
   type JsonResponse,
   makeTestServer,
@@ -38,6 +39,7 @@ import {
   serverNow,
   signWith
 } from "./support/Tokens.js"
+import { collectResponse } from "./support/Http.js"
 
 /** Creates (or replaces) an oauth service at a fixed address with one credential, and issues its token. */
 const serviceAt = (profile: string, environment: string, uuid: string = randomUUID()) =>
@@ -50,23 +52,7 @@ const serviceAt = (profile: string, environment: string, uuid: string = randomUU
     expect(service.body.uuid).toBe(uuid)
     const credential = yield* admin.post(`${servicePath}/credentials`)
     expect(credential.status).toBe(201)
-    const fixture: Fixture = {
-      profile,
-      environment,
-      uuid,
-      clientId: credential.body.client_id,
-      clientSecret: credential.body.client_secret,
-      servicePath,
-      tokenFields: {
-        grant_type: "client_credentials",
-        client_id: credential.body.client_id,
-        client_secret: credential.body.client_secret,
-        profile,
-        environment,
-        service_uuid: uuid
-      }
-    }
-    return fixture
+    return fixtureOf({ profile, environment, uuid }, credential.body)
   })
 
 /** A fixture and a token the server issued for it. */
@@ -100,25 +86,7 @@ const chunkedCall = (
           headers: { "content-type": "application/json", "transfer-encoding": "chunked", ...headers },
           agent: false
         },
-        (incoming) => {
-          const parts: Array<Buffer> = []
-          incoming.on("data", (chunk: Buffer) => parts.push(chunk))
-          incoming.on("error", (error) => resume(Effect.fail(error)))
-          incoming.on("end", () => {
-            const text = Buffer.concat(parts).toString("utf8")
-            let body: unknown = undefined
-            try {
-              body = text === "" ? undefined : JSON.parse(text)
-            } catch {
-              body = undefined
-            }
-            const responseHeaders: Record<string, string> = {}
-            for (const [name, value] of Object.entries(incoming.headers)) {
-              if (value !== undefined) responseHeaders[name] = Array.isArray(value) ? value.join(", ") : value
-            }
-            resume(Effect.succeed({ status: incoming.statusCode ?? 0, headers: responseHeaders, body, text }))
-          })
-        }
+        (incoming) => collectResponse(incoming, resume)
       )
       // Once an answer has arrived, a failed write of the rest of the body is not a failure here.
       let answered = false

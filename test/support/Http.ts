@@ -10,6 +10,30 @@ import { createPublicKey, type JsonWebKey, verify } from "node:crypto"
 import * as NodeHttp from "node:http"
 import { ADMIN_TOKEN, type JsonResponse, send } from "./TestServer.js"
 
+
+/** Reads a raw node response to the end as a `JsonResponse` (body parsed when it is JSON). */
+export const collectResponse = (
+  incoming: NodeHttp.IncomingMessage,
+  resume: (effect: Effect.Effect<JsonResponse, Error>) => void
+): void => {
+  const chunks: Array<Buffer> = []
+  incoming.on("data", (chunk: Buffer) => chunks.push(chunk))
+  incoming.on("error", (error) => resume(Effect.fail(error)))
+  incoming.on("end", () => {
+    const text = Buffer.concat(chunks).toString("utf8")
+    let body: unknown = undefined
+    try {
+      body = text === "" ? undefined : JSON.parse(text)
+    } catch {
+      body = undefined
+    }
+    const headers: Record<string, string> = {}
+    for (const [name, value] of Object.entries(incoming.headers)) {
+      if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(", ") : value
+    }
+    resume(Effect.succeed({ status: incoming.statusCode ?? 0, headers, body, text }))
+  })
+}
 export const NO_STORE_HEADERS = { "cache-control": "no-store", pragma: "no-cache" } as const
 
 /** Any request to the test server: `body` is sent as is, with no Content-Type unless one is given. */
@@ -68,25 +92,7 @@ export const unnormalizedRequest = (method: string, path: string, headers: Recor
     return yield* Effect.async<JsonResponse, Error>((resume) => {
       const outgoing = NodeHttp.request(
         { host: "127.0.0.1", port: address.port, method, path, headers, agent: false },
-        (incoming) => {
-          const chunks: Array<Buffer> = []
-          incoming.on("data", (chunk: Buffer) => chunks.push(chunk))
-          incoming.on("error", (error) => resume(Effect.fail(error)))
-          incoming.on("end", () => {
-            const text = Buffer.concat(chunks).toString("utf8")
-            let body: unknown = undefined
-            try {
-              body = text === "" ? undefined : JSON.parse(text)
-            } catch {
-              body = undefined
-            }
-            const responseHeaders: Record<string, string> = {}
-            for (const [name, value] of Object.entries(incoming.headers)) {
-              if (value !== undefined) responseHeaders[name] = Array.isArray(value) ? value.join(", ") : value
-            }
-            resume(Effect.succeed({ status: incoming.statusCode ?? 0, headers: responseHeaders, body, text }))
-          })
-        }
+        (incoming) => collectResponse(incoming, resume)
       )
       outgoing.on("error", (error) => resume(Effect.fail(error)))
       outgoing.end()

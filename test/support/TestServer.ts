@@ -104,23 +104,27 @@ export const createFixture = (options: { readonly authType?: "oauth" | "none"; r
     const servicePath = `/admin/profiles/${profile}/environments/${environment}/services/${uuid}`
     const credential = yield* admin.post(`${servicePath}/credentials`)
     if (options.authType === "none") yield* admin.put(servicePath, { name: "billing", auth_type: "none" })
-    return {
-      profile,
-      environment,
-      uuid,
-      clientId: credential.body.client_id,
-      clientSecret: credential.body.client_secret,
-      servicePath,
-      tokenFields: {
-        grant_type: "client_credentials",
-        client_id: credential.body.client_id,
-        client_secret: credential.body.client_secret,
-        profile,
-        environment,
-        service_uuid: uuid
-      }
-    } satisfies Fixture
+    return fixtureOf({ profile, environment, uuid }, credential.body)
   })
+
+/** The fixture record of a service and one of its credentials (as the credential POST answered it). */
+export const fixtureOf = (
+  service: { readonly profile: string; readonly environment: string; readonly uuid: string },
+  credential: { readonly client_id: string; readonly client_secret: string }
+): Fixture => ({
+  ...service,
+  clientId: credential.client_id,
+  clientSecret: credential.client_secret,
+  servicePath: `/admin/profiles/${service.profile}/environments/${service.environment}/services/${service.uuid}`,
+  tokenFields: {
+    grant_type: "client_credentials",
+    client_id: credential.client_id,
+    client_secret: credential.client_secret,
+    profile: service.profile,
+    environment: service.environment,
+    service_uuid: service.uuid
+  }
+})
 
 /** Issues a token for the fixture through the token endpoint. */
 export const issueToken = (fixture: Fixture) =>
