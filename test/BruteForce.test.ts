@@ -11,14 +11,13 @@
  * Requests from the typed HTTP client come from 127.0.0.1; requests bound to 127.0.0.2 (all of
  * 127/8 is loopback on Linux) play "another address".
  */
-import { HttpServer } from "@effect/platform"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Option, TestClock } from "effect"
 import { randomBytes } from "node:crypto"
 import * as NodeHttp from "node:http"
 import { FAILURE_WINDOW_MS, makeAuthFailureLimiter } from "../src/auth/AuthFailureLimiter.js"
 import { basicAuthorization, formEncode, oauthError } from "./support/Http.js"
-import { admin, createFixture, type Fixture, type JsonResponse, makeTestServer, tokenRequest, uniqueName } from "./support/TestServer.js"
+import { admin, createFixture, type Fixture, type JsonResponse, makeTestServer, serverPort, tokenRequest, uniqueName } from "./support/TestServer.js"
 
 const LIMIT = 5
 
@@ -84,15 +83,13 @@ const secondCredential = (fixture: Fixture) =>
  */
 const tokenRequestFrom = (localAddress: string, fields: Record<string, string>, headers: Record<string, string> = {}) =>
   Effect.gen(function*() {
-    const server = yield* HttpServer.HttpServer
-    const address = server.address
-    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("the test server is not on TCP")
+    const port = yield* serverPort
     const body = Object.entries(fields).map(([name, value]) => `${formEncode(name)}=${formEncode(value)}`).join("&")
     return yield* Effect.async<JsonResponse, Error>((resume) => {
       const outgoing = NodeHttp.request(
         {
           host: "127.0.0.1",
-          port: address.port,
+          port,
           localAddress,
           method: "POST",
           path: "/oauth/token",

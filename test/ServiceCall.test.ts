@@ -8,7 +8,6 @@
  * every later `it.layer(makeTestServer({ config }))` would be built on top of the first server's
  * layers and answer with the first server's configuration (e.g. its `maxBodyBytes`).
  */
-import { HttpServer } from "@effect/platform"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import * as Jose from "jose"
@@ -23,6 +22,7 @@ import {
   issueToken,
   type JsonResponse,
   makeTestServer,
+  serverPort,
   tokenRequest,
   uniqueName
 } from "./support/TestServer.js"
@@ -73,14 +73,12 @@ const chunkedCall = (
   pauseMs = 0
 ) =>
   Effect.gen(function*() {
-    const server = yield* HttpServer.HttpServer
-    const address = server.address
-    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("the test server is not on TCP")
+    const port = yield* serverPort
     return yield* Effect.async<JsonResponse, Error>((resume) => {
       const outgoing = NodeHttp.request(
         {
           host: "127.0.0.1",
-          port: address.port,
+          port,
           method: "POST",
           path,
           headers: { "content-type": "application/json", "transfer-encoding": "chunked", ...headers },

@@ -3,9 +3,8 @@
  * bodies, invalid UTF-8, unnormalised paths, odd headers, chunked bodies) with a deadline, the
  * invariant every error answer must satisfy, and FastCheck generators of hostile values.
  */
-import { HttpServer } from "@effect/platform"
 import { expect } from "@effect/vitest"
-import { Effect, FastCheck as fc } from "effect"
+import { FastCheck as fc } from "effect"
 import * as NodeHttp from "node:http"
 
 export interface RawRequest {
@@ -30,13 +29,7 @@ export interface RawResponse {
 export const latin1 = (value: string | Uint8Array): string =>
   Buffer.from(typeof value === "string" ? Buffer.from(value, "utf8") : value).toString("latin1")
 
-/** The port of the in-process test server. */
-export const serverPort = Effect.gen(function*() {
-  const server = yield* HttpServer.HttpServer
-  const address = server.address
-  if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("the test server is not on TCP")
-  return address.port
-})
+export { serverPort } from "./TestServer.js"
 
 /**
  * One request on its own connection. Resolves with the answer once it is complete; rejects when

@@ -3,12 +3,12 @@
  * express (no Content-Type, arbitrary bodies and Authorization headers, unnormalised paths), HTTP
  * Basic client authentication, and independent decoding and verification of issued JWTs.
  */
-import { HttpBody, HttpClientRequest, HttpServer } from "@effect/platform"
+import { HttpBody, HttpClientRequest } from "@effect/platform"
 import { expect } from "@effect/vitest"
 import { Effect } from "effect"
 import { createPublicKey, type JsonWebKey, verify } from "node:crypto"
 import * as NodeHttp from "node:http"
-import { ADMIN_TOKEN, type JsonResponse, send } from "./TestServer.js"
+import { ADMIN_TOKEN, type JsonResponse, send, serverPort } from "./TestServer.js"
 
 
 /** Reads a raw node response to the end as a `JsonResponse` (body parsed when it is JSON). */
@@ -86,12 +86,10 @@ export const percentEncodeAll = (value: string): string =>
  */
 export const unnormalizedRequest = (method: string, path: string, headers: Record<string, string> = {}) =>
   Effect.gen(function*() {
-    const server = yield* HttpServer.HttpServer
-    const address = server.address
-    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("the test server is not on TCP")
+    const port = yield* serverPort
     return yield* Effect.async<JsonResponse, Error>((resume) => {
       const outgoing = NodeHttp.request(
-        { host: "127.0.0.1", port: address.port, method, path, headers, agent: false },
+        { host: "127.0.0.1", port, method, path, headers, agent: false },
         (incoming) => collectResponse(incoming, resume)
       )
       outgoing.on("error", (error) => resume(Effect.fail(error)))

@@ -3,7 +3,7 @@
  * `HttpClient` pointed at it. Storage defaults to the in-memory repository, keys to a fixed test
  * key; both can be swapped, e.g. for the embedded or PostgreSQL storage.
  */
-import { HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import { HttpClient, HttpClientRequest, type HttpClientResponse, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
@@ -26,6 +26,14 @@ export const makeTestServer = (options: {
     Layer.provideMerge(NodeHttpServer.layerTest),
     Layer.orDie
   )
+
+/** The port of the in-process test server, for raw node:http requests. */
+export const serverPort = Effect.gen(function*() {
+  const server = yield* HttpServer.HttpServer
+  const address = server.address
+  if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("the test server is not on TCP")
+  return address.port
+})
 
 /** A fresh, unique name, so tests sharing a database never collide. */
 export const uniqueName = (prefix: string) => `${prefix}-${randomBytes(6).toString("hex")}`
