@@ -18,15 +18,13 @@ import { STORAGE_TIMEOUT } from "./StorageErrors.js"
 import { ServerKeyStore } from "./ServerKeyStore.js"
 
 /** Repositories over whatever `SqlClient` is provided, after migrating it. */
-export const layerSqlRepos = Layer.mergeAll(CredentialRepoSql.layer, ServerKeyStore.layerSql).pipe(
-  Layer.provideMerge(Migrations.layer)
-)
+const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>) =>
+  Layer.mergeAll(repo, ServerKeyStore.layerSql).pipe(Layer.provideMerge(Migrations.layer))
+
+export const layerSqlRepos = sqlRepos(CredentialRepoSql.layer)
 
 /** The same, with the hot reads cached: only for a database this process alone writes. */
-const layerSqlReposCached = Layer.mergeAll(
-  Layer.effect(CredentialRepo, Effect.map(CredentialRepoSql.make, withReadCache)),
-  ServerKeyStore.layerSql
-).pipe(Layer.provideMerge(Migrations.layer))
+const layerSqlReposCached = sqlRepos(Layer.effect(CredentialRepo, Effect.map(CredentialRepoSql.make, withReadCache)))
 
 export const layerPostgres = (url: Redacted.Redacted<string>) =>
   layerSqlRepos.pipe(
