@@ -56,6 +56,22 @@
     state.token = token
   }
 
+  /** A text field for a profile or environment name, checked as the server checks it. */
+  function identifierField(id, name, hintId) {
+    return h("input", {
+      id,
+      name,
+      type: "text",
+      required: true,
+      pattern: NAME_PATTERN,
+      maxlength: "128",
+      autocomplete: "off",
+      spellcheck: "false",
+      autocapitalize: "off",
+      "aria-describedby": hintId
+    })
+  }
+
   /** Builds an element; strings among the children become text nodes (never parsed as HTML). */
   function h(tag, props, ...children) {
     const el = document.createElement(tag)
@@ -474,18 +490,7 @@
   function renderProfiles(focus) {
     const inputId = "new-profile-name"
     const hintId = "new-profile-hint"
-    const input = h("input", {
-      id: inputId,
-      name: "profile",
-      type: "text",
-      required: true,
-      pattern: NAME_PATTERN,
-      maxlength: "128",
-      autocomplete: "off",
-      spellcheck: "false",
-      autocapitalize: "off",
-      "aria-describedby": hintId
-    })
+    const input = identifierField(inputId, "profile", hintId)
     const button = h("button", { type: "submit", class: "btn btn-primary" }, "Create profile")
     main().replaceChildren(
       h("div", { class: "page-head" }, h("h1", { id: "page-title", tabindex: "-1" }, "Profiles")),
@@ -1053,18 +1058,7 @@
   function addForms(doc) {
     const envInputId = "new-env-name"
     const envHintId = "new-env-hint"
-    const envInput = h("input", {
-      id: envInputId,
-      name: "environment",
-      type: "text",
-      required: true,
-      pattern: NAME_PATTERN,
-      maxlength: "128",
-      autocomplete: "off",
-      spellcheck: "false",
-      autocapitalize: "off",
-      "aria-describedby": envHintId
-    })
+    const envInput = identifierField(envInputId, "environment", envHintId)
     const envButton = h("button", { type: "submit", class: "btn" }, "Add environment")
     const envForm = h(
       "form",
