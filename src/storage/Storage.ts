@@ -5,7 +5,6 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Option, type Redacted } from "effect"
-import { mkdirSync } from "node:fs"
 import { AppConfig } from "../AppConfig.js"
 import { CredentialRepo } from "./CredentialRepo.js"
 import { withReadCache } from "./CredentialRepoCache.js"
@@ -14,6 +13,7 @@ import * as CredentialRepoSql from "./CredentialRepoSql.js"
 import { lockDataDir } from "./DataDirLock.js"
 import * as Migrations from "./Migrations.js"
 import * as PgliteClient from "./PgliteClient.js"
+import { makeDataDirPrivate } from "./PrivateDataDir.js"
 import { STORAGE_TIMEOUT } from "./StorageErrors.js"
 import { ServerKeyStore } from "./ServerKeyStore.js"
 
@@ -40,15 +40,15 @@ export const layerPostgres = (url: Redacted.Redacted<string>) =>
   )
 
 /**
- * Embedded database in `dataDir` (created if missing, locked to this process); in memory when
- * undefined. This process is its only writer, so the hot reads are served from a cache.
+ * Embedded database in `dataDir` (created if missing, private to this user, locked to this process);
+ * in memory when undefined. This process is its only writer, so the hot reads are served from a cache.
  */
 export const layerEmbedded = (dataDir: string | undefined) =>
   layerSqlReposCached.pipe(
     Layer.provideMerge(
       Layer.unwrapScoped(Effect.gen(function*() {
         if (dataDir !== undefined) {
-          mkdirSync(dataDir, { recursive: true })
+          yield* makeDataDirPrivate(dataDir)
           yield* lockDataDir(dataDir)
         }
         return PgliteClient.layer({ dataDir })

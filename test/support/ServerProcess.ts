@@ -36,12 +36,20 @@ export interface ServerProcess {
 
 export const startServer = async (
   env: Readonly<Record<string, string>>,
-  options: { readonly healthTimeoutMs?: number } = {}
+  options: {
+    readonly healthTimeoutMs?: number
+    /** Start the server under this umask (octal, e.g. "022"), as a shell would. */
+    readonly umask?: string
+  } = {}
 ): Promise<ServerProcess> => {
   const port = await freePort()
   const base = `http://127.0.0.1:${port}`
   let log = ""
-  const child = spawn(process.execPath, [join(ROOT, "node_modules/tsx/dist/cli.mjs"), "src/main.ts"], {
+  const command = [process.execPath, join(ROOT, "node_modules/tsx/dist/cli.mjs"), "src/main.ts"]
+  const [file, ...args] = options.umask === undefined
+    ? command
+    : ["/bin/sh", "-c", `umask ${options.umask} && exec "$0" "$@"`, ...command]
+  const child = spawn(file!, args, {
     cwd: ROOT,
     env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "warning", ...env },
     stdio: ["ignore", "pipe", "pipe"],
