@@ -93,7 +93,7 @@ const liveClientIds = (address: ServiceAddress) =>
 const liveness = (address: ServiceAddress, clientId: ClientId) =>
   Effect.gen(function*() {
     const repo = yield* CredentialRepo
-    const target = yield* repo.findTokenTarget(address, clientId)
+    const target = yield* repo.findTokenTarget(address, Option.some(clientId))
     const route = yield* repo.findServiceRoute(address, Option.some(clientId))
     return {
       token: Option.isSome(Option.flatMap(target, (t) => t.credential)),
@@ -294,7 +294,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           expect(service.auth_type).toBe("oauth")
           expect(service.credentials).toEqual([{ client_id: clientId, created_at: T1, last_used_at: null }])
           expect(service.credentials[0]!.created_at.getTime()).toBe(T1.getTime())
-          const target = Option.getOrThrow(yield* repo.findTokenTarget(address, clientId))
+          const target = Option.getOrThrow(yield* repo.findTokenTarget(address, Option.some(clientId)))
           expect(target.authType).toBe("oauth")
           expect(Option.getOrThrow(target.credential)).toEqual({
             clientId,
@@ -478,7 +478,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
               { ...address, uuid: newUuid() }
             ]
           ) {
-            expect(Option.isNone(yield* repo.findTokenTarget(unknown, clientId!))).toBe(true)
+            expect(Option.isNone(yield* repo.findTokenTarget(unknown, Option.some(clientId!)))).toBe(true)
           }
         }))
 
@@ -486,7 +486,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
         Effect.gen(function*() {
           const repo = yield* CredentialRepo
           const open = yield* givenService({ authType: "none" })
-          const openTarget = Option.getOrThrow(yield* repo.findTokenTarget(open, newClientId()))
+          const openTarget = Option.getOrThrow(yield* repo.findTokenTarget(open, Option.some(newClientId())))
           expect(openTarget.authType).toBe("none")
           expect(Option.isNone(openTarget.credential)).toBe(true)
 
@@ -495,20 +495,20 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const sibling = yield* givenSibling(address)
           const [siblingId] = yield* givenCredentials(sibling, 1)
 
-          const target = Option.getOrThrow(yield* repo.findTokenTarget(address, clientId!))
+          const target = Option.getOrThrow(yield* repo.findTokenTarget(address, Option.some(clientId!)))
           expect(target.authType).toBe("oauth")
           expect(Option.getOrThrow(target.credential)).toEqual({ clientId, secretHash: hashOf(clientId!), lastUsedAt: null })
 
-          const ofSibling = Option.getOrThrow(yield* repo.findTokenTarget(address, siblingId!))
+          const ofSibling = Option.getOrThrow(yield* repo.findTokenTarget(address, Option.some(siblingId!)))
           expect(ofSibling.authType).toBe("oauth")
           expect(Option.isNone(ofSibling.credential)).toBe(true)
-          expect(Option.isNone(Option.getOrThrow(yield* repo.findTokenTarget(address, newClientId())).credential))
+          expect(Option.isNone(Option.getOrThrow(yield* repo.findTokenTarget(address, Option.some(newClientId()))).credential))
             .toBe(true)
-          expect(Option.isNone(Option.getOrThrow(yield* repo.findTokenTarget(address, "not-a-client-id")).credential))
+          expect(Option.isNone(Option.getOrThrow(yield* repo.findTokenTarget(address, Option.none())).credential))
             .toBe(true)
 
           yield* repo.applyCredentialChanges(address.profile, [remove(address.environment, address.uuid, clientId!)], T2)
-          const afterRemoval = Option.getOrThrow(yield* repo.findTokenTarget(address, clientId!))
+          const afterRemoval = Option.getOrThrow(yield* repo.findTokenTarget(address, Option.some(clientId!)))
           expect(afterRemoval.authType).toBe("oauth")
           expect(Option.isNone(afterRemoval.credential)).toBe(true)
         }))
@@ -521,7 +521,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const address = yield* givenService()
           const [used, unused] = yield* givenCredentials(address, 2)
           yield* repo.touchCredential(used!, T2)
-          const target = Option.getOrThrow(yield* repo.findTokenTarget(address, used!))
+          const target = Option.getOrThrow(yield* repo.findTokenTarget(address, Option.some(used!)))
           expect(Option.getOrThrow(target.credential).lastUsedAt?.getTime()).toBe(T2.getTime())
           yield* repo.touchCredential(used!, T3)
           const service = Option.getOrThrow(yield* repo.getService(address))
@@ -562,7 +562,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
             handler: PROXY,
             credentialLive: true
           })
-          const notLive = [Option.none(), Option.some(siblingId!), Option.some(newClientId()), Option.some("")]
+          const notLive = [Option.none(), Option.some(siblingId!), Option.some(newClientId())]
           for (const candidate of notLive) {
             expect(Option.getOrThrow(yield* repo.findServiceRoute(address, candidate)).credentialLive).toBe(false)
           }
@@ -586,7 +586,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
         Effect.gen(function*() {
           const repo = yield* CredentialRepo
           for (const clientId of clientIds) {
-            const target = Option.getOrThrow(yield* repo.findTokenTarget(address, clientId))
+            const target = Option.getOrThrow(yield* repo.findTokenTarget(address, Option.some(clientId)))
             expect(Option.isNone(target.credential)).toBe(true)
             expect(Option.getOrThrow(yield* repo.findServiceRoute(address, Option.some(clientId))).credentialLive)
               .toBe(false)
@@ -606,7 +606,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           expect(yield* repo.deleteService(address, T2)).toBe(true)
           expect(yield* repo.deleteService(address, T2)).toBe(false)
           expect(Option.isNone(yield* repo.getService(address))).toBe(true)
-          expect(Option.isNone(yield* repo.findTokenTarget(address, ids[0]!))).toBe(true)
+          expect(Option.isNone(yield* repo.findTokenTarget(address, Option.some(ids[0]!)))).toBe(true)
           expect(Option.isNone(yield* repo.findServiceRoute(address, Option.some(ids[0]!)))).toBe(true)
           // Other services keep their credentials.
           expect(yield* liveness(sibling, siblingId!)).toEqual({ token: true, route: true })
@@ -625,7 +625,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           expect(yield* repo.deleteEnvironment(address.profile, address.environment, T2)).toBe(false)
           const document = Option.getOrThrow(yield* repo.getProfile(address.profile))
           expect(document.environments.map((e) => e.name)).toEqual([STAGING])
-          expect(Option.isNone(yield* repo.findTokenTarget(address, ids[0]!))).toBe(true)
+          expect(Option.isNone(yield* repo.findTokenTarget(address, Option.some(ids[0]!)))).toBe(true)
           expect(yield* liveness(staging, stagingId!)).toEqual({ token: true, route: true })
           yield* recreate(address)
           yield* expectDead(address, ids)
@@ -642,7 +642,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           expect(yield* repo.deleteProfile(address.profile, T2)).toBe(false)
           expect(Option.isNone(yield* repo.getProfile(address.profile))).toBe(true)
           expect((yield* repo.listProfiles).some((p) => p.profile === address.profile)).toBe(false)
-          expect(Option.isNone(yield* repo.findTokenTarget(address, ids[0]!))).toBe(true)
+          expect(Option.isNone(yield* repo.findTokenTarget(address, Option.some(ids[0]!)))).toBe(true)
           yield* recreate(address)
           yield* expectDead(address, ids)
           yield* recreate(staging)

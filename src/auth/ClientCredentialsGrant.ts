@@ -5,7 +5,7 @@
  */
 import { Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
 import { InvalidClient, InvalidRequest, type StorageUnavailable, TooManyAttempts } from "../domain/Errors.js"
-import { canonicalServiceUuid, isEnvironmentName, isProfileId } from "../domain/Identifiers.js"
+import { canonicalServiceUuid, isClientId, isEnvironmentName, isProfileId } from "../domain/Identifiers.js"
 import { currentDate } from "../domain/Time.js"
 import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
@@ -57,7 +57,8 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
             return yield* targetNotFound
           }
           const address: ServiceAddress = { profile: request.profile, environment: request.environment, uuid }
-          const target = yield* repo.findTokenTarget(address, request.clientId)
+          // A client id that is not of our form names no credential: row 5, like any unknown one.
+          const target = yield* repo.findTokenTarget(address, Option.liftPredicate(request.clientId, isClientId))
           if (Option.isNone(target) || target.value.authType !== "oauth") return yield* targetNotFound
 
           const credential = Option.getOrUndefined(target.value.credential)

@@ -15,7 +15,7 @@ import * as Jose from "jose"
 import { randomUUID, verify as verifySignature } from "node:crypto"
 import { AppConfig } from "../AppConfig.js"
 import { InsufficientScope, InvalidToken } from "../domain/Errors.js"
-import type { ClientId } from "../domain/Identifiers.js"
+import { ClientId } from "../domain/Identifiers.js"
 import type { ServiceAddress } from "../storage/CredentialRepo.js"
 import { KeyService, SIGNING_ALGORITHM } from "./KeyService.js"
 
@@ -34,8 +34,8 @@ const VerifiedClaims = Schema.Struct({
   iat: Schema.Int,
   exp: Schema.Int,
   iss: Schema.String,
-  sub: Schema.String,
-  client_id: Schema.String,
+  sub: ClientId,
+  client_id: ClientId,
   jti: Schema.String,
   nbf: Schema.optionalWith(Schema.Int, { exact: true })
 })

@@ -5,13 +5,14 @@
  */
 import { Schema } from "effect"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "./Identifiers.js"
+import { StorableText } from "./Text.js"
 
 export const AuthType = Schema.Literal("oauth", "none").annotations({
   description: "`oauth` protects the service with OAuth 2.0 Client Credentials; `none` leaves it open."
 })
 export type AuthType = typeof AuthType.Type
 
-const HttpUrl = Schema.String.pipe(
+const HttpUrl = StorableText.pipe(
   Schema.filter((value) => {
     try {
       const url = new URL(value)
@@ -78,7 +79,7 @@ export const EmptyObject = Schema.Struct({}).pipe(
 
 /** What an operator sends to create or replace a service. */
 export const ServiceInput = Schema.Struct({
-  name: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))),
+  name: Schema.optional(StorableText.pipe(Schema.minLength(1), Schema.maxLength(200))),
   auth_type: AuthType,
   handler: Schema.optional(ServiceHandlerConfig)
 }).annotations({ identifier: "ServiceInput" })

@@ -7,7 +7,7 @@
  * live, so a deletion acknowledged by any instance is refused by every instance on the next request.
  */
 import { HttpApiBuilder, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Either, Option } from "effect"
+import { Cause, Effect, Either, Option } from "effect"
 import { AppConfig } from "../AppConfig.js"
 import { Api } from "../api/Api.js"
 import { type AccessTokenClaims, TokenService } from "../auth/TokenService.js"
@@ -18,6 +18,7 @@ import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.j
 import { parseAuthorization } from "./AuthorizationHeader.js"
 import { errorResponse } from "./ErrorResponses.js"
 import { requiring } from "./GroupRequirements.js"
+import { describeDefect } from "./ServerErrors.js"
 import { parseJson, readBodyText } from "./RequestBody.js"
 
 const REALM = `Bearer realm="service"`
@@ -117,7 +118,7 @@ export const ServiceHttpLive = HttpApiBuilder.group(Api, "service", (handlers) =
           // A handler registered in code that throws has failed, like one that fails: 502, not 500.
           Effect.catchAllDefect((defect) =>
             Effect.zipRight(
-              Effect.logError("Service handler failed", defect),
+              Effect.logError(`Service handler failed: ${describeDefect(Cause.die(defect))}`),
               Effect.fail(new BadGateway({ description: "The service's handler failed" }))
             )
           )

@@ -112,10 +112,13 @@ export interface CredentialRepoShape {
     now: Date
   ) => Effect.Effect<void, NotFound | CredentialLimitExceeded | StorageUnavailable>
 
-  /** None when the profile, environment or service does not exist. */
+  /**
+   * None when the profile, environment or service does not exist. Only a checked client id is looked
+   * up: a string that is not one can never name a credential (and must never reach SQL).
+   */
   readonly findTokenTarget: (
     address: ServiceAddress,
-    clientId: string
+    clientId: Option.Option<ClientId>
   ) => Effect.Effect<Option.Option<TokenTarget>, StorageUnavailable>
   /** Records a successful token request. */
   readonly touchCredential: (clientId: ClientId, now: Date) => Effect.Effect<void, StorageUnavailable>
@@ -123,7 +126,7 @@ export interface CredentialRepoShape {
   /** None when the profile, environment or service does not exist. */
   readonly findServiceRoute: (
     address: ServiceAddress,
-    clientId: Option.Option<string>
+    clientId: Option.Option<ClientId>
   ) => Effect.Effect<Option.Option<ServiceRoute>, StorageUnavailable>
 }
 

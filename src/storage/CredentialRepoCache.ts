@@ -41,8 +41,8 @@ export const withReadCache = (repo: CredentialRepoShape): CredentialRepoShape =>
         }))
     })
 
-  const key = (address: { profile: string; environment: string; uuid: string }, clientId: string) =>
-    `${address.profile}\u0000${address.environment}\u0000${address.uuid}\u0000${clientId}`
+  const key = (address: { profile: string; environment: string; uuid: string }, clientId: Option.Option<string>) =>
+    `${address.profile}\u0000${address.environment}\u0000${address.uuid}\u0000${Option.getOrElse(clientId, () => "")}`
 
   return {
     ...repo,
@@ -57,6 +57,6 @@ export const withReadCache = (repo: CredentialRepoShape): CredentialRepoShape =>
     findTokenTarget: (address, clientId) =>
       cached(targets, key(address, clientId), repo.findTokenTarget(address, clientId)),
     findServiceRoute: (address, clientId) =>
-      cached(routes, key(address, Option.getOrElse(clientId, () => "")), repo.findServiceRoute(address, clientId))
+      cached(routes, key(address, clientId), repo.findServiceRoute(address, clientId))
   }
 }

@@ -205,7 +205,7 @@ export const make = Effect.sync(() => {
       Effect.sync(() =>
         Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => ({
           authType: service.auth_type,
-          credential: Option.fromNullable(liveCredential(address, clientId)).pipe(
+          credential: Option.flatMapNullable(clientId, (id) => liveCredential(address, id)).pipe(
             Option.map((c) => ({ clientId: c.clientId, secretHash: c.secretHash, lastUsedAt: c.lastUsedAt }))
           )
         })))

@@ -225,7 +225,7 @@ export const make = Effect.gen(function*() {
         SELECT s.auth_type, c.client_id, c.secret_hash, c.last_used_at
         FROM services s
         LEFT JOIN credentials c
-          ON c.client_id = ${clientId} AND c.profile = s.profile AND c.environment = s.environment
+          ON c.client_id = ${Option.getOrElse(clientId, () => "")} AND c.profile = s.profile AND c.environment = s.environment
          AND c.service_uuid = s.uuid AND c.deleted_at IS NULL
         WHERE s.profile = ${address.profile} AND s.environment = ${address.environment} AND s.uuid = ${address.uuid}`
         .pipe(

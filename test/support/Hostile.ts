@@ -368,14 +368,7 @@ export const hostileSegment = fc.oneof(
   { weight: 1, arbitrary: fc.integer({ min: 1, max: 2500 }).map((n) => "s".repeat(n)) }
 )
 
-/**
- * Form encoding of any string (lone surrogates become U+FFFD, as `Buffer` encodes them), where
- * `encodeURIComponent` would throw.
- */
-export const formEncode = (value: string): string =>
-  [...Buffer.from(value, "utf8")]
-    .map((b) => /[A-Za-z0-9*._-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, "0")}`)
-    .join("")
+export { formEncode } from "./Http.js"
 
 /** Nested JSON `depth` levels deep, e.g. `[[[…]]]` or `{"a":{"a":…}}`, optionally wrapped in an object. */
 export const deepJson = (depth: number, kind: "array" | "object", wrap = false): string => {

@@ -69,8 +69,17 @@ export const rawAdminRequest = (
   contentType = "application/json"
 ) => request(method, path, { body, contentType, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
 
-/** application/x-www-form-urlencoded encoding of one value (RFC 6749 appendix B). */
-export const formEncode = (value: string): string => encodeURIComponent(value).replace(/%20/g, "+")
+/**
+ * application/x-www-form-urlencoded encoding of one value (RFC 6749 appendix B), of any string:
+ * lone surrogates become U+FFFD, as `Buffer` encodes them, where `encodeURIComponent` would throw.
+ */
+export const formEncode = (value: string): string =>
+  [...Buffer.from(value, "utf8")]
+    .map((b) => {
+      const c = String.fromCharCode(b)
+      return /[A-Za-z0-9*._-]/.test(c) ? c : c === " " ? "+" : `%${b.toString(16).toUpperCase().padStart(2, "0")}`
+    })
+    .join("")
 
 /** `Basic base64(urlencode(client_id) ":" urlencode(client_secret))` (RFC 6749 §2.3.1). */
 export const basicAuthorization = (clientId: string, clientSecret: string, scheme = "Basic"): string =>
