@@ -7,6 +7,7 @@ export default defineConfig({
     exclude: ["test/e2e/**", "node_modules/**"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    pool: "forks"
+    pool: "forks",
+    globalSetup: ["test/support/BuildServer.ts"]
   }
 })

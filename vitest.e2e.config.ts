@@ -11,6 +11,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     fileParallelism: false,
     pool: "forks",
+    globalSetup: ["test/support/BuildServer.ts"],
     reporters: ["verbose"]
   }
 })

@@ -2,8 +2,14 @@
  * Configuration from the environment (CONTRACT §5). Everything has a default, so a bare
  * `npm start` runs on the embedded database in `./data`.
  */
-import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Config, Context, Effect, Layer, LogLevel, Option, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
+import { fromConfigError } from "./StartupError.js"
+
+/** LOG_LEVEL values, case-insensitive. */
+const LOG_LEVELS = ["all", "trace", "debug", "info", "warning", "error", "fatal", "none"] as const
+const logLevelOf = (name: typeof LOG_LEVELS[number]): LogLevel.LogLevel =>
+  LogLevel.fromLiteral(`${name[0]!.toUpperCase()}${name.slice(1)}` as LogLevel.Literal)
 
 export interface AppConfigShape {
   readonly port: number
@@ -27,6 +33,7 @@ export interface AppConfigShape {
   readonly authFailureLimit: number
   /** How long SIGTERM waits for requests in flight before closing their connections. */
   readonly shutdownGraceMs: number
+  readonly logLevel: LogLevel.LogLevel
 }
 
 export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, AppConfigShape>() {
@@ -68,9 +75,18 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
       shutdownGraceMs: yield* Config.integer("SHUTDOWN_GRACE_MS").pipe(
         Config.validate({ message: "SHUTDOWN_GRACE_MS must be a non-negative integer", validation: (n) => n >= 0 }),
         Config.withDefault(10_000)
+      ),
+      logLevel: yield* Config.string("LOG_LEVEL").pipe(
+        Config.map((value) => value.toLowerCase()),
+        Config.validate({
+          message: `LOG_LEVEL must be one of ${LOG_LEVELS.filter((l) => l !== "all" && l !== "fatal").join(", ")}`,
+          validation: (value: string) => value === "" || LOG_LEVELS.includes(value as never)
+        }),
+        Config.map((value) => logLevelOf(value === "" ? "info" : value as typeof LOG_LEVELS[number])),
+        Config.withDefault(LogLevel.Info)
       )
     })
-  })
+  }).pipe(Effect.mapError(fromConfigError))
 
   static readonly layer = Layer.effect(AppConfig, AppConfig.fromEnv)
 
@@ -92,6 +108,7 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         upstreamTimeoutMs: 10_000,
         authFailureLimit: 20,
         shutdownGraceMs: 10_000,
+        logLevel: LogLevel.Info,
         ...overrides
       })
     )

@@ -22,8 +22,8 @@ import { TokenHttpLive } from "./http/TokenHttp.js"
 import { WebHttpLive } from "./http/WebHttp.js"
 
 /** Domain services over the given key and digest-key layers. Needs AppConfig, CredentialRepo, ServerKeyStore. */
-export const makeDomainLayer = <RK, RS, RH = never>(options: {
-  readonly keys: Layer.Layer<KeyService, never, RK>
+export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
+  readonly keys: Layer.Layer<KeyService, EK, RK>
   readonly secrets: Layer.Layer<ClientSecrets, never, RS>
   /** Handlers registered in code (`ServiceHandlers.layerWith`); echo and proxy by default. */
   readonly handlers?: Layer.Layer<ServiceHandlers, never, RH>

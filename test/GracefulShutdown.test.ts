@@ -2,19 +2,17 @@
  * Graceful shutdown (issue 5, point 5): on SIGTERM the server stops accepting connections, finishes
  * the requests in flight (within SHUTDOWN_GRACE_MS, default 10000), closes the database and exits 0.
  *
- * The real server (`npm start`, i.e. tsx running src/main.ts in a child node process) proxies a
- * service to a local upstream that answers slowly, so service calls are still in flight when the
- * signal arrives.
+ * The real server (`npm start`: npm and the node process running dist/service-auth.mjs under it)
+ * proxies a service to a local upstream that answers slowly, so service calls are still in flight
+ * when the signal arrives.
  *
- * Which process gets the signal matters. `npm start` is two processes: tsx and the node process
- * that runs src/main.ts. tsx relays a SIGTERM it receives to node, unless node tells it (over IPC,
- * within 30 ms) that it got one itself. `ServerProcess.stop()` signals the whole process group, so
- * both get one, and tsx sends node a second SIGTERM whenever node's notice arrives late.
- * The tests for drain, grace period and exit code therefore signal the node process alone (tsx
- * then exits with node's exit code). The group case has a test of its own, in the order that
- * loses the race.
+ * Which process gets the signal matters. npm relays a SIGTERM or SIGINT it receives to node, so a
+ * signal sent to the process group (Ctrl-C, `ServerProcess.stop()`, systemd's default
+ * KillMode=control-group) reaches node twice. The drain, grace-period and exit-code tests signal the
+ * node process alone; npm alone (what a supervisor that knows only npm's pid does) and the whole
+ * group, in the order that loses the race, have tests of their own.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { connect } from "node:net"
 import { tmpdir } from "node:os"
@@ -90,22 +88,23 @@ const startUpstream = (delayMs: number): Promise<Upstream> =>
 // ---------------------------------------------------------------------------------------------
 // The server process and its signals.
 
-/** The node process running src/main.ts: the child of the tsx process `startServer` spawned. */
-const mainProcessOf = (server: ServerProcess): number => {
-  const tsx = server.child.pid!
-  const children = readFileSync(`/proc/${tsx}/task/${tsx}/children`, "utf8").trim().split(/\s+/).filter((s) => s !== "")
-  for (const pid of children) {
-    const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8")
-    if (cmdline.includes("src/main.ts")) return Number(pid)
-  }
-  throw new Error(`no node process running src/main.ts under tsx (${tsx}); children: ${children.join(" ")}`)
-}
+const mainProcessOf = (server: ServerProcess): number => server.serverPid()
 
-/** Resolves with the exit code of `npm start` (tsx exits with its node process's code). */
+/** Resolves with the exit code of `npm start` (npm exits with its node process's code). */
 const exitOf = (server: ServerProcess): Promise<number | null> =>
   server.child.exitCode !== null || server.child.signalCode !== null
     ? Promise.resolve(server.child.exitCode)
     : new Promise((resolve) => server.child.once("exit", (code) => resolve(code)))
+
+/** Whether the process is still there. */
+const isRunning = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
 
 /** Whether a new TCP connection to the port is refused (ECONNREFUSED) rather than accepted. */
 const connectionRefused = (port: number): Promise<boolean> =>
@@ -310,12 +309,10 @@ describe("graceful shutdown on SIGTERM (real server)", () => {
     expect(await connectionRefused(server.port)).toBe(true)
   }, 40_000)
 
-  // Under `npm start` (tsx), a SIGTERM sent to the process group (ServerProcess.stop(), Ctrl-C,
-  // systemd's default KillMode=control-group) can reach node twice: directly and through tsx's
-  // relay. With `process.once` the second found no listener and killed node with 143 mid-drain
-  // (~1 run in 8); main.ts now keeps its listener. This test delivers the group's signal in that
-  // losing order (node first, then tsx) every time.
-  it("SIGTERM to the whole process group (tsx and node) still drains the calls in flight and exits 0", async () => {
+  // A signal to the process group reaches node twice: directly and through npm's relay. runMain
+  // stops listening after the first; main.ts keeps a listener so the second cannot kill node
+  // mid-drain. This test delivers the group's signal in that losing order (node first, then npm).
+  it("SIGTERM to the whole process group (npm and node) still drains the calls in flight and exits 0", async () => {
     const upstream = await upstreamFor(1_000)
     const server = await serverWith(storageEnv())
     const { callPath } = await createProxiedService(server, upstream)
@@ -335,4 +332,23 @@ describe("graceful shutdown on SIGTERM (real server)", () => {
       statuses: results.map((r) => r.status)
     }).toEqual({ code: 0, statuses: [200, 200, 200, 200] })
   }, 40_000)
+
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    it(`${signal} to npm alone drains the calls in flight, exits 0 and leaves nothing running`, async () => {
+      const upstream = await upstreamFor(1_000)
+      const server = await serverWith(storageEnv())
+      const { callPath } = await createProxiedService(server, upstream)
+      const node = mainProcessOf(server)
+
+      const calls = fireCalls(server, callPath, 3)
+      await untilTrue("the upstream to receive 3 calls", () => upstream.received() === 3)
+      const exited = exitOf(server)
+      process.kill(server.child.pid!, signal)
+
+      const results = await Promise.all(calls)
+      expect({ code: await exited, statuses: results.map((r) => r.status) }).toEqual({ code: 0, statuses: [200, 200, 200] })
+      await untilTrue("the node process to be gone", () => !isRunning(node))
+      expect(await connectionRefused(server.port)).toBe(true)
+    }, 40_000)
+  }
 })

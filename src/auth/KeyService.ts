@@ -9,6 +9,7 @@ import * as Jose from "jose"
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto"
 import { readFile } from "node:fs/promises"
 import { AppConfig } from "../AppConfig.js"
+import { describeFileError, StartupError } from "../StartupError.js"
 import { ServerKeyStore } from "../storage/ServerKeyStore.js"
 
 export const SIGNING_ALGORITHM = "RS256"
@@ -56,20 +57,31 @@ export const fromPkcs8 = async (pem: string): Promise<KeyServiceShape> => {
   }
 }
 
+/** The key in SIGNING_KEY_FILE, or a StartupError that says why it cannot be used. */
+export const readSigningKeyFile = (file: string) =>
+  Effect.tryPromise({
+    try: () => readFile(file, "utf8"),
+    catch: (cause) => new StartupError({ message: `cannot read SIGNING_KEY_FILE ${file}: ${describeFileError(cause)}` })
+  }).pipe(Effect.flatMap((pem) =>
+    Effect.tryPromise({
+      try: () => fromPkcs8(pem),
+      catch: (cause) =>
+        new StartupError({
+          message: `SIGNING_KEY_FILE ${file} is not a usable signing key: ${cause instanceof Error ? cause.message : cause}`
+        })
+    })
+  ))
+
 export class KeyService extends Context.Tag("service-auth/KeyService")<KeyService, KeyServiceShape>() {
   static readonly layer = Layer.effect(
     KeyService,
     Effect.gen(function*() {
       const config = yield* AppConfig
-      const pem = yield* Option.match(config.signingKeyFile, {
-        onSome: (file) => Effect.promise(() => readFile(file, "utf8")),
-        onNone: () => Effect.map(Effect.flatMap(ServerKeyStore, (store) => store.getOrCreate("signing_key", generatePkcs8)), Redacted.value)
-      })
-      return yield* Effect.tryPromise({
-        try: () => fromPkcs8(pem),
-        catch: (cause) => new Error(`Cannot use the signing key: ${cause}`)
-      })
-    }).pipe(Effect.orDie)
+      if (Option.isSome(config.signingKeyFile)) return yield* readSigningKeyFile(config.signingKeyFile.value)
+      const store = yield* ServerKeyStore
+      const pem = yield* store.getOrCreate("signing_key", generatePkcs8)
+      return yield* Effect.promise(() => fromPkcs8(Redacted.value(pem)))
+    })
   )
 
   /** A key generated once per process: deterministic within a test run, and fast after the first. */

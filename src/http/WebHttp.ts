@@ -6,10 +6,12 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { readdir, readFile } from "node:fs/promises"
-import { fileURLToPath } from "node:url"
+import { join } from "node:path"
 import { Api } from "../api/Api.js"
+import { PACKAGE_ROOT } from "../PackageRoot.js"
 
-const WEB_ROOT = fileURLToPath(new URL("../web/admin/", import.meta.url))
+/** Served from the sources: the pages are not compiled, so `dist/` holds no copy of them. */
+const WEB_ROOT = join(PACKAGE_ROOT, "src/web/admin/")
 
 const CONTENT_TYPES: Record<string, string> = {
   html: "text/html; charset=utf-8",

@@ -6,9 +6,10 @@
 import { Migrator, SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
 import { readdir, readFile } from "node:fs/promises"
-import { fileURLToPath } from "node:url"
+import { join } from "node:path"
+import { PACKAGE_ROOT } from "../PackageRoot.js"
 
-export const MIGRATIONS_DIRECTORY = fileURLToPath(new URL("../../migrations/", import.meta.url))
+export const MIGRATIONS_DIRECTORY = join(PACKAGE_ROOT, "migrations")
 
 const MIGRATION_FILE = /^(\d+)_([A-Za-z0-9_-]+)\.sql$/
 

@@ -13,6 +13,7 @@ import { Effect } from "effect"
 import fs from "node:fs"
 import { isMainThread } from "node:worker_threads"
 import { join, resolve, sep } from "node:path"
+import { describeFileError, StartupError } from "../StartupError.js"
 
 const GROUP_AND_OTHER = 0o077
 const PRIVATE_DIRECTORY = 0o700
@@ -77,10 +78,16 @@ export const makeDataDirPrivate = (dataDir: string) =>
       const root = resolve(dataDir)
       // Files are created owner-only from the start (the umask is per process; not settable in a worker).
       if (isMainThread) process.umask(GROUP_AND_OTHER)
-      fs.mkdirSync(root, { recursive: true, mode: PRIVATE_DIRECTORY })
-      hookModeChanges()
-      privateRoots.add(root)
-      const tightened = tighten(root)
+      const tightened = yield* Effect.try({
+        try: () => {
+          fs.mkdirSync(root, { recursive: true, mode: PRIVATE_DIRECTORY })
+          hookModeChanges()
+          privateRoots.add(root)
+          return tighten(root)
+        },
+        catch: (error) =>
+          new StartupError({ message: `cannot use DATA_DIR ${dataDir}: ${describeFileError(error)}` })
+      })
       if (tightened > 0) {
         yield* Effect.logWarning(
           `DATA_DIR ${dataDir}: ${tightened} files and directories were readable or writable by other users; ` +

@@ -4,7 +4,7 @@
  * `layerMemory` is the in-process store for unit tests and embedding.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Duration, Effect, Layer, Option, type Redacted } from "effect"
+import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { AppConfig } from "../AppConfig.js"
 import { CredentialRepo } from "./CredentialRepo.js"
 import { withReadCache } from "./CredentialRepoCache.js"
@@ -14,6 +14,7 @@ import { lockDataDir } from "./DataDirLock.js"
 import * as Migrations from "./Migrations.js"
 import * as PgliteClient from "./PgliteClient.js"
 import { makeDataDirPrivate } from "./PrivateDataDir.js"
+import { StartupError } from "../StartupError.js"
 import { STORAGE_TIMEOUT } from "./StorageErrors.js"
 import { ServerKeyStore } from "./ServerKeyStore.js"
 
@@ -26,6 +27,45 @@ export const layerSqlRepos = sqlRepos(CredentialRepoSql.layer)
 /** The same, with the hot reads cached: only for a database this process alone writes. */
 const layerSqlReposCached = sqlRepos(Layer.effect(CredentialRepo, Effect.map(CredentialRepoSql.make, withReadCache)))
 
+/** Where a PostgreSQL URL points, for messages: never its password. */
+const describeDatabase = (url: string): string => {
+  try {
+    const parsed = new URL(url)
+    return `${parsed.hostname || "localhost"}:${parsed.port || "5432"}${parsed.pathname || "/"}`
+  } catch {
+    return "DATABASE_URL (not a valid URL)"
+  }
+}
+
+/** Why PostgreSQL refused or could not be reached, from the driver's error code. */
+const connectionProblem = (cause: unknown): string => {
+  const error = cause as { code?: unknown; message?: unknown; errors?: ReadonlyArray<{ code?: unknown }> } | undefined
+  const code = typeof error?.code === "string" ? error.code : error?.errors?.find((e) => typeof e.code === "string")?.code
+  switch (code) {
+    case "ECONNREFUSED":
+      return "connection refused (is PostgreSQL running and listening there?)"
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return "host not found"
+    case "ETIMEDOUT":
+    case "EHOSTUNREACH":
+    case "ENETUNREACH":
+      return "host unreachable"
+    case "28P01":
+    case "28000":
+      return "authentication failed (check the user and password in DATABASE_URL)"
+    case "3D000":
+      return "the database does not exist (create it first)"
+    case "53300":
+      return "too many connections"
+    case "57P03":
+      return "the database is starting up or shutting down"
+  }
+  const message = typeof error?.message === "string" ? error.message : ""
+  if (/timeout/i.test(message)) return `no answer within ${Duration.format(STORAGE_TIMEOUT)}`
+  return typeof code === "string" ? `error ${code}` : "the connection failed"
+}
+
 export const layerPostgres = (url: Redacted.Redacted<string>) =>
   layerSqlRepos.pipe(
     Layer.provideMerge(
@@ -35,7 +75,13 @@ export const layerPostgres = (url: Redacted.Redacted<string>) =>
         connectTimeout: STORAGE_TIMEOUT,
         idleTimeout: Duration.seconds(30),
         applicationName: "service-auth"
-      })
+      }).pipe(
+        Layer.mapError((error) =>
+          new StartupError({
+            message: `cannot connect to PostgreSQL at ${describeDatabase(Redacted.value(url))}: ${connectionProblem(error.cause)}`
+          })
+        )
+      )
     )
   )
 
@@ -51,8 +97,20 @@ export const layerEmbedded = (dataDir: string | undefined) =>
           yield* makeDataDirPrivate(dataDir)
           yield* lockDataDir(dataDir)
         }
-        return PgliteClient.layer({ dataDir })
-      }))
+        return PgliteClient.layer({ dataDir }).pipe(
+          Layer.mapError((error) =>
+            new StartupError({
+              message: `cannot open the embedded database in DATA_DIR ${dataDir}: ${
+                error.cause instanceof Error ? error.cause.message : String(error.cause)
+              }`
+            })
+          )
+        )
+      }).pipe(
+        Effect.mapError((error) =>
+          error instanceof StartupError ? error : new StartupError({ message: `DATA_DIR ${dataDir}: ${error.message}` })
+        )
+      ))
     )
   )
 

@@ -1,11 +1,12 @@
 /**
- * The real server as a child process, exactly as `npm start` runs it (tsx src/main.ts), on a free
- * port. For tests that need what only a process has: several instances on one database, signals,
- * the embedded database in a data directory.
+ * The real server as a child process, started with `npm start` exactly as an operator does (npm
+ * runs `node dist/service-auth.mjs`; the vitest global setup has built it), on a free port. For tests
+ * that need what only a process has: several instances on one database, signals, the embedded
+ * database in a data directory. `child` is the npm process; `serverPid()` the node process under it.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
 import { createServer } from "node:net"
-import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
@@ -28,6 +29,8 @@ export interface ServerProcess {
   readonly base: string
   readonly port: number
   readonly child: ChildProcess
+  /** The node process serving (the child of `npm start`). */
+  readonly serverPid: () => number
   /** Everything the process printed so far. */
   readonly log: () => string
   /** SIGTERM, then SIGKILL after `graceMs`; resolves with the exit code (null when killed). */
@@ -45,7 +48,7 @@ export const startServer = async (
   const port = await freePort()
   const base = `http://127.0.0.1:${port}`
   let log = ""
-  const command = [process.execPath, join(ROOT, "node_modules/tsx/dist/cli.mjs"), "src/main.ts"]
+  const command = ["npm", "start", "--silent"]
   const [file, ...args] = options.umask === undefined
     ? command
     : ["/bin/sh", "-c", `umask ${options.umask} && exec "$0" "$@"`, ...command]
@@ -53,12 +56,19 @@ export const startServer = async (
     cwd: ROOT,
     env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "warning", ...env },
     stdio: ["ignore", "pipe", "pipe"],
-    // Its own process group, so a signal reaches tsx and the node process it starts.
+    // Its own process group, so a signal can reach npm and the node process it starts.
     detached: true
   })
   child.stdout?.on("data", (chunk: Buffer) => (log += chunk.toString()))
   child.stderr?.on("data", (chunk: Buffer) => (log += chunk.toString()))
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  const serverPid = () => {
+    const npm = child.pid!
+    const children = readFileSync(`/proc/${npm}/task/${npm}/children`, "utf8").trim().split(/\s+/).filter((s) => s !== "")
+    const node = children.find((pid) => readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("dist/service-auth.mjs"))
+    if (node === undefined) throw new Error(`no node process running dist/service-auth.mjs under npm (${npm})`)
+    return Number(node)
+  }
 
   const signal = (name: NodeJS.Signals) => {
     try {
@@ -81,7 +91,7 @@ export const startServer = async (
     if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode} before it was healthy:\n${log}`)
     try {
       const response = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(2_000) })
-      if (response.status === 200) return { base, port, child, log: () => log, stop }
+      if (response.status === 200) return { base, port, child, serverPid, log: () => log, stop }
     } catch {
       /* not listening yet */
     }

@@ -1,0 +1,96 @@
+/**
+ * The Node HTTP server `npm start` runs, as an `HttpServer` layer:
+ *
+ * - the port opens only once the app is attached (`serve`), after storage, migrations and keys are
+ *   ready: no connection is ever accepted and left unanswered during start-up;
+ * - a port already in use, or an address that cannot be bound, fails the start with one clear line;
+ * - when the scope closes (SIGTERM/SIGINT), it stops accepting connections, lets requests in flight
+ *   finish for up to SHUTDOWN_GRACE_MS, closes idle keep-alive connections as they become idle,
+ *   then closes whatever is left, before storage is closed;
+ * - requests Node's parser refuses still get the contract's JSON error body (`ClientErrors`).
+ */
+import { HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { createServer, type Server } from "node:http"
+import type { AppConfigShape } from "../AppConfig.js"
+import { StartupError } from "../StartupError.js"
+import { answerClientErrors } from "./ClientErrors.js"
+
+const listenFailure = (error: NodeJS.ErrnoException, host: string, port: number) =>
+  new StartupError({
+    message: error.code === "EADDRINUSE"
+      ? `port ${port} on ${host} is already in use (set PORT or HOST to another)`
+      : error.code === "EACCES"
+      ? `not allowed to listen on port ${port} on ${host} (set PORT to 1024 or above)`
+      : error.code === "EADDRNOTAVAIL" || error.code === "ENOTFOUND"
+      ? `cannot listen on ${host}: no such local address (check HOST)`
+      : `cannot listen on ${host}:${port}: ${error.code ?? error.message}`
+  })
+
+/** Counts requests from arrival until their response is finished or their connection closed. */
+const trackInFlight = (server: Server) => {
+  let inFlight = 0
+  server.on("request", (_request, response) => {
+    inFlight++
+    response.once("close", () => inFlight--)
+  })
+  return () => inFlight
+}
+
+const drain = (server: Server, inFlight: () => number, graceMs: number) =>
+  Effect.promise(async () => {
+    server.close()
+    const deadline = Date.now() + graceMs
+    while (inFlight() > 0 && Date.now() < deadline) {
+      server.closeIdleConnections()
+      await new Promise((resolve) => setTimeout(resolve, 25))
+    }
+    server.closeAllConnections()
+  })
+
+const listen = (server: Server, host: string, port: number) =>
+  Effect.async<void, StartupError>((resume) => {
+    const onError = (error: NodeJS.ErrnoException) => resume(Effect.fail(listenFailure(error, host, port)))
+    server.once("error", onError)
+    server.listen({ host, port }, () => {
+      server.off("error", onError)
+      resume(Effect.void)
+    })
+  })
+
+/**
+ * Fails at once when the port cannot be bound, so that a port in use is reported before storage is
+ * opened (which takes seconds on a fresh embedded database) rather than after.
+ */
+export const checkPortFree = (config: Pick<AppConfigShape, "host" | "port">) =>
+  Effect.gen(function*() {
+    const probe = createServer()
+    yield* listen(probe, config.host, config.port)
+    yield* Effect.async<void>((resume) => void probe.close(() => resume(Effect.void)))
+  })
+
+export const layer = (config: Pick<AppConfigShape, "host" | "port" | "shutdownGraceMs">) =>
+  Layer.scoped(
+    HttpServer.HttpServer,
+    Effect.sync(() => {
+      const server = createServer()
+      answerClientErrors(server)
+      const inFlight = trackInFlight(server)
+      return HttpServer.make({
+        address: { _tag: "TcpAddress", hostname: config.host, port: config.port },
+        serve: (app, middleware) =>
+          Effect.gen(function*() {
+            const handler = yield* (middleware === undefined
+              ? NodeHttpServer.makeHandler(app)
+              : NodeHttpServer.makeHandler(app, middleware))
+            server.on("request", handler)
+            yield* Effect.acquireRelease(
+              // `serve` cannot fail by its type: the StartupError travels as a defect to main.ts.
+              listen(server, config.host, config.port).pipe(Effect.orDie),
+              () => drain(server, inFlight, config.shutdownGraceMs)
+            )
+          })
+      })
+    })
+  ).pipe(Layer.provideMerge(NodeHttpServer.layerContext))
