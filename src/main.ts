@@ -4,6 +4,7 @@
  * requests in flight, closes the database and exits 0. A start that fails prints one line naming
  * what is wrong and exits 1.
  */
+import { HttpMiddleware } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Layer, Logger, Option, Redacted } from "effect"
 import { AppConfig, type AppConfigShape } from "./AppConfig.js"
@@ -56,7 +57,12 @@ const program = Effect.gen(function*() {
   // What needs no database fails before the database is opened (seconds on a fresh data directory).
   yield* NodeServer.checkPortFree(config)
   if (Option.isSome(config.signingKeyFile)) yield* readSigningKeyFile(config.signingKeyFile.value)
-  return yield* Layer.launch(serverLayer(config)).pipe(Logger.withMinimumLogLevel(config.logLevel))
+  return yield* Layer.launch(serverLayer(config)).pipe(
+    Logger.withMinimumLogLevel(config.logLevel),
+    // No trace exporter is configured: spans would be built on every request for nobody.
+    Effect.withTracerEnabled(false),
+    HttpMiddleware.withTracerDisabledWhenEffect(() => true)
+  )
 }).pipe(Effect.tapErrorCause(reportFailure))
 
 NodeRuntime.runMain(program, { disableErrorReporting: true, disablePrettyLogger: true })

@@ -106,6 +106,23 @@ it.layer(TokenServiceTest)("TokenService", (it) => {
       expect(error._tag).toBe("InvalidToken")
     }))
 
+  it.effect("a token verified once is remembered by its exact text; the time checks still run on every call", () =>
+    Effect.gen(function*() {
+      yield* atNow
+      const tokens = yield* TokenService
+      const { accessToken } = yield* tokens.issue(CLIENT_ID, ADDRESS)
+      expect(yield* verdict(accessToken)).toBe("Success")
+      // The same text with one signature character changed is another token: checked, and refused.
+      const [header, payload, signature] = segments(accessToken)
+      const flipped = `${header}.${payload}.${signature.slice(0, -2)}${signature.at(-2) === "A" ? "B" : "A"}${signature.at(-1)}`
+      expect(yield* verdict(flipped)).toBe("InvalidToken")
+      // Remembered, yet judged at the current time: before its iat (beyond the skew), then expired.
+      yield* TestClock.setTime(NOW_MS - 3600_000)
+      expect(yield* verdict(accessToken)).toBe("InvalidToken")
+      yield* TestClock.setTime(NOW_MS + 3600_000)
+      expect(yield* verdict(accessToken)).toBe("InvalidToken")
+    }))
+
   it.effect("a token issued in a fraction of a second expires exactly at exp", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(NOW_MS + 999)

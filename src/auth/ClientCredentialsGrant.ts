@@ -80,7 +80,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
             yield* repo.touchCredential(credential.clientId, now)
           }
           return yield* tokens.issue(credential.clientId, address)
-        }).pipe(Effect.withSpan("ClientCredentialsGrant.grant"))
+        }).pipe(Effect.withSpan("ClientCredentialsGrant.grant", { captureStackTrace: false }))
 
       return ClientCredentialsGrant.of({ grant })
     })

@@ -5,12 +5,13 @@
  * Verification is an allow-list (RFC 8725): only `RS256`, only keys this server holds (by `kid`;
  * `jku`, `x5u` and embedded `jwk` headers are never followed), no `crit` extensions, and cheap
  * structural checks before any cryptography, so an oversized or malformed token costs nothing.
- * The signature is checked with node:crypto's synchronous RSA verify (jose signs; its WebCrypto
- * verify is about ten times slower, and this is the hot path of every service call).
+ * Tokens are signed with WebCrypto (on the thread pool) from a pre-encoded header, and checked with
+ * node:crypto's synchronous RSA verify (WebCrypto's is about ten times slower), once per token:
+ * a verified token's exact text is remembered, and only the time-dependent checks run again.
  * Whether the issuing credential is still live is the caller's check, made in the same database
  * read that finds the service.
  */
-import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Either, Layer, Schema } from "effect"
 import * as Jose from "jose"
 import { randomUUID, verify as verifySignature } from "node:crypto"
 import { AppConfig } from "../AppConfig.js"
@@ -54,12 +55,31 @@ export interface TokenServiceShape {
 
 const invalid = (description: string) => new InvalidToken({ description })
 
+/** Verified tokens remembered at the most; a full cache is emptied (clients reuse a token for an hour). */
+const MAX_VERIFIED_TOKENS = 10_000
+
+/** What the time-independent checks of a token established, remembered by its exact text. */
+interface SignedToken {
+  readonly kid: string
+  readonly claims: AccessTokenClaims
+}
+
 export class TokenService extends Context.Tag("service-auth/TokenService")<TokenService, TokenServiceShape>() {
   static readonly layer = Layer.effect(
     TokenService,
     Effect.gen(function*() {
       const keys = yield* KeyService
       const config = yield* AppConfig
+      // The protected header is the same for every token of a key: encoded once.
+      const encodedHeader = Buffer.from(JSON.stringify({ alg: SIGNING_ALGORITHM, typ: "JWT", kid: keys.kid }))
+        .toString("base64url")
+
+      const sign = async (claims: AccessTokenClaims): Promise<string> => {
+        const signingInput = `${encodedHeader}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}`
+        // WebCrypto signs on libuv's thread pool, off the event loop.
+        const signature = await crypto.subtle.sign("RSASSA-PKCS1-v1_5", keys.privateKey, Buffer.from(signingInput))
+        return `${signingInput}.${Buffer.from(signature).toString("base64url")}`
+      }
 
       const issue = (clientId: ClientId, address: ServiceAddress) =>
         Effect.gen(function*() {
@@ -74,62 +94,83 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
             client_id: clientId,
             jti: randomUUID()
           }
-          const accessToken = yield* Effect.promise(() =>
-            new Jose.SignJWT({ ...claims })
-              .setProtectedHeader({ alg: SIGNING_ALGORITHM, typ: "JWT", kid: keys.kid })
-              .sign(keys.privateKey)
-          )
-          return { accessToken, claims }
-        }).pipe(Effect.withSpan("TokenService.issue"))
+          return { accessToken: yield* Effect.promise(() => sign(claims)), claims }
+        }).pipe(Effect.withSpan("TokenService.issue", { captureStackTrace: false }))
+
+      /** Structure, header, signature and claims: everything that does not depend on the time. */
+      const checkSigned = (token: string): Either.Either<SignedToken, InvalidToken> => {
+        if (token.length > MAX_TOKEN_LENGTH) return Either.left(invalid("The access token is too large"))
+        if (!JWS_COMPACT.test(token)) return Either.left(invalid("The access token is malformed"))
+        let header: Jose.ProtectedHeaderParameters
+        try {
+          header = Jose.decodeProtectedHeader(token)
+        } catch {
+          return Either.left(invalid("The access token is malformed"))
+        }
+        if (header.alg !== SIGNING_ALGORITHM) return Either.left(invalid("The access token is not signed with RS256"))
+        if (header.crit !== undefined) return Either.left(invalid("The access token has unsupported critical headers"))
+        if (header.typ !== undefined && header.typ !== "JWT") return Either.left(invalid("The access token has the wrong type"))
+        const kid = typeof header.kid === "string" ? header.kid : undefined
+        const key = kid === undefined ? undefined : keys.verificationKey(kid)
+        if (kid === undefined || key === undefined) return Either.left(invalid("The access token is signed with an unknown key"))
+
+        const [encodedHeader, encodedPayload, signature] = token.split(".") as [string, string, string]
+        const signed = verifySignature(
+          "sha256",
+          Buffer.from(`${encodedHeader}.${encodedPayload}`),
+          key,
+          Buffer.from(signature, "base64url")
+        )
+        if (!signed) return Either.left(invalid("The access token signature is invalid"))
+        let payload: unknown
+        try {
+          payload = JSON.parse(Buffer.from(encodedPayload, "base64url").toString("utf8"))
+        } catch {
+          return Either.left(invalid("The access token is malformed"))
+        }
+        const claims = decodeClaims(payload)
+        if (claims._tag === "None" || claims.value.sub !== claims.value.client_id) {
+          return Either.left(invalid("The access token claims are invalid"))
+        }
+        if (config.issuerConfigured && claims.value.iss !== config.issuer) {
+          return Either.left(invalid("The access token was issued by another issuer"))
+        }
+        return Either.right({ kid, claims: claims.value })
+      }
+
+      // A client presents the same token for up to an hour: its signature is checked once, then its
+      // exact text is remembered (only a token that passed every time-independent check is, and only
+      // while its key is still held). The time-dependent checks run on every call.
+      const verified = new Map<string, SignedToken>()
+      const signedToken = (token: string): Either.Either<SignedToken, InvalidToken> => {
+        const known = verified.get(token)
+        if (known !== undefined && keys.verificationKey(known.kid) !== undefined) return Either.right(known)
+        const checked = checkSigned(token)
+        if (Either.isRight(checked)) {
+          if (verified.size >= MAX_VERIFIED_TOKENS) verified.clear()
+          verified.set(token, checked.right)
+        }
+        return checked
+      }
 
       const verify = (token: string) =>
-        Effect.gen(function*() {
-          if (token.length > MAX_TOKEN_LENGTH) return yield* invalid("The access token is too large")
-          if (!JWS_COMPACT.test(token)) return yield* invalid("The access token is malformed")
-          let header: Jose.ProtectedHeaderParameters
-          try {
-            header = Jose.decodeProtectedHeader(token)
-          } catch {
-            return yield* invalid("The access token is malformed")
+        Effect.flatMap(Clock.currentTimeMillis, (millis): Effect.Effect<AccessTokenClaims, InvalidToken | InsufficientScope> => {
+          const signed = signedToken(token)
+          if (Either.isLeft(signed)) return Effect.fail(signed.left)
+          const { claims } = signed.right
+          const now = Math.floor(millis / 1000)
+          if (claims.nbf !== undefined && claims.nbf > now + MAX_FUTURE_IAT_SECONDS) {
+            return Effect.fail(invalid("The access token is not yet valid"))
           }
-          if (header.alg !== SIGNING_ALGORITHM) return yield* invalid("The access token is not signed with RS256")
-          if (header.crit !== undefined) return yield* invalid("The access token has unsupported critical headers")
-          if (header.typ !== undefined && header.typ !== "JWT") return yield* invalid("The access token has the wrong type")
-          const key = typeof header.kid === "string" ? keys.verificationKey(header.kid) : undefined
-          if (key === undefined) return yield* invalid("The access token is signed with an unknown key")
-
-          const [encodedHeader, encodedPayload, signature] = token.split(".") as [string, string, string]
-          const signed = verifySignature(
-            "sha256",
-            Buffer.from(`${encodedHeader}.${encodedPayload}`),
-            key,
-            Buffer.from(signature, "base64url")
-          )
-          if (!signed) return yield* invalid("The access token signature is invalid")
-          let payload: unknown
-          try {
-            payload = JSON.parse(Buffer.from(encodedPayload, "base64url").toString("utf8"))
-          } catch {
-            return yield* invalid("The access token is malformed")
+          if (now >= claims.exp) return Effect.fail(invalid("The access token expired"))
+          if (claims.iat > now + MAX_FUTURE_IAT_SECONDS) return Effect.fail(invalid("The access token is not yet valid"))
+          if (!claims.scope.split(" ").includes(SERVICE_CALL_SCOPE)) {
+            return Effect.fail(
+              new InsufficientScope({ description: `The access token lacks the ${SERVICE_CALL_SCOPE} scope` })
+            )
           }
-          const now = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-          const claims = decodeClaims(payload)
-          if (claims._tag === "None" || claims.value.sub !== claims.value.client_id) {
-            return yield* invalid("The access token claims are invalid")
-          }
-          if (config.issuerConfigured && claims.value.iss !== config.issuer) {
-            return yield* invalid("The access token was issued by another issuer")
-          }
-          if (claims.value.nbf !== undefined && claims.value.nbf > now + MAX_FUTURE_IAT_SECONDS) {
-            return yield* invalid("The access token is not yet valid")
-          }
-          if (now >= claims.value.exp) return yield* invalid("The access token expired")
-          if (claims.value.iat > now + MAX_FUTURE_IAT_SECONDS) return yield* invalid("The access token is not yet valid")
-          if (!claims.value.scope.split(" ").includes(SERVICE_CALL_SCOPE)) {
-            return yield* new InsufficientScope({ description: `The access token lacks the ${SERVICE_CALL_SCOPE} scope` })
-          }
-          return claims.value
-        }).pipe(Effect.withSpan("TokenService.verify"))
+          return Effect.succeed(claims)
+        }).pipe(Effect.withSpan("TokenService.verify", { captureStackTrace: false }))
 
       return TokenService.of({ issue, verify })
     })

@@ -126,7 +126,7 @@ export const ServiceHttpLive = HttpApiBuilder.group(Api, "service", (handlers) =
         return HttpServerResponse.unsafeJson(answer, { status: 200, headers: { "cache-control": "no-store" } })
       }).pipe(
         Effect.catchAll((failure) => Effect.succeed(errorResponse(failure))),
-        Effect.withSpan("ServiceHttp.callService")
+        Effect.withSpan("ServiceHttp.callService", { captureStackTrace: false })
       )
 
     return handlers.handleRaw("callService", ({ path, request }) => callService(request, path))
