@@ -12,6 +12,9 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { PgClient } from "@effect/sql-pg"
 import { PGlite } from "@electric-sql/pglite"
 import { Effect, Layer, Stream } from "effect"
+import { existsSync } from "node:fs"
+import { join } from "node:path"
+import { execFile } from "node:child_process"
 
 const statementError = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 
@@ -20,6 +23,39 @@ const statementError = (cause: unknown) => new SqlError.SqlError({ cause, messag
  * 196 MB with 16), while this catalogue of profiles and credentials fits in a few megabytes.
  */
 const SETTINGS = { postgresqlconf: ["shared_buffers=16MB"] }
+
+/** Whether `dataDir` already holds a database (PostgreSQL writes PG_VERSION first). */
+export const isInitialized = (dataDir: string) => existsSync(join(dataDir, "PG_VERSION"))
+
+/**
+ * Creates the database in an empty `dataDir` in a short-lived child process. initdb runs in a
+ * WebAssembly instance of its own, and what it allocates stays with the process that ran it (779 MB
+ * resident after a fresh start, against 241 MB when opening an existing directory; a worker thread
+ * still left 130 MB in the allocator): a child process gives all of it back when it exits.
+ */
+export const initializeApart = (dataDir: string) =>
+  Effect.async<void, SqlError.SqlError>((resume) => {
+    const script = `const [pglite, dataDir, settings] = JSON.parse(process.argv[1])
+      const { PGlite } = await import(pglite)
+      await (await PGlite.create(dataDir, settings)).close()`
+    const child = execFile(
+      process.execPath,
+      ["--input-type=module", "-e", script, JSON.stringify([import.meta.resolve("@electric-sql/pglite"), dataDir, SETTINGS])],
+      { timeout: 120_000 },
+      (error, _stdout, stderr) =>
+        resume(
+          error === null
+            ? Effect.void
+            : Effect.fail(
+              new SqlError.SqlError({
+                cause: new Error(stderr.trim().split("\n").find((line) => line.startsWith("Error")) ?? error.message),
+                message: "Failed to create the embedded database"
+              })
+            )
+        )
+    )
+    return Effect.sync(() => child.kill())
+  })
 
 /** Opens (or creates) the database in `dataDir`; in memory when `dataDir` is undefined. */
 export const make = (options: { readonly dataDir: string | undefined }) =>

@@ -68,6 +68,9 @@ const tighten = (root: string): number => {
   return tightened
 }
 
+/** Tightens what was written into `dataDir` by code the mode hook does not reach (a worker thread). */
+export const tightenDataDir = (dataDir: string) => Effect.sync(() => void tighten(resolve(dataDir)))
+
 /**
  * Creates `dataDir` private, or tightens it when it exists with looser modes (said once in the log),
  * and keeps what PGlite writes into it private for as long as the scope lasts.

@@ -13,7 +13,7 @@ import * as CredentialRepoSql from "./CredentialRepoSql.js"
 import { lockDataDir } from "./DataDirLock.js"
 import * as Migrations from "./Migrations.js"
 import * as PgliteClient from "./PgliteClient.js"
-import { makeDataDirPrivate } from "./PrivateDataDir.js"
+import { makeDataDirPrivate, tightenDataDir } from "./PrivateDataDir.js"
 import { StartupError } from "../StartupError.js"
 import { STORAGE_TIMEOUT } from "./StorageErrors.js"
 import { ServerKeyStore } from "./ServerKeyStore.js"
@@ -96,6 +96,14 @@ export const layerEmbedded = (dataDir: string | undefined) =>
         if (dataDir !== undefined) {
           yield* makeDataDirPrivate(dataDir)
           yield* lockDataDir(dataDir)
+          if (!PgliteClient.isInitialized(dataDir)) {
+            yield* PgliteClient.initializeApart(dataDir).pipe(
+              Effect.mapError((error) =>
+                new StartupError({ message: `cannot create the embedded database in DATA_DIR ${dataDir}: ${error.cause}` })
+              )
+            )
+            yield* tightenDataDir(dataDir)
+          }
         }
         return PgliteClient.layer({ dataDir }).pipe(
           Layer.mapError((error) =>
