@@ -10,6 +10,7 @@ import { Cause, Effect, Layer, Logger, Option, Redacted } from "effect"
 import { AppConfig, type AppConfigShape } from "./AppConfig.js"
 import { DomainLive, ServeApi } from "./AppLayer.js"
 import { readSigningKeyFile } from "./auth/KeyService.js"
+import * as FastLane from "./http/FastLane.js"
 import * as NodeServer from "./http/NodeServer.js"
 import { StartupError } from "./StartupError.js"
 import * as Storage from "./storage/Storage.js"
@@ -33,7 +34,7 @@ const announce = (config: AppConfigShape) =>
 /** Built in this order: storage, the domain on it, the API; the port opens last. */
 const serverLayer = (config: AppConfigShape) =>
   ServeApi.pipe(
-    Layer.provide(NodeServer.layer(config)),
+    Layer.provide(NodeServer.layer(config).pipe(Layer.provide(FastLane.layer))),
     Layer.provide(DomainLive),
     Layer.provide(Storage.layerFromConfig),
     Layer.provide(Layer.succeed(AppConfig, config)),

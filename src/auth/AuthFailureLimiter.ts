@@ -15,6 +15,8 @@ const MAX_TRACKED = 100_000
 export interface AuthFailureLimiterShape {
   /** Seconds until the pair may try again, when it is currently refused. */
   readonly blockedFor: (clientId: string, address: string) => Effect.Effect<Option.Option<number>>
+  /** `blockedFor` at a given time (ms since the epoch), synchronously: for the fast lane. */
+  readonly blockedAt: (clientId: string, address: string, nowMillis: number) => Option.Option<number>
   readonly recordFailure: (clientId: string, address: string) => Effect.Effect<void>
 }
 
@@ -33,14 +35,20 @@ export const makeAuthFailureLimiter = (limit: number) =>
       while (windows.size >= MAX_TRACKED) windows.delete(windows.keys().next().value!)
     }
 
+    const blockedAt = (clientId: string, address: string, now: number): Option.Option<number> => {
+      if (windows.size === 0) return Option.none()
+      const window = windows.get(key(clientId, address))
+      return window !== undefined && window.resetAt > now && window.count >= limit
+        ? Option.some(Math.ceil((window.resetAt - now) / 1000))
+        : Option.none()
+    }
+
     return {
+      blockedAt,
       blockedFor: (clientId, address) =>
-        windows.size === 0 ? Effect.succeed(Option.none()) : Effect.map(Clock.currentTimeMillis, (now) => {
-          const window = windows.get(key(clientId, address))
-          return window !== undefined && window.resetAt > now && window.count >= limit
-            ? Option.some(Math.ceil((window.resetAt - now) / 1000))
-            : Option.none()
-        }),
+        windows.size === 0
+          ? Effect.succeed(Option.none())
+          : Effect.map(Clock.currentTimeMillis, (now) => blockedAt(clientId, address, now)),
       recordFailure: (clientId, address) =>
         Effect.map(Clock.currentTimeMillis, (now) => {
           const k = key(clientId, address)

@@ -51,6 +51,13 @@ export interface IssuedToken {
 export interface TokenServiceShape {
   readonly issue: (clientId: ClientId, address: ServiceAddress) => Effect.Effect<IssuedToken>
   readonly verify: (token: string) => Effect.Effect<AccessTokenClaims, InvalidToken | InsufficientScope>
+  /** `issue` at a given time (ms since the epoch), outside Effect: for the fast lane. */
+  readonly issueAt: (clientId: ClientId, address: ServiceAddress, nowMillis: number) => Promise<IssuedToken>
+  /** `verify` at a given time (ms since the epoch), synchronously: for the fast lane. */
+  readonly verifyAt: (
+    token: string,
+    nowMillis: number
+  ) => Either.Either<AccessTokenClaims, InvalidToken | InsufficientScope>
 }
 
 const invalid = (description: string) => new InvalidToken({ description })
@@ -81,21 +88,25 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         return `${signingInput}.${Buffer.from(signature).toString("base64url")}`
       }
 
+      const issueAt = async (clientId: ClientId, address: ServiceAddress, nowMillis: number): Promise<IssuedToken> => {
+        const iat = Math.floor(nowMillis / 1000)
+        const claims: AccessTokenClaims = {
+          data: { service_uuid: address.uuid, profile: address.profile, environment: address.environment },
+          scope: SERVICE_CALL_SCOPE,
+          iat,
+          exp: iat + TOKEN_LIFETIME_SECONDS,
+          iss: config.issuer,
+          sub: clientId,
+          client_id: clientId,
+          jti: randomUUID()
+        }
+        return { accessToken: await sign(claims), claims }
+      }
+
       const issue = (clientId: ClientId, address: ServiceAddress) =>
-        Effect.gen(function*() {
-          const iat = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-          const claims: AccessTokenClaims = {
-            data: { service_uuid: address.uuid, profile: address.profile, environment: address.environment },
-            scope: SERVICE_CALL_SCOPE,
-            iat,
-            exp: iat + TOKEN_LIFETIME_SECONDS,
-            iss: config.issuer,
-            sub: clientId,
-            client_id: clientId,
-            jti: randomUUID()
-          }
-          return { accessToken: yield* Effect.promise(() => sign(claims)), claims }
-        }).pipe(Effect.withSpan("TokenService.issue", { captureStackTrace: false }))
+        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.promise(() => issueAt(clientId, address, now))).pipe(
+          Effect.withSpan("TokenService.issue", { captureStackTrace: false })
+        )
 
       /** Structure, header, signature and claims: everything that does not depend on the time. */
       const checkSigned = (token: string): Either.Either<SignedToken, InvalidToken> => {
@@ -153,26 +164,33 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         return checked
       }
 
-      const verify = (token: string) =>
-        Effect.flatMap(Clock.currentTimeMillis, (millis): Effect.Effect<AccessTokenClaims, InvalidToken | InsufficientScope> => {
-          const signed = signedToken(token)
-          if (Either.isLeft(signed)) return Effect.fail(signed.left)
-          const { claims } = signed.right
-          const now = Math.floor(millis / 1000)
-          if (claims.nbf !== undefined && claims.nbf > now + MAX_FUTURE_IAT_SECONDS) {
-            return Effect.fail(invalid("The access token is not yet valid"))
-          }
-          if (now >= claims.exp) return Effect.fail(invalid("The access token expired"))
-          if (claims.iat > now + MAX_FUTURE_IAT_SECONDS) return Effect.fail(invalid("The access token is not yet valid"))
-          if (!claims.scope.split(" ").includes(SERVICE_CALL_SCOPE)) {
-            return Effect.fail(
-              new InsufficientScope({ description: `The access token lacks the ${SERVICE_CALL_SCOPE} scope` })
-            )
-          }
-          return Effect.succeed(claims)
-        }).pipe(Effect.withSpan("TokenService.verify", { captureStackTrace: false }))
+      const verifyAt = (
+        token: string,
+        nowMillis: number
+      ): Either.Either<AccessTokenClaims, InvalidToken | InsufficientScope> => {
+        const signed = signedToken(token)
+        if (Either.isLeft(signed)) return Either.left(signed.left)
+        const { claims } = signed.right
+        const now = Math.floor(nowMillis / 1000)
+        if (claims.nbf !== undefined && claims.nbf > now + MAX_FUTURE_IAT_SECONDS) {
+          return Either.left(invalid("The access token is not yet valid"))
+        }
+        if (now >= claims.exp) return Either.left(invalid("The access token expired"))
+        if (claims.iat > now + MAX_FUTURE_IAT_SECONDS) return Either.left(invalid("The access token is not yet valid"))
+        if (!claims.scope.split(" ").includes(SERVICE_CALL_SCOPE)) {
+          return Either.left(
+            new InsufficientScope({ description: `The access token lacks the ${SERVICE_CALL_SCOPE} scope` })
+          )
+        }
+        return Either.right(claims)
+      }
 
-      return TokenService.of({ issue, verify })
+      const verify = (token: string) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => verifyAt(token, now)).pipe(
+          Effect.withSpan("TokenService.verify", { captureStackTrace: false })
+        )
+
+      return TokenService.of({ issue, verify, issueAt, verifyAt })
     })
   )
 }

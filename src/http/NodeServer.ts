@@ -7,7 +7,8 @@
  * - when the scope closes (SIGTERM/SIGINT), it stops accepting connections, lets requests in flight
  *   finish for up to SHUTDOWN_GRACE_MS, closes idle keep-alive connections as they become idle,
  *   then closes whatever is left, before storage is closed;
- * - requests Node's parser refuses still get the contract's JSON error body (`ClientErrors`).
+ * - requests Node's parser refuses still get the contract's JSON error body (`ClientErrors`);
+ * - the fast lane (`FastLane`) sees each request first and hands it to the app unless it answers it.
  */
 import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
@@ -16,6 +17,7 @@ import { createServer, type Server } from "node:http"
 import type { AppConfigShape } from "../AppConfig.js"
 import { StartupError } from "../StartupError.js"
 import { answerClientErrors } from "./ClientErrors.js"
+import { FastLane } from "./FastLane.js"
 
 const listenFailure = (error: NodeJS.ErrnoException, host: string, port: number) =>
   new StartupError({
@@ -73,7 +75,8 @@ export const checkPortFree = (config: Pick<AppConfigShape, "host" | "port">) =>
 export const layer = (config: Pick<AppConfigShape, "host" | "port" | "shutdownGraceMs">) =>
   Layer.scoped(
     HttpServer.HttpServer,
-    Effect.sync(() => {
+    Effect.gen(function*() {
+      const lane = yield* FastLane
       const server = createServer()
       answerClientErrors(server)
       const inFlight = trackInFlight(server)
@@ -84,7 +87,7 @@ export const layer = (config: Pick<AppConfigShape, "host" | "port" | "shutdownGr
             const handler = yield* (middleware === undefined
               ? NodeHttpServer.makeHandler(app)
               : NodeHttpServer.makeHandler(app, middleware))
-            server.on("request", handler)
+            server.on("request", (request, response) => lane(request, response, () => handler(request, response)))
             yield* Effect.acquireRelease(
               // `serve` cannot fail by its type: the StartupError travels as a defect to main.ts.
               listen(server, config.host, config.port).pipe(Effect.orDie),

@@ -8,6 +8,7 @@
 import type { HttpServerRequest } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect, Either, ParseResult, Schema } from "effect"
+import type { IncomingMessage } from "node:http"
 import { InvalidRequest, PayloadTooLarge } from "../domain/Errors.js"
 
 export const payloadTooLarge = (maxBytes: number) =>
@@ -16,6 +17,13 @@ export const payloadTooLarge = (maxBytes: number) =>
 /** The media type of the request, lower-cased, without parameters ("" when absent). */
 export const mediaType = (request: HttpServerRequest.HttpServerRequest): string =>
   (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
+
+/**
+ * Bodies the fast lane read before it handed the request over (`FastLane`): the stream is consumed,
+ * so `readBodyText` answers from here.
+ */
+const alreadyRead = new WeakMap<IncomingMessage, string>()
+export const rememberBody = (incoming: IncomingMessage, text: string): void => void alreadyRead.set(incoming, text)
 
 export const readBodyText = (
   request: HttpServerRequest.HttpServerRequest,
@@ -26,6 +34,8 @@ export const readBodyText = (
   // Read from the Node stream: the platform's reader destroys the socket when the limit is
   // exceeded, so a chunked body over the limit would get no answer at all instead of a 413.
   const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+  const read = alreadyRead.get(incoming)
+  if (read !== undefined) return Effect.succeed(read)
   return Effect.async<string, PayloadTooLarge | InvalidRequest>((resume) => {
     const chunks: Array<Buffer> = []
     let size = 0

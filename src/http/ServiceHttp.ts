@@ -34,23 +34,28 @@ type Presented =
   | { readonly _tag: "Malformed" }
   | { readonly _tag: "Bearer"; readonly token: string }
 
-const presentedCredentials = (request: HttpServerRequest.HttpServerRequest): Presented => {
-  const header = request.headers["authorization"]
+export const presentedCredentials = (header: string | undefined): Presented => {
   if (header === undefined) return { _tag: "None" }
   const credentials = parseAuthorization(header)
   return credentials?.scheme === "bearer" ? { _tag: "Bearer", token: credentials.value } : { _tag: "Malformed" }
 }
 
-const sameService = (claims: AccessTokenClaims, address: ServiceAddress) =>
+export const sameService = (claims: AccessTokenClaims, address: ServiceAddress) =>
   claims.data.profile === address.profile && claims.data.environment === address.environment &&
   claims.data.service_uuid === address.uuid
 
+/** A service call's body: a JSON object (within the nesting limit). */
+export const jsonObject = (text: string): Either.Either<JsonObject, InvalidRequest> =>
+  Either.flatMap(parseJson(text), (body) =>
+    typeof body === "object" && body !== null && !Array.isArray(body)
+      ? Either.right(body as JsonObject)
+      : Either.left(new InvalidRequest({ description: "The request body must be a JSON object" })))
+
+/** The headers of a service call's 200 answer. */
+export const SERVICE_ANSWER_HEADERS = { "cache-control": "no-store" } as const
+
 const readJsonObject = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) =>
-  Effect.flatMap(readBodyText(request, maxBytes), (text) =>
-    Effect.flatMap(parseJson(text), (body) =>
-      typeof body === "object" && body !== null && !Array.isArray(body)
-        ? Effect.succeed(body as JsonObject)
-        : Effect.fail(new InvalidRequest({ description: "The request body must be a JSON object" }))))
+  Effect.flatMap(readBodyText(request, maxBytes), jsonObject)
 
 export const ServiceHttpLive = HttpApiBuilder.group(Api, "service", (handlers) =>
   Effect.gen(function*() {
@@ -71,7 +76,7 @@ export const ServiceHttpLive = HttpApiBuilder.group(Api, "service", (handlers) =
         const address: ServiceAddress = { profile: path.profile, environment: path.environment, uuid }
 
         // The signature is checked before the read so the read can also answer "is its credential live".
-        const presented = presentedCredentials(request)
+        const presented = presentedCredentials(request.headers["authorization"])
         const verified = presented._tag === "Bearer" ? yield* Effect.either(tokens.verify(presented.token)) : undefined
         const clientId = verified !== undefined && Either.isRight(verified)
           ? Option.some(verified.right.client_id)
@@ -123,7 +128,7 @@ export const ServiceHttpLive = HttpApiBuilder.group(Api, "service", (handlers) =
             )
           )
         )
-        return HttpServerResponse.unsafeJson(answer, { status: 200, headers: { "cache-control": "no-store" } })
+        return HttpServerResponse.unsafeJson(answer, { status: 200, headers: SERVICE_ANSWER_HEADERS })
       }).pipe(
         Effect.catchAll((failure) => Effect.succeed(errorResponse(failure))),
         Effect.withSpan("ServiceHttp.callService", { captureStackTrace: false })

@@ -9,38 +9,48 @@ import { AppConfig } from "../AppConfig.js"
 import { Api } from "../api/Api.js"
 import { INVALID_REQUEST_DESCRIPTION } from "../api/WireErrors.js"
 import { ClientCredentialsGrant } from "../auth/ClientCredentialsGrant.js"
-import { TOKEN_LIFETIME_SECONDS } from "../auth/TokenService.js"
+import { type IssuedToken, TOKEN_LIFETIME_SECONDS } from "../auth/TokenService.js"
 import { InvalidRequest, type PayloadTooLarge, UnsupportedGrantType } from "../domain/Errors.js"
 import { decodeBasicCredentials, parseAuthorization } from "./AuthorizationHeader.js"
 import { errorResponse } from "./ErrorResponses.js"
 import { mediaType, readBodyText } from "./RequestBody.js"
 
-const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" } as const
+export const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" } as const
 
 const FIELDS = ["grant_type", "client_id", "client_secret", "profile", "environment", "service_uuid"] as const
 type Field = typeof FIELDS[number]
+export type TokenFields = Partial<Record<Field, string>>
 
 const missing = new InvalidRequest({ description: INVALID_REQUEST_DESCRIPTION })
 
-/** The six fields of the form: an empty value counts as missing (RFC 6749 §3.1), a repeated one is refused. */
+/** The six fields of a form body: an empty value counts as missing (RFC 6749 §3.1), a repeated one is refused. */
+export const formFields = (text: string): Either.Either<TokenFields, InvalidRequest> => {
+  const params = new URLSearchParams(text)
+  const fields: TokenFields = {}
+  for (const name of FIELDS) {
+    const values = params.getAll(name)
+    if (values.length > 1) return Either.left(new InvalidRequest({ description: `Parameter ${name} is included more than once` }))
+    if (values[0] !== undefined && values[0] !== "") fields[name] = values[0]
+  }
+  return Either.right(fields)
+}
+
 const readFields = (
   request: HttpServerRequest.HttpServerRequest,
   maxBytes: number
-): Effect.Effect<Partial<Record<Field, string>>, InvalidRequest | PayloadTooLarge> =>
-  Effect.gen(function*() {
-    // Only a form body carries fields; JSON or anything else yields none (CONTRACT §1).
-    if (mediaType(request) !== "application/x-www-form-urlencoded") return {}
-    const params = new URLSearchParams(yield* readBodyText(request, maxBytes))
-    const fields: Partial<Record<Field, string>> = {}
-    for (const name of FIELDS) {
-      const values = params.getAll(name)
-      if (values.length > 1) {
-        return yield* new InvalidRequest({ description: `Parameter ${name} is included more than once` })
-      }
-      if (values[0] !== undefined && values[0] !== "") fields[name] = values[0]
-    }
-    return fields
-  })
+): Effect.Effect<TokenFields, InvalidRequest | PayloadTooLarge> =>
+  // Only a form body carries fields; JSON or anything else yields none (CONTRACT §1).
+  mediaType(request) !== "application/x-www-form-urlencoded"
+    ? Effect.succeed({})
+    : Effect.flatMap(readBodyText(request, maxBytes), formFields)
+
+/** The 200 answer's body (RFC 6749 §5.1). */
+export const tokenAnswer = (issued: IssuedToken) => ({
+  access_token: issued.accessToken,
+  token_type: "Bearer",
+  expires_in: TOKEN_LIFETIME_SECONDS,
+  scope: issued.claims.scope
+})
 
 /**
  * The client's credentials, from `client_secret_basic` or `client_secret_post` (never both).
@@ -53,9 +63,9 @@ type ClientCredentials = {
   readonly basic: boolean
 }
 
-const clientCredentials = (
+export const clientCredentials = (
   authorization: string | undefined,
-  fields: Partial<Record<Field, string>>
+  fields: TokenFields
 ): Either.Either<ClientCredentials | undefined, InvalidRequest> => {
   const credentials = authorization === undefined ? undefined : parseAuthorization(authorization)
   const isBasic = credentials?.scheme === "basic" || /^\s*basic(\s|$)/i.test(authorization ?? "")
@@ -110,10 +120,7 @@ export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
       serviceUuid: fields.service_uuid,
       remoteAddress: Option.getOrElse(request.remoteAddress, () => "unknown")
     })
-    return HttpServerResponse.unsafeJson(
-      { access_token: issued.accessToken, token_type: "Bearer", expires_in: TOKEN_LIFETIME_SECONDS, scope: issued.claims.scope },
-      { status: 200, headers: NO_STORE }
-    )
+    return HttpServerResponse.unsafeJson(tokenAnswer(issued), { status: 200, headers: NO_STORE })
   }).pipe(
     Effect.catchAll((failure) =>
       Effect.succeed(

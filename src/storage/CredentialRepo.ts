@@ -128,6 +128,18 @@ export interface CredentialRepoShape {
     address: ServiceAddress,
     clientId: Option.Option<ClientId>
   ) => Effect.Effect<Option.Option<ServiceRoute>, StorageUnavailable>
+
+  readonly peek?: CredentialRepoPeek
+}
+
+/**
+ * The answers of the two hot reads that a repository holds in memory, read synchronously: undefined
+ * when not held (then the read itself must be made). Only a repository that keeps an exact cache
+ * offers it (`CredentialRepoCache`).
+ */
+export interface CredentialRepoPeek {
+  readonly tokenTarget: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<TokenTarget> | undefined
+  readonly serviceRoute: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<ServiceRoute> | undefined
 }
 
 export class CredentialRepo extends Context.Tag("service-auth/CredentialRepo")<CredentialRepo, CredentialRepoShape>() {}

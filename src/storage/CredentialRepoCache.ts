@@ -28,12 +28,13 @@ export const withReadCache = (repo: CredentialRepoShape): CredentialRepoShape =>
   })
   const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.ensuring(effect, invalidate)
 
-  const cached = <A, E, R>(cache: Map<string, A>, key: string, read: Effect.Effect<A, E, R>) =>
+  /** `read` is only called on a miss: building the SQL effect is most of the cost of a hit otherwise. */
+  const cached = <A, E, R>(cache: Map<string, A>, key: string, read: () => Effect.Effect<A, E, R>) =>
     Effect.suspend(() => {
       const hit = cache.get(key)
       if (hit !== undefined) return Effect.succeed(hit)
       const startedAt = generation
-      return Effect.tap(read, (value) =>
+      return Effect.tap(read(), (value) =>
         Effect.sync(() => {
           if (generation !== startedAt) return
           if (cache.size >= MAX_ENTRIES) cache.clear()
@@ -55,8 +56,12 @@ export const withReadCache = (repo: CredentialRepoShape): CredentialRepoShape =>
     applyCredentialChanges: (...args) => write(repo.applyCredentialChanges(...args)),
     touchCredential: (...args) => write(repo.touchCredential(...args)),
     findTokenTarget: (address, clientId) =>
-      cached(targets, key(address, clientId), repo.findTokenTarget(address, clientId)),
+      cached(targets, key(address, clientId), () => repo.findTokenTarget(address, clientId)),
     findServiceRoute: (address, clientId) =>
-      cached(routes, key(address, clientId), repo.findServiceRoute(address, clientId))
+      cached(routes, key(address, clientId), () => repo.findServiceRoute(address, clientId)),
+    peek: {
+      tokenTarget: (address, clientId) => targets.get(key(address, clientId)),
+      serviceRoute: (address, clientId) => routes.get(key(address, clientId))
+    }
   }
 }
