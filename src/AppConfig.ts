@@ -1,5 +1,5 @@
 /**
- * Configuration from the environment (CONTRACT §5). Everything has a default, so a bare
+ * Configuration from the environment (docs/contract.md §5). Everything has a default, so a bare
  * `npm start` runs on the embedded database in `./data`.
  */
 import { Config, Context, Effect, Layer, LogLevel, Option, Redacted } from "effect"

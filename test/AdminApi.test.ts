@@ -1,5 +1,5 @@
 /**
- * The admin JSON API over HTTP, as CONTRACT §3 states it: the admin token, every endpoint and its
+ * The admin JSON API over HTTP, as docs/contract.md §3 states it: the admin token, every endpoint and its
  * errors, the credential limit, the all-or-nothing profile save, and the cascades and tombstones
  * that keep a deleted credential dead for good.
  */

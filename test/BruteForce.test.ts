@@ -1,5 +1,5 @@
 /**
- * Brute-force protection of client authentication (issue 5, point 3; RFC 6749 §2.3.1): after
+ * Brute-force protection of client authentication (RFC 6749 §2.3.1): after
  * AUTH_FAILURE_LIMIT failed client authentications for one client id from one remote address
  * within a minute, that pair is answered 429 with `Retry-After` and
  * `{"error":"invalid_client","error_description":"Too many failed authentication attempts"}` until

@@ -1,5 +1,5 @@
 /**
- * Database outage (issue 5, point 4): when PostgreSQL goes away, the token endpoint, service calls
+ * Database outage: when PostgreSQL goes away, the token endpoint, service calls
  * and the admin API answer `503 {"error":"temporarily_unavailable", ...}` within 2 seconds,
  * `/readyz` answers 503, and everything recovers without a restart once the database is back.
  * Nothing acknowledged before the outage is lost, and a token whose credential was deleted is never

@@ -1,5 +1,5 @@
 /**
- * Discovery and operations over HTTP, as CONTRACT §4 states them: the JWKS, the RFC 8414 metadata,
+ * Discovery and operations over HTTP, as docs/contract.md §4 states them: the JWKS, the RFC 8414 metadata,
  * health and readiness, the served OpenAPI document, and the JSON 404 for unknown paths.
  */
 import { HttpClientRequest } from "@effect/platform"
@@ -18,7 +18,7 @@ const expectJson = (response: JsonResponse, status: number) => {
   expect(response.headers["content-type"]).toMatch(/^application\/json\b/)
 }
 
-/** Every endpoint of CONTRACT §1–§4, with path parameters as OpenAPI writes them. */
+/** Every endpoint of docs/contract.md §1–§4, with path parameters as OpenAPI writes them. */
 const CONTRACT_ENDPOINTS: ReadonlyArray<readonly [string, string]> = [
   ["post", "/oauth/token"],
   ["post", "/service/{}/{}/json/{}"],

@@ -1,5 +1,5 @@
 /**
- * Graceful shutdown (issue 5, point 5): on SIGTERM the server stops accepting connections, finishes
+ * Graceful shutdown: on SIGTERM the server stops accepting connections, finishes
  * the requests in flight (within SHUTDOWN_GRACE_MS, default 10000), closes the database and exits 0.
  *
  * The real server (`npm start`: npm and the node process running dist/service-auth.mjs under it)

@@ -1,5 +1,5 @@
 /**
- * Hostile input never breaks the server (issue 5, item 1): property-based tests throw arbitrary
+ * Hostile input never breaks the server: property-based tests throw arbitrary
  * bytes, content types, invalid UTF-8, huge and deeply nested JSON, repeated and oversized fields,
  * odd path segments and odd headers at every endpoint. Every answer must be a 4xx with exactly the
  * contract's `{"error","error_description"}` body (a 2xx only where the input turned out valid):

@@ -1,5 +1,5 @@
 /**
- * Several instances on one PostgreSQL database (CONTRACT §2): a deletion acknowledged by one
+ * Several instances on one PostgreSQL database (docs/contract.md §2): a deletion acknowledged by one
  * instance is refused by the other on the very next request, and both accept each other's tokens.
  * Two real `npm start` processes; needs TEST_DATABASE_URL (always set by .ci/run).
  */

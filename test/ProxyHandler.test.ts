@@ -1,5 +1,5 @@
 /**
- * Service handlers behind `POST /service/{profile}/{env}/json/{uuid}` (CONTRACT §2): the stored
+ * Service handlers behind `POST /service/{profile}/{env}/json/{uuid}` (docs/contract.md §2): the stored
  * `{"type":"proxy","url"}` handler against a local upstream (node:http on 127.0.0.1, port 0) that
  * answers well, slowly, wrongly or not at all; and handlers an embedding program registers in code
  * with `ServiceHandlers.layerWith`.

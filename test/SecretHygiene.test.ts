@@ -1,5 +1,5 @@
 /**
- * Secret hygiene (issue 5, item 6): the real server (`npm start`) runs the whole flow with
+ * Secret hygiene: the real server (`npm start`) runs the whole flow with
  * LOG_LEVEL=debug; every line it prints is captured, and none may contain a client secret, an
  * access token (or its signature), the admin token or the private signing key. Error bodies never
  * echo a secret the client submitted: wrong client secrets (form and Basic), wrong admin tokens,

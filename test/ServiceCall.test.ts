@@ -1,5 +1,5 @@
 /**
- * `POST /service/{profile}/{env}/json/{uuid}` over HTTP, as CONTRACT §2 states it: every row of the
+ * `POST /service/{profile}/{env}/json/{uuid}` over HTTP, as docs/contract.md §2 states it: every row of the
  * table (404, the RFC 6750 challenges, 403, the body checks, 413), the binding of a token to its
  * service, instant revocation, authentication before the body is read, and the echo handler.
  *

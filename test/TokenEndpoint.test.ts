@@ -1,5 +1,5 @@
 /**
- * `POST /oauth/token` over HTTP, as CONTRACT §1 states it: the precedence table row by row (and
+ * `POST /oauth/token` over HTTP, as docs/contract.md §1 states it: the precedence table row by row (and
  * between rows), form parsing, both client authentication methods, the access token itself and the
  * bookkeeping a successful request leaves behind.
  */
@@ -81,7 +81,7 @@ const jwks = Effect.map(send(HttpClientRequest.get("/.well-known/jwks.json")), (
 // `layer(...)`, not `it.layer(...)`: in @effect/vitest 0.30 the first `it.layer` call overwrites
 // the shared `it.layer` with its nested form, so a second describe block would nest its server in
 // the first one's (one listening socket answered by several apps, sharing one store).
-describe("POST /oauth/token: precedence of the checks (CONTRACT §1)", () => {
+describe("POST /oauth/token: precedence of the checks (docs/contract.md §1)", () => {
   layer(makeTestServer())((it) => {
     it.effect("issues a token when every check passes", () =>
       Effect.gen(function*() {

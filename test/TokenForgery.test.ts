@@ -1,7 +1,7 @@
 /**
  * Forged and malformed access tokens at `POST /service/{profile}/{env}/json/{uuid}`, after the
  * attack catalogue of RFC 8725 (JWT Best Current Practices): every one is refused with
- * `401 invalid_token` and the `Bearer realm="service", error="invalid_token"` challenge (CONTRACT §2).
+ * `401 invalid_token` and the `Bearer realm="service", error="invalid_token"` challenge (docs/contract.md §2).
  *
  * Each forgery targets a live credential of an existing oauth service with claims that would
  * otherwise be accepted (a control test shows such a token, honestly signed, gets 200), so the

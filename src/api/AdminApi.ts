@@ -1,5 +1,5 @@
 /**
- * The admin JSON API (CONTRACT §3): profiles, environments, services and credentials, behind the
+ * The admin JSON API (docs/contract.md §3): profiles, environments, services and credentials, behind the
  * admin token. Path parameters are plain strings checked by the handlers, and bodies are decoded by
  * the handlers (`handleRaw`), so that every bad input answers `400 invalid_request` in the
  * contract's error body.

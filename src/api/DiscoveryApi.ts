@@ -1,4 +1,4 @@
-/** Discovery and operations (CONTRACT §4): JWKS, RFC 8414 metadata, health, and this API's own OpenAPI document. */
+/** Discovery and operations (docs/contract.md §4): JWKS, RFC 8414 metadata, health, and this API's own OpenAPI document. */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { StorageUnavailableWire } from "./WireErrors.js"

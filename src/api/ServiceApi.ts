@@ -1,5 +1,5 @@
 /**
- * `POST /service/{profile}/{env}/json/{uuid}` (seed §4.2, CONTRACT §2): the call external
+ * `POST /service/{profile}/{env}/json/{uuid}` (docs/contract.md §2): the call external
  * applications make with their Bearer token. Decoded by the handler, which checks the token before
  * it reads the body.
  */

@@ -1,5 +1,5 @@
 /**
- * `POST /oauth/token` (seed §4.1, CONTRACT §1). The payload is described for OpenAPI but decoded by
+ * `POST /oauth/token` (docs/contract.md §1). The payload is described for OpenAPI but decoded by
  * the handler itself (`handleRaw`): repeated, empty and non-form fields must all answer with the
  * OAuth error body, never the framework's decode error.
  */

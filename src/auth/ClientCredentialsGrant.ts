@@ -27,7 +27,7 @@ export interface GrantRequest {
 /** How stale `last_used_at` may get before a successful request refreshes it. */
 export const LAST_USED_RESOLUTION = Duration.minutes(1)
 
-/** The seed's description for every row-4 failure. */
+/** The specification's description for every row-4 failure. */
 const targetNotFound = new InvalidRequest({ description: "Missing required parameters" })
 
 export interface ClientCredentialsGrantShape {

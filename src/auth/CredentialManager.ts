@@ -1,5 +1,5 @@
 /**
- * Credential lifecycle for operators (seed §3.1): generate, remove, and the profile editor's
+ * Credential lifecycle for operators (docs/contract.md §0): generate, remove, and the profile editor's
  * all-or-nothing save. Secrets exist in plain text only in the answer that creates them.
  */
 import { Context, Effect, Layer, Redacted } from "effect"

@@ -39,7 +39,7 @@ const readFields = (
   request: HttpServerRequest.HttpServerRequest,
   maxBytes: number
 ): Effect.Effect<TokenFields, InvalidRequest | PayloadTooLarge> =>
-  // Only a form body carries fields; JSON or anything else yields none (CONTRACT §1).
+  // Only a form body carries fields; JSON or anything else yields none (docs/contract.md §1).
   mediaType(request) !== "application/x-www-form-urlencoded"
     ? Effect.succeed({})
     : Effect.flatMap(readBodyText(request, maxBytes), formFields)

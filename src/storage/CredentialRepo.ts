@@ -144,5 +144,5 @@ export interface CredentialRepoPeek {
 
 export class CredentialRepo extends Context.Tag("service-auth/CredentialRepo")<CredentialRepo, CredentialRepoShape>() {}
 
-/** The most live credentials a service may hold (seed §8). */
+/** The most live credentials a service may hold (docs/contract.md §0). */
 export const MAX_CREDENTIALS_PER_SERVICE = 2

@@ -1,6 +1,6 @@
 /**
  * Hand-made access tokens and service calls for the full-stack tests of
- * `POST /service/{profile}/{env}/json/{uuid}` (CONTRACT §2): base64url segments, RS256 and HMAC
+ * `POST /service/{profile}/{env}/json/{uuid}` (docs/contract.md §2): base64url segments, RS256 and HMAC
  * signatures made with node:crypto alone (so the server's own JWT library is not trusted to build
  * what it later checks), the claims a real token carries, and the call itself with exact assertions
  * on its error answers and `WWW-Authenticate` challenges.

@@ -1,5 +1,5 @@
 /*
- * service-auth profile editor: a dependency-free single page over the admin JSON API (CONTRACT §3).
+ * service-auth profile editor: a dependency-free single page over the admin JSON API (docs/contract.md §3).
  *
  * Rules this file keeps:
  * - The admin token lives in sessionStorage only and travels only as `Authorization: Bearer`.
