@@ -1,5 +1,5 @@
 /**
- * `npm start` (`node dist/main.js`): reads the configuration, opens the storage it names, migrates
+ * `npm start` (`node dist/service-auth.mjs`, this file bundled): reads the configuration, opens the storage it names, migrates
  * it and loads the keys, and only then opens the port (`NodeServer`). SIGTERM or SIGINT drains the
  * requests in flight, closes the database and exits 0. A start that fails prints one line naming
  * what is wrong and exits 1.
@@ -41,14 +41,27 @@ const serverLayer = (config: AppConfigShape) =>
     Layer.tap(() => announce(config))
   )
 
-/** One line for a failed start: a `StartupError` says what and where; anything else is a bug. */
+/**
+ * One line for a failed start: a `StartupError` says what and where, as does a typed failure's own
+ * description (the database stopped answering during migrations, say); a defect is a bug.
+ */
 const reportFailure = (cause: Cause.Cause<unknown>) =>
   Effect.sync(() => {
     if (Cause.isInterruptedOnly(cause)) return
-    const reason = [...Cause.failures(cause), ...Cause.defects(cause)].find((e) => e instanceof StartupError)
+    const startup = [...Cause.failures(cause), ...Cause.defects(cause)].find((e) => e instanceof StartupError)
+    const failure = Cause.failureOption(cause).pipe(Option.getOrUndefined) as
+      | { readonly description?: unknown; readonly message?: unknown }
+      | undefined
+    const described = typeof failure?.description === "string"
+      ? failure.description
+      : typeof failure?.message === "string" && failure.message !== ""
+      ? failure.message
+      : undefined
     console.error(
-      reason !== undefined
-        ? `service-auth could not start: ${reason.message}`
+      startup !== undefined
+        ? `service-auth could not start: ${startup.message}`
+        : described !== undefined
+        ? `service-auth could not start: ${described}`
         : `service-auth stopped on an unexpected failure:\n${Cause.pretty(cause)}`
     )
   })
