@@ -1,6 +1,7 @@
 /**
  * Several instances on one PostgreSQL database (docs/contract.md §2): a deletion acknowledged by one
- * instance is refused by the other on the very next request, and both accept each other's tokens.
+ * instance is refused by the other on the very next request, both accept each other's tokens, and
+ * failed client authentications count once for both.
  * Two real `npm start` processes; needs TEST_DATABASE_URL (always set by .ci/run).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -17,8 +18,8 @@ describe.skipIf(DATABASE_URL === undefined)("two instances on one PostgreSQL dat
   beforeAll(async () => {
     // Started together: they race to migrate and to create the shared keys.
     ;[first, second] = await Promise.all([
-      startServer({ DATABASE_URL: DATABASE_URL!, ADMIN_TOKEN }),
-      startServer({ DATABASE_URL: DATABASE_URL!, ADMIN_TOKEN })
+      startServer({ DATABASE_URL: DATABASE_URL!, ADMIN_TOKEN, AUTH_FAILURE_LIMIT: "6" }),
+      startServer({ DATABASE_URL: DATABASE_URL!, ADMIN_TOKEN, AUTH_FAILURE_LIMIT: "6" })
     ])
   }, 120_000)
 
@@ -81,6 +82,46 @@ describe.skipIf(DATABASE_URL === undefined)("two instances on one PostgreSQL dat
     expect(refused.headers.get("www-authenticate")).toBe(`Bearer realm="service", error="invalid_token"`)
     expect(await refused.json()).toMatchObject({ error: "invalid_token" })
     expect((await callService(first, callPath, access_token)).status).toBe(401)
+  })
+
+  it("brute force: failures spread over both instances count once; the pair is refused on both", async () => {
+    const profile = `multi-${randomBytes(6).toString("hex")}`
+    await adminCall(first, "PUT", `/admin/profiles/${profile}`)
+    await adminCall(first, "PUT", `/admin/profiles/${profile}/environments/prod`)
+    const service = await adminCall(first, "POST", `/admin/profiles/${profile}/environments/prod/services`, {
+      name: "billing",
+      auth_type: "oauth"
+    })
+    const credential = await adminCall(
+      first,
+      "POST",
+      `/admin/profiles/${profile}/environments/prod/services/${service.body.uuid}/credentials`
+    )
+    const attempt = (server: ServerProcess, secret: string) =>
+      fetch(`${server.base}/oauth/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({
+          grant_type: "client_credentials",
+          client_id: credential.body.client_id,
+          client_secret: secret,
+          profile,
+          environment: "prod",
+          service_uuid: service.body.uuid
+        })
+      })
+    // The right secret works on both, and nothing is counted for it.
+    expect((await attempt(first, credential.body.client_secret)).status).toBe(200)
+    expect((await attempt(second, credential.body.client_secret)).status).toBe(200)
+    // Six failures, alternating: the limit is 6 for the pair, not 6 per instance.
+    for (let i = 0; i < 6; i++) expect((await attempt(i % 2 === 0 ? first : second, "wrong")).status).toBe(401)
+    // The instance that recorded the sixth knows at once; the other learns it with its next failure.
+    const last = await attempt(second, credential.body.client_secret)
+    expect(last.status).toBe(429)
+    expect(Number(last.headers.get("retry-after"))).toBeGreaterThan(0)
+    const other = await attempt(first, "wrong")
+    expect([401, 429]).toContain(other.status)
+    for (const server of [first, second]) expect((await attempt(server, credential.body.client_secret)).status).toBe(429)
   })
 
   it("publishes the same JWKS from both instances", async () => {

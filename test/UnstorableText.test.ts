@@ -11,6 +11,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import { Effect, FastCheck as fc, Layer, Logger } from "effect"
 import { CredentialRepo } from "../src/storage/CredentialRepo.js"
 import * as CredentialRepoMemory from "../src/storage/CredentialRepoMemory.js"
+import { FailureCounts } from "../src/storage/FailureCounts.js"
 import { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { expectErrorAnswer, formEncode, latin1, type RawRequest, rawRequest, serverPort } from "./support/Hostile.js"
@@ -70,7 +71,7 @@ const expectAnswer = (
   if (body !== undefined) expect(JSON.parse(response.text)).toEqual(body)
 }
 
-const storageSuite = (storage: Layer.Layer<CredentialRepo | ServerKeyStore, unknown>) =>
+const storageSuite = (storage: Layer.Layer<CredentialRepo | ServerKeyStore | FailureCounts, unknown>) =>
   layer(makeTestServer({ storage, config: { authFailureLimit: 1_000_000 } }), { timeout: 60_000 })((it) => {
     let ready: (Fixture & { readonly port: number }) | undefined
     const fixture = Effect.gen(function*() {
@@ -310,7 +311,7 @@ describe("an unexpected storage failure", () => {
   const logged: Array<string> = []
   const INPUT = "name-the-client-sent"
   // A repository whose write fails the way a statement refused for its data would, quoting the value.
-  const failingStorage = Layer.merge(
+  const failingStorage = Layer.mergeAll(
     Layer.effect(
       CredentialRepo,
       Effect.map(CredentialRepoMemory.make, (repo) => ({
@@ -324,7 +325,8 @@ describe("an unexpected storage failure", () => {
           )
       }))
     ),
-    ServerKeyStore.layerMemory
+    ServerKeyStore.layerMemory,
+    FailureCounts.layerLocal
   )
   const capture = Logger.replace(
     Logger.defaultLogger,

@@ -2,11 +2,18 @@
  * Brute-force protection of client authentication (RFC 6749 §2.3.1): after AUTH_FAILURE_LIMIT
  * failures for one client id from one remote address within a minute, that pair is refused (429)
  * until the minute is over. Keyed by the pair, so a client with the right secret elsewhere is never
- * locked out by someone else's failures. Per instance, in memory, bounded in size; the success
- * path costs one map lookup.
+ * locked out by someone else's failures.
+ *
+ * The check is a lookup in this instance's map (the success path never touches storage). A failure
+ * is also added to the count every instance shares (`FailureCounts`, on PostgreSQL), and the shared
+ * count it answers replaces the local one: instances learn of each other's failures as they record
+ * their own, so N instances allow the limit for a pair, plus at most one more guess each, not N
+ * times the limit.
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
+import { createHash } from "node:crypto"
 import { AppConfig } from "../AppConfig.js"
+import { FailureCounts, type FailureCountsShape } from "../storage/FailureCounts.js"
 
 export const FAILURE_WINDOW_MS = 60_000
 /** Beyond this many tracked pairs, expired ones are dropped, then the oldest. */
@@ -25,7 +32,7 @@ interface Window {
   readonly resetAt: number
 }
 
-export const makeAuthFailureLimiter = (limit: number) =>
+export const makeAuthFailureLimiter = (limit: number, shared?: FailureCountsShape) =>
   Effect.sync(() => {
     const windows = new Map<string, Window>()
     const key = (clientId: string, address: string) => `${address}\u0000${clientId}`
@@ -50,15 +57,20 @@ export const makeAuthFailureLimiter = (limit: number) =>
           ? Effect.succeed(Option.none())
           : Effect.map(Clock.currentTimeMillis, (now) => blockedAt(clientId, address, now)),
       recordFailure: (clientId, address) =>
-        Effect.map(Clock.currentTimeMillis, (now) => {
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
           const k = key(clientId, address)
           const window = windows.get(k)
-          if (window !== undefined && window.resetAt > now) {
-            window.count++
-            return
+          if (window !== undefined && window.resetAt > now) window.count++
+          else {
+            if (windows.size >= MAX_TRACKED) prune(now)
+            windows.set(k, { count: 1, resetAt: now + FAILURE_WINDOW_MS })
           }
-          if (windows.size >= MAX_TRACKED) prune(now)
-          windows.set(k, { count: 1, resetAt: now + FAILURE_WINDOW_MS })
+          if (shared === undefined) return
+          // Stored as a digest: the client id sent may be any text, and its length is the sender's.
+          const pair = createHash("sha256").update(k).digest("hex")
+          const counted = yield* shared.add(pair, now, FAILURE_WINDOW_MS)
+          if (Option.isSome(counted)) windows.set(k, { count: counted.value.count, resetAt: counted.value.resetAt })
         })
     } satisfies AuthFailureLimiterShape
   })
@@ -69,6 +81,9 @@ export class AuthFailureLimiter extends Context.Tag("service-auth/AuthFailureLim
 >() {
   static readonly layer = Layer.effect(
     AuthFailureLimiter,
-    Effect.flatMap(AppConfig, (config) => makeAuthFailureLimiter(config.authFailureLimit))
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      return yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts)
+    })
   )
 }

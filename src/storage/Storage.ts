@@ -3,6 +3,7 @@
  * persisted in DATA_DIR; migrations are applied before anything else touches the database.
  * `layerMemory` is the in-process store for unit tests and embedding.
  */
+import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { AppConfig } from "../AppConfig.js"
@@ -11,6 +12,7 @@ import { withReadCache } from "./CredentialRepoCache.js"
 import * as CredentialRepoMemory from "./CredentialRepoMemory.js"
 import * as CredentialRepoSql from "./CredentialRepoSql.js"
 import { lockDataDir } from "./DataDirLock.js"
+import { FailureCounts } from "./FailureCounts.js"
 import * as Migrations from "./Migrations.js"
 import * as PgliteClient from "./PgliteClient.js"
 import { makeDataDirPrivate, tightenDataDir } from "./PrivateDataDir.js"
@@ -19,13 +21,17 @@ import { STORAGE_TIMEOUT } from "./StorageErrors.js"
 import { ServerKeyStore } from "./ServerKeyStore.js"
 
 /** Repositories over whatever `SqlClient` is provided, after migrating it. */
-const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>) =>
-  Layer.mergeAll(repo, ServerKeyStore.layerSql).pipe(Layer.provideMerge(Migrations.layer))
+const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>, failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>) =>
+  Layer.mergeAll(repo, ServerKeyStore.layerSql, failureCounts).pipe(Layer.provideMerge(Migrations.layer))
 
-export const layerSqlRepos = sqlRepos(CredentialRepoSql.layer)
+/** For PostgreSQL, which other instances write too: failures are counted where all of them see them. */
+export const layerSqlRepos = sqlRepos(CredentialRepoSql.layer, FailureCounts.layerSql)
 
-/** The same, with the hot reads cached: only for a database this process alone writes. */
-const layerSqlReposCached = sqlRepos(Layer.effect(CredentialRepo, Effect.map(CredentialRepoSql.make, withReadCache)))
+/** With the hot reads cached and failures counted locally: only for a database this process alone writes. */
+const layerSqlReposCached = sqlRepos(
+  Layer.effect(CredentialRepo, Effect.map(CredentialRepoSql.make, withReadCache)),
+  FailureCounts.layerLocal
+)
 
 /** Where a PostgreSQL URL points, for messages: never its password. */
 const describeDatabase = (url: string): string => {
@@ -122,7 +128,7 @@ export const layerEmbedded = (dataDir: string | undefined) =>
     )
   )
 
-export const layerMemory = Layer.mergeAll(CredentialRepoMemory.layer, ServerKeyStore.layerMemory)
+export const layerMemory = Layer.mergeAll(CredentialRepoMemory.layer, ServerKeyStore.layerMemory, FailureCounts.layerLocal)
 
 export const layerFromConfig = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>

@@ -10,13 +10,14 @@ import { randomBytes } from "node:crypto"
 import { AppConfig, type AppConfigShape } from "../../src/AppConfig.js"
 import { DomainTest, ServeApi } from "../../src/AppLayer.js"
 import type { CredentialRepo } from "../../src/storage/CredentialRepo.js"
+import type { FailureCounts } from "../../src/storage/FailureCounts.js"
 import type { ServerKeyStore } from "../../src/storage/ServerKeyStore.js"
 import * as Storage from "../../src/storage/Storage.js"
 
 export const ADMIN_TOKEN = "test-admin-token"
 
 export const makeTestServer = (options: {
-  readonly storage?: Layer.Layer<CredentialRepo | ServerKeyStore, unknown>
+  readonly storage?: Layer.Layer<CredentialRepo | ServerKeyStore | FailureCounts, unknown>
   readonly config?: Partial<AppConfigShape>
 } = {}) =>
   ServeApi.pipe(
