@@ -189,7 +189,7 @@ describe("the fast lane answers exactly as the app does", () => {
 })
 
 describe("differential property: random variations of valid requests get the same answer from both", () => {
-  it("150 token requests and service calls", async () => {
+  it("200 token requests and service calls, some with hostile bodies", async () => {
     await issue("property", 0)
     const fields = ["grant_type", "client_id", "client_secret", "profile", "environment", "service_uuid"] as const
     const tokenVariation = fc.record({
@@ -225,13 +225,32 @@ describe("differential property: random variations of valid requests get the sam
       if (token !== undefined) headers.authorization = `${v.scheme} ${token}`
       return { method: "POST", path: `/service/${PROFILE}/${ENVIRONMENT}/json/${v.uuid}`, headers, body: v.body }
     })
+    // Raw bodies, hostile or not, behind each endpoint's valid headers.
+    const rawBody = fc.oneof(
+      fc.uint8Array({ maxLength: 512 }).map((bytes): Uint8Array | string => bytes),
+      fc.constantFrom<Uint8Array | string>(
+        Buffer.from([0xff, 0xfe, 0x00, 0xc3, 0x28]),
+        "grant_type=client_credentials&client_id=%ff%fe&client_secret=%00",
+        "grant_type=client_credentials&client_id=svc_%00",
+        `{"a":"\u0000\ud800"}`,
+        `{"a":${"[".repeat(100)}${"]".repeat(100)}}`,
+        "x".repeat(70_000)
+      )
+    )
+    const rawVariation = fc.tuple(rawBody, fc.boolean()).map(([body, toToken]): Scenario => (side) =>
+      toToken
+        ? { ...tokenPost((s) => tokenFields(s))(side), body }
+        : { ...call((s) => s.tokens.get("property"))(side), body }
+    )
     await fc.assert(
-      fc.asyncProperty(fc.oneof(tokenVariation, callVariation), async (scenario) => {
+      fc.asyncProperty(fc.oneof(tokenVariation, callVariation, rawVariation), async (scenario) => {
         const { app: fromApp, lane: fromLane } = await both(scenario)
         expect(fromLane).toEqual(fromApp)
       }),
-      { numRuns: 150 }
+      { numRuns: 200 }
     )
+    // And both still answer normally.
+    await expectSame(call((side) => side.tokens.get("property")!), 200)
   }, 120_000)
 })
 

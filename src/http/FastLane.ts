@@ -56,10 +56,29 @@ const declaredLength = (request: IncomingMessage, maxBytes: number): number | un
   return Number.isInteger(length) && length >= 0 && length <= maxBytes ? length : undefined
 }
 
-const readBody = (request: IncomingMessage, response: ServerResponse, then: (text: string) => void) => {
+/**
+ * Runs part of the lane's work; if it throws, the request goes to the app (which answers it as it
+ * would have), or, when an answer was already begun, the connection is closed. An exception must
+ * never escape into Node's request event, where it would stop the process.
+ */
+const guarded = (response: ServerResponse, next: () => void, work: () => void) => {
+  try {
+    work()
+  } catch {
+    if (response.headersSent) response.destroy()
+    else next()
+  }
+}
+
+/** Reads the whole body and hands it to `then` (guarded); the body travels with the request to the app. */
+const readBody = (request: IncomingMessage, response: ServerResponse, next: () => void, then: (text: string) => void) => {
   const chunks: Array<Buffer> = []
   request.on("data", (chunk: Buffer) => chunks.push(chunk))
-  request.once("end", () => then(Buffer.concat(chunks).toString("utf8")))
+  request.once("end", () => {
+    const text = Buffer.concat(chunks).toString("utf8")
+    rememberBody(request, text)
+    guarded(response, next, () => then(text))
+  })
   request.once("error", () => response.destroy())
 }
 
@@ -103,12 +122,9 @@ const make = Effect.gen(function*() {
       caller = verified.right.client_id
     }
     if (handlers.resolve(address, route.value.handler) !== echo) return next()
-    readBody(request, response, (text) => {
+    readBody(request, response, next, (text) => {
       const body = jsonObject(text)
-      if (Either.isLeft(body)) {
-        rememberBody(request, text)
-        return next()
-      }
+      if (Either.isLeft(body)) return next()
       answerJson(response, SERVICE_ANSWER_HEADERS, {
         service_uuid: address.uuid,
         profile: address.profile,
@@ -125,8 +141,7 @@ const make = Effect.gen(function*() {
       peek === undefined || contentType !== "application/x-www-form-urlencoded" ||
       declaredLength(request, config.maxBodyBytes) === undefined
     ) return next()
-    readBody(request, response, (text) => {
-      rememberBody(request, text)
+    readBody(request, response, next, (text) => {
       const fields = formFields(text)
       if (Either.isLeft(fields) || fields.right.grant_type !== "client_credentials") return next()
       const client = clientCredentials(request.headers["authorization"], fields.right)
@@ -151,7 +166,7 @@ const make = Effect.gen(function*() {
         credential.lastUsedAt === null || now - credential.lastUsedAt.getTime() >= LAST_USED_RESOLUTION_MS
       ) return next()
       tokens.issueAt(credential.clientId, address, now).then(
-        (issued) => answerJson(response, NO_STORE, tokenAnswer(issued)),
+        (issued) => guarded(response, next, () => answerJson(response, NO_STORE, tokenAnswer(issued))),
         () => next()
       )
     })
@@ -159,10 +174,19 @@ const make = Effect.gen(function*() {
 
   const lane: FastLaneShape = (request, response, next) => {
     if (!enabled || request.method !== "POST") return next()
-    const url = request.url ?? ""
-    if (url === "/oauth/token") return token(request, response, next)
-    const path = SERVICE_PATH.exec(url)
-    return path === null ? next() : serviceCall(request, response, next, path)
+    // The app answers a request at most once, whatever happens here.
+    let handedOver = false
+    const handOver = () => {
+      if (handedOver) return
+      handedOver = true
+      next()
+    }
+    guarded(response, handOver, () => {
+      const url = request.url ?? ""
+      if (url === "/oauth/token") return token(request, response, handOver)
+      const path = SERVICE_PATH.exec(url)
+      return path === null ? handOver() : serviceCall(request, response, handOver, path)
+    })
   }
   return lane
 })

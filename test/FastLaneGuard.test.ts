@@ -1,0 +1,78 @@
+/**
+ * The fast lane never lets an exception escape into Node's request event (where it would stop the
+ * process): whatever throws inside it, the request goes to the app, once.
+ */
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { createServer } from "node:http"
+import { AppConfig } from "../src/AppConfig.js"
+import { DomainTest } from "../src/AppLayer.js"
+import { FastLane, layer as fastLaneLayer } from "../src/http/FastLane.js"
+import { CredentialRepo } from "../src/storage/CredentialRepo.js"
+import * as CredentialRepoMemory from "../src/storage/CredentialRepoMemory.js"
+import { FailureCounts } from "../src/storage/FailureCounts.js"
+import { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
+import { rawRequest } from "./support/Hostile.js"
+
+/** A repository whose cache "holds" every service, and throws when asked for it. */
+const throwingPeek = Layer.effect(
+  CredentialRepo,
+  Effect.map(CredentialRepoMemory.make, (repo) => ({
+    ...repo,
+    peek: {
+      tokenTarget: () => {
+        throw new Error("peek failed")
+      },
+      serviceRoute: () => {
+        throw new Error("peek failed")
+      }
+    }
+  }))
+)
+
+const lane = fastLaneLayer.pipe(
+  Layer.provideMerge(DomainTest),
+  Layer.provideMerge(Layer.mergeAll(throwingPeek, ServerKeyStore.layerMemory, FailureCounts.layerLocal)),
+  Layer.provideMerge(AppConfig.layerTest())
+)
+
+layer(lane)((it) => {
+  it.effect("an exception inside the lane hands the request to the app, exactly once", () =>
+    Effect.gen(function*() {
+      const fastLane = yield* FastLane
+      let handedOver = 0
+      const server = createServer((request, response) =>
+        fastLane(request, response, () => {
+          handedOver++
+          request.resume()
+          response.writeHead(299, { "content-type": "application/json" }).end(`{"app":true}`)
+        }))
+      const port = yield* Effect.async<number>((resume) => {
+        server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.address() as { port: number }).port)))
+      })
+      try {
+        const call = yield* Effect.promise(() =>
+          rawRequest(port, {
+            method: "POST",
+            path: "/service/acme/production/json/6f1c2a3b-4d5e-4f60-8a71-92b3c4d5e6f7",
+            headers: { "content-type": "application/json" },
+            body: "{}"
+          })
+        )
+        const token = yield* Effect.promise(() =>
+          rawRequest(port, {
+            method: "POST",
+            path: "/oauth/token",
+            headers: { "content-type": "application/x-www-form-urlencoded" },
+            body:
+              "grant_type=client_credentials&client_id=svc_00000000000000000000000000000000&client_secret=s" +
+              "&profile=acme&environment=production&service_uuid=6f1c2a3b-4d5e-4f60-8a71-92b3c4d5e6f7"
+          })
+        )
+        expect([call.status, token.status]).toEqual([299, 299])
+        expect(handedOver).toBe(2)
+      } finally {
+        server.close()
+      }
+    }))
+})
