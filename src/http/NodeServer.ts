@@ -14,6 +14,7 @@ import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { createServer, type Server } from "node:http"
+import { connect } from "node:net"
 import type { AppConfigShape } from "../AppConfig.js"
 import { StartupError } from "../StartupError.js"
 import { answerClientErrors } from "./ClientErrors.js"
@@ -61,16 +62,46 @@ const listen = (server: Server, host: string, port: number) =>
     })
   })
 
+/** The address to try for a server listening on `host`, when it is this machine's. */
+const localProbeAddress = (host: string): string | undefined =>
+  host === "" || host === "0.0.0.0" || host === "localhost" || host.startsWith("127.")
+    ? host.startsWith("127.") ? host : "127.0.0.1"
+    : host === "::" || host === "::1"
+    ? "::1"
+    : undefined
+
 /**
- * Fails at once when the port cannot be bound, so that a port in use is reported before storage is
- * opened (which takes seconds on a fresh embedded database) rather than after.
+ * Fails at once when the port cannot be had, so that it is reported before storage is opened
+ * (seconds on a fresh embedded database) rather than after. On a local or wildcard address it
+ * connects rather than binds: binding, even for a moment, could accept a connection nobody answers
+ * on the address clients use. Any other HOST is bound and released at once, which also tells an
+ * address this machine does not have.
  */
-export const checkPortFree = (config: Pick<AppConfigShape, "host" | "port">) =>
-  Effect.gen(function*() {
-    const probe = createServer()
-    yield* listen(probe, config.host, config.port)
-    yield* Effect.async<void>((resume) => void probe.close(() => resume(Effect.void)))
-  })
+export const checkPortFree = (config: Pick<AppConfigShape, "host" | "port">) => {
+  const address = localProbeAddress(config.host)
+  if (address === undefined) {
+    return Effect.gen(function*() {
+      const probe = createServer()
+      yield* listen(probe, config.host, config.port)
+      yield* Effect.async<void>((resume) => void probe.close(() => resume(Effect.void)))
+    })
+  }
+  return Effect.async<boolean>((resume) => {
+    const socket = connect({ host: address, port: config.port })
+    socket.setTimeout(1_000)
+    const done = (listening: boolean) => {
+      socket.destroy()
+      resume(Effect.succeed(listening))
+    }
+    socket.once("connect", () => done(true))
+    socket.once("error", () => done(false))
+    socket.once("timeout", () => done(false))
+  }).pipe(
+    Effect.flatMap((listening) =>
+      listening ? Effect.fail(listenFailure(Object.assign(new Error(), { code: "EADDRINUSE" }), config.host, config.port)) : Effect.void
+    )
+  )
+}
 
 export const layer = (config: Pick<AppConfigShape, "host" | "port" | "shutdownGraceMs">) =>
   Layer.scoped(
