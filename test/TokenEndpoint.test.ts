@@ -552,7 +552,7 @@ describe("POST /oauth/token: the access token", () => {
         expect((yield* jwks).map((key) => key.kid)).toContain(header.kid)
       }))
 
-    it.effect("carries data as requested, scope, iat, exp = iat + 3600, iss, sub = client_id and jti", () =>
+    it.effect("carries data as requested, scope, iat, exp = iat + 3600, iss, aud = the service call's URL, sub = client_id and jti", () =>
       Effect.gen(function*() {
         const fixture = yield* createFixture()
         const before = yield* Clock.currentTimeMillis
@@ -565,6 +565,7 @@ describe("POST /oauth/token: the access token", () => {
           iat: expect.any(Number),
           exp: payload.iat + 3600,
           iss: "http://issuer.test",
+          aud: `http://issuer.test/service/${fixture.profile}/${fixture.environment}/json/${fixture.uuid}`,
           sub: fixture.clientId,
           client_id: fixture.clientId,
           jti: expect.any(String)

@@ -28,6 +28,7 @@ import {
   type HmacAlgorithm,
   realClaims,
   realHeader,
+  TEST_ISSUER,
   serverNow,
   signPs256,
   signWith,
@@ -95,6 +96,21 @@ describe("forged tokens (RFC 8725) → 401 invalid_token", () => {
         const { fixture, keys, now } = yield* setup
         const token = signWith(keys.privateKey, realHeader(keys.kid), realClaims(fixture, now))
         expectEcho(yield* callService(callPath(fixture), { token }), fixture, fixture.clientId)
+      }))
+
+    it.effect("the server's own key, the right data, but aud naming another service, another issuer, or missing", () =>
+      Effect.gen(function*() {
+        const { fixture, keys, now } = yield* setup
+        const claims = realClaims(fixture, now)
+        const { aud: _, ...withoutAud } = claims
+        for (const payload of [
+          { ...claims, aud: claims.aud.replace(fixture.uuid, "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10") },
+          { ...claims, aud: claims.aud.replace(TEST_ISSUER, "http://elsewhere.test") },
+          { ...claims, aud: [claims.aud] },
+          withoutAud
+        ]) {
+          expectInvalidToken(yield* callService(callPath(fixture), { token: signWith(keys.privateKey, realHeader(keys.kid), payload) }))
+        }
       }))
 
     it.effect("alg none (none, None, NONE) with an empty signature", () =>

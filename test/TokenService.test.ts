@@ -46,6 +46,7 @@ const claimsAt = (iat: number, overrides: Record<string, unknown> = {}) => ({
   iat,
   exp: iat + 3600,
   iss: ISSUER,
+  aud: `${ISSUER}/service/${ADDRESS.profile}/${ADDRESS.environment}/json/${ADDRESS.uuid}`,
   sub: CLIENT_ID,
   client_id: CLIENT_ID,
   jti: randomUUID(),
@@ -77,13 +78,14 @@ it.layer(TokenServiceTest)("TokenService", (it) => {
       const issued = yield* tokens.issue(CLIENT_ID, ADDRESS)
       expect(Jose.decodeProtectedHeader(issued.accessToken)).toEqual({ alg: "RS256", typ: "JWT", kid: keys.kid })
       const claims = Jose.decodeJwt(issued.accessToken)
-      expect(Object.keys(claims).sort()).toEqual(["client_id", "data", "exp", "iat", "iss", "jti", "scope", "sub"])
+      expect(Object.keys(claims).sort()).toEqual(["aud", "client_id", "data", "exp", "iat", "iss", "jti", "scope", "sub"])
       expect(claims).toEqual({
         data: { service_uuid: ADDRESS.uuid, profile: ADDRESS.profile, environment: ADDRESS.environment },
         scope: "service:call",
         iat: NOW,
         exp: NOW + 3600,
         iss: ISSUER,
+        aud: `${ISSUER}/service/${ADDRESS.profile}/${ADDRESS.environment}/json/${ADDRESS.uuid}`,
         sub: CLIENT_ID,
         client_id: CLIENT_ID,
         jti: expect.stringMatching(/^[0-9a-f-]{36}$/)
@@ -290,6 +292,47 @@ it.layer(TokenServiceTest)("TokenService", (it) => {
       )
       const result = yield* verdict(token).pipe(Effect.provide(unconfigured))
       expect(result).toBe("Success")
+    }))
+
+  it.effect("aud: a token is for the service whose call URL it names, under this issuer", () =>
+    Effect.gen(function*() {
+      yield* atNow
+      const tokens = yield* TokenService
+      const other = { ...ADDRESS, uuid: "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10" } as ServiceAddress
+      const claimsOf = (token: string) => Effect.flatMap(TokenService, (t) => t.verify(token))
+      const genuine = yield* claimsOf(yield* ownToken())
+      expect(tokens.isForService(genuine, ADDRESS)).toBe(true)
+      expect(tokens.isForService(genuine, other)).toBe(false)
+      // data right, aud naming another service, another issuer, or no service at all: not for it.
+      for (const aud of [
+        `${ISSUER}/service/${other.profile}/${other.environment}/json/${other.uuid}`,
+        `http://elsewhere.test/service/${ADDRESS.profile}/${ADDRESS.environment}/json/${ADDRESS.uuid}`,
+        ISSUER
+      ]) {
+        expect(tokens.isForService(yield* claimsOf(yield* ownToken(claimsAt(NOW, { aud }))), ADDRESS)).toBe(false)
+      }
+      // aud missing, or not a string: the claims are invalid.
+      const { aud: _, ...withoutAud } = claimsAt(NOW)
+      expect(yield* verdict(yield* ownToken(withoutAud))).toBe("InvalidToken")
+      expect(yield* verdict(yield* ownToken(claimsAt(NOW, { aud: [claimsAt(NOW).aud] })))).toBe("InvalidToken")
+    }))
+
+  it.effect("aud without a configured issuer: another instance's default issuer is accepted, the path must match", () =>
+    Effect.gen(function*() {
+      yield* atNow
+      const unconfigured = Layer.provide(
+        TokenService.layer,
+        Layer.merge(KeyService.layerTest, AppConfig.layerTest({ issuer: "http://localhost:3000", issuerConfigured: false }))
+      )
+      const path = `/service/${ADDRESS.profile}/${ADDRESS.environment}/json/${ADDRESS.uuid}`
+      const check = (aud: string) =>
+        Effect.gen(function*() {
+          const tokens = yield* TokenService
+          const claims = yield* tokens.verify(yield* ownToken(claimsAt(NOW, { iss: "http://localhost:3001", aud })))
+          return tokens.isForService(claims, ADDRESS)
+        }).pipe(Effect.provide(unconfigured))
+      expect(yield* check(`http://localhost:3001${path}`)).toBe(true)
+      expect(yield* check(`http://localhost:3001/service/${ADDRESS.profile}/${ADDRESS.environment}/json/0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10`)).toBe(false)
     }))
 
   it.effect("answers InsufficientScope for an otherwise valid token without service:call", () =>

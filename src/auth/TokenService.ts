@@ -35,6 +35,7 @@ const VerifiedClaims = Schema.Struct({
   iat: Schema.Int,
   exp: Schema.Int,
   iss: Schema.String,
+  aud: Schema.String,
   sub: ClientId,
   client_id: ClientId,
   jti: Schema.String,
@@ -53,6 +54,12 @@ export interface TokenServiceShape {
   readonly verify: (token: string) => Effect.Effect<AccessTokenClaims, InvalidToken | InsufficientScope>
   /** `issue` at a given time (ms since the epoch), outside Effect: for the fast lane. */
   readonly issueAt: (clientId: ClientId, address: ServiceAddress, nowMillis: number) => Promise<IssuedToken>
+  /**
+   * Whether verified claims are for the service at `address`: `data` names it, and `aud` is its
+   * service-call URL (under this issuer; when ISSUER is not set, instances name themselves by their
+   * port, so only the path is compared).
+   */
+  readonly isForService: (claims: AccessTokenClaims, address: ServiceAddress) => boolean
   /** `verify` at a given time (ms since the epoch), synchronously: for the fast lane. */
   readonly verifyAt: (
     token: string,
@@ -88,6 +95,16 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         return `${signingInput}.${Buffer.from(signature).toString("base64url")}`
       }
 
+      const servicePath = (address: ServiceAddress) =>
+        `/service/${address.profile}/${address.environment}/json/${address.uuid}`
+
+      const isForService = (claims: AccessTokenClaims, address: ServiceAddress) =>
+        claims.data.profile === address.profile && claims.data.environment === address.environment &&
+        claims.data.service_uuid === address.uuid &&
+        (config.issuerConfigured
+          ? claims.aud === `${config.issuer}${servicePath(address)}`
+          : claims.aud.endsWith(servicePath(address)))
+
       const issueAt = async (clientId: ClientId, address: ServiceAddress, nowMillis: number): Promise<IssuedToken> => {
         const iat = Math.floor(nowMillis / 1000)
         const claims: AccessTokenClaims = {
@@ -96,6 +113,9 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
           iat,
           exp: iat + TOKEN_LIFETIME_SECONDS,
           iss: config.issuer,
+          // The absolute URL of the one service call the token is for (RFC 9068 §3): resource
+          // servers that check the audience accept it, and it cannot be replayed elsewhere.
+          aud: `${config.issuer}${servicePath(address)}`,
           sub: clientId,
           client_id: clientId,
           jti: randomUUID()
@@ -190,7 +210,7 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
           Effect.withSpan("TokenService.verify", { captureStackTrace: false })
         )
 
-      return TokenService.of({ issue, verify, issueAt, verifyAt })
+      return TokenService.of({ issue, verify, issueAt, verifyAt, isForService })
     })
   )
 }

@@ -26,7 +26,7 @@ import { type ClientId, canonicalServiceUuid, isClientId, isEnvironmentName, isP
 import { echo, ServiceHandlers } from "../gateway/ServiceHandlers.js"
 import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
 import { rememberBody } from "./RequestBody.js"
-import { jsonObject, presentedCredentials, sameService, SERVICE_ANSWER_HEADERS } from "./ServiceHttp.js"
+import { jsonObject, presentedCredentials, SERVICE_ANSWER_HEADERS } from "./ServiceHttp.js"
 import { clientCredentials, formFields, NO_STORE, tokenAnswer } from "./TokenHttp.js"
 
 /** Answers the request and returns, or calls `next` to let the HttpApi app answer it. */
@@ -116,7 +116,7 @@ const make = Effect.gen(function*() {
     let caller: string | null = null
     if (route.value.authType === "oauth") {
       if (
-        verified === undefined || Either.isLeft(verified) || !sameService(verified.right, address) ||
+        verified === undefined || Either.isLeft(verified) || !tokens.isForService(verified.right, address) ||
         !route.value.credentialLive
       ) return next()
       caller = verified.right.client_id

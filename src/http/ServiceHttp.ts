@@ -10,7 +10,7 @@ import { HttpApiBuilder, type HttpServerRequest, HttpServerResponse } from "@eff
 import { Cause, Effect, Either, Option } from "effect"
 import { AppConfig } from "../AppConfig.js"
 import { Api } from "../api/Api.js"
-import { type AccessTokenClaims, TokenService } from "../auth/TokenService.js"
+import { TokenService } from "../auth/TokenService.js"
 import { BadGateway, InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
 import { canonicalServiceUuid, isEnvironmentName, isProfileId } from "../domain/Identifiers.js"
 import { type JsonObject, ServiceHandlers } from "../gateway/ServiceHandlers.js"
@@ -39,10 +39,6 @@ export const presentedCredentials = (header: string | undefined): Presented => {
   const credentials = parseAuthorization(header)
   return credentials?.scheme === "bearer" ? { _tag: "Bearer", token: credentials.value } : { _tag: "Malformed" }
 }
-
-export const sameService = (claims: AccessTokenClaims, address: ServiceAddress) =>
-  claims.data.profile === address.profile && claims.data.environment === address.environment &&
-  claims.data.service_uuid === address.uuid
 
 /** A service call's body: a JSON object (within the nesting limit). */
 export const jsonObject = (text: string): Either.Either<JsonObject, InvalidRequest> =>
@@ -101,7 +97,7 @@ export const ServiceHttpLive = HttpApiBuilder.group(Api, "service", (handlers) =
               ? errorResponse(verified.left, challenge("insufficient_scope"))
               : errorResponse(verified.left, challenge("invalid_token"))
           }
-          if (!sameService(verified.right, address)) {
+          if (!tokens.isForService(verified.right, address)) {
             return errorResponse(
               new InvalidToken({ description: "The access token was issued for another service" }),
               challenge("invalid_token")

@@ -79,6 +79,7 @@ export interface AccessClaims {
   readonly iat: number
   readonly exp: number
   readonly iss: string
+  readonly aud: string
   readonly sub: string
   readonly client_id: string
   readonly jti: string
@@ -94,6 +95,7 @@ export const realClaims = (fixture: Fixture, nowSeconds: number): AccessClaims =
   iat: nowSeconds,
   exp: nowSeconds + 3600,
   iss: TEST_ISSUER,
+  aud: `${TEST_ISSUER}/service/${fixture.profile}/${fixture.environment}/json/${fixture.uuid}`,
   sub: fixture.clientId,
   client_id: fixture.clientId,
   jti: randomUUID()
