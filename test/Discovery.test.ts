@@ -176,7 +176,8 @@ describe("operations: health, readiness, OpenAPI, unknown paths", () => {
 
     it.effect("an unknown path → 404 {error: not_found, error_description}", () =>
       Effect.gen(function*() {
-        for (const [method, path] of [["GET", "/no/such/path"], ["POST", "/oauth/tokens"], ["DELETE", "/healthz"]] as const) {
+        // (A known path with another method is 405: see MethodNotAllowed.test.ts.)
+        for (const [method, path] of [["GET", "/no/such/path"], ["POST", "/oauth/tokens"], ["DELETE", "/healthzz"]] as const) {
           const response = yield* request(method, path)
           expectJson(response, 404)
           expect(response.body).toEqual({ error: "not_found", error_description: expect.any(String) })

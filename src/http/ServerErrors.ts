@@ -1,15 +1,63 @@
 /**
- * The last line of defence around the whole app: an unknown route answers a JSON 404, and a defect
+ * The last line of defence around the whole app: an unknown route answers a JSON 404 (405 with
+ * `Allow` when the path exists and only the method is wrong), and a defect
  * (a bug) answers a JSON 500 without detail while it is logged once. No stack trace or SQL ever
  * reaches a client, and the log never echoes what the client sent (see `describeDefect`).
  */
-import { HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApi, HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect } from "effect"
+import { Api } from "../api/Api.js"
 
 const notFound = (method: string) =>
   HttpServerResponse.unsafeJson(
     { error: "not_found", error_description: `No ${method} endpoint at this path` },
     { status: 404 }
+  )
+
+/** Every path of the API as a pattern, with the methods it answers (HEAD wherever GET is). */
+const ROUTES = (() => {
+  const byPath = new Map<string, Set<string>>()
+  HttpApi.reflect(Api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      const methods = byPath.get(endpoint.path) ?? new Set<string>()
+      methods.add(endpoint.method)
+      if (endpoint.method === "GET") methods.add("HEAD")
+      byPath.set(endpoint.path, methods)
+    }
+  })
+  const escape = (literal: string) => literal.replace(/[.*+?^$|()[\]{}\\]/g, "\\$&")
+  const segment = (part: string) => (part.startsWith(":") ? "[^/]+" : escape(part))
+  return [...byPath].map(([path, methods]) => ({
+    pattern: new RegExp(`^${path.split("/").map(segment).join("/")}$`),
+    methods
+  }))
+})()
+
+const METHOD_ORDER = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+/** The methods the API answers at `pathname`; none for a path it does not have. */
+const allowedMethods = (pathname: string): ReadonlyArray<string> => {
+  const allowed = new Set<string>()
+  for (const route of ROUTES) if (route.pattern.test(pathname)) route.methods.forEach((m) => allowed.add(m))
+  return METHOD_ORDER.filter((method) => allowed.has(method))
+}
+
+/** RFC 9110 §15.5.6: the path exists, the method does not; `Allow` lists what it does answer. */
+const methodNotAllowed = (method: string, allowed: ReadonlyArray<string>, pathname: string) =>
+  HttpServerResponse.unsafeJson(
+    {
+      error: "method_not_allowed",
+      error_description: `The ${method} method is not allowed here; this path accepts ${allowed.join(", ")}`
+    },
+    {
+      status: 405,
+      headers: {
+        allow: allowed.join(", "),
+        // Every answer of the token endpoint is uncacheable (RFC 6749 §5.1), this one included.
+        ...(pathname === "/oauth/token" ? { "cache-control": "no-store", pragma: "no-cache" } : {})
+      }
+    }
   )
 
 const internalError = HttpServerResponse.unsafeJson(
@@ -23,7 +71,14 @@ const jsonErrors = (app: HttpApp.Default): HttpApp.Default =>
       const request = yield* HttpServerRequest.HttpServerRequest
       const failure = Cause.failureOption(cause)
       if (failure._tag === "Some" && (failure.value as { _tag?: string })._tag === "RouteNotFound") {
-        return notFound(request.method)
+        // A known path asked with a method it does not answer is 405; a path it does not have (or a
+        // known method the router could not match, say an over-long segment) stays 404.
+        // Not `new URL`: a path such as "//" is not a relative URL, and must not become a 500.
+        const pathname = request.url.split("?")[0]!
+        const allowed = allowedMethods(pathname)
+        return allowed.length > 0 && !allowed.includes(request.method)
+          ? methodNotAllowed(request.method, allowed, pathname)
+          : notFound(request.method)
       }
       // Typed failures are encoded by HttpApi from the endpoints' error schemas.
       if (failure._tag === "Some" || Cause.isInterruptedOnly(cause)) return yield* Effect.failCause(cause)
