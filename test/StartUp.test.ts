@@ -165,6 +165,20 @@ describe("start-up failures: one clear line, a non-zero exit within 5 s", () => 
     }, 30_000)
   }
 
+  it("PostgreSQL accepts the connection and never answers", async () => {
+    const silent = createServer(() => {}) // accepts, says nothing
+    const port = await new Promise<number>((resolve) =>
+      silent.listen(0, "127.0.0.1", () => resolve((silent.address() as { port: number }).port))
+    )
+    try {
+      const result = await runToExit({ PORT: String(await freePort()), DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/x` })
+      expectOneLine(result, new RegExp(`PostgreSQL at 127\\.0\\.0\\.1:${port}/x: no answer within 1\\.5 s`))
+      expect(result.ms).toBeLessThan(5_000)
+    } finally {
+      silent.close()
+    }
+  }, 30_000)
+
   it.runIf(DATABASE_URL !== undefined)("the database does not exist", async () => {
     const url = new URL(DATABASE_URL!)
     url.pathname = "/service_auth_no_such_database"

@@ -68,7 +68,7 @@ const connectionProblem = (cause: unknown): string => {
       return "the database is starting up or shutting down"
   }
   const message = typeof error?.message === "string" ? error.message : ""
-  if (/timeout/i.test(message)) return `no answer within ${Duration.format(STORAGE_TIMEOUT)}`
+  if (/timeout|timed out/i.test(message)) return `no answer within ${Duration.toMillis(STORAGE_TIMEOUT) / 1000} s`
   return typeof code === "string" ? `error ${code}` : "the connection failed"
 }
 
