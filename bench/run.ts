@@ -2,42 +2,66 @@
  * `npm run bench`: service-auth side by side with bare reference servers, on 127.0.0.1 only.
  *
  * It starts service-auth exactly as `npm start` does (on a fresh embedded database, or on
- * PostgreSQL when DATABASE_URL is set), creates a profile, an oauth service and a credential, and
- * starts `bare-token-server.ts` and `bare-bearer-server.ts` (node:http + jose, the same claims and
- * checks, no framework). autocannon then loads each in turn, alternating ours and bare every round,
- * and the report gives per-round ratios (their median is the figure), p50/p99 latency, server CPU
- * per request and server RSS. Absolute req/s move with whatever else the machine does; a ratio
- * measured within one round holds.
+ * PostgreSQL when DATABASE_URL is set) and times it until `GET /healthz` answers 200, creates a
+ * profile, an environment, an oauth service and a credential through the admin API, and starts
+ * `bare-token-server.ts` and `bare-bearer-server.ts` (node:http + jose, the same claims and checks,
+ * no framework, no storage). autocannon then loads each in turn, round after round, ours and bare
+ * back to back with the one going first alternating, and the report gives the median of the
+ * per-round req/s ratios, p50/p99 latency, non-2xx answers, server CPU per request and server RSS.
+ * Absolute req/s move with whatever else the machine does; a ratio measured within one round holds.
  *
  *   BENCH_SECONDS=10 BENCH_ROUNDS=3 BENCH_CONNECTIONS=50 [DATABASE_URL=postgres://…] npm run bench
+ *
+ * BENCH_DATABASE_URL is an alias of DATABASE_URL. autocannon runs in this process, on the same
+ * machine, so it competes with the server for CPU: compare ratios, not absolute figures.
  */
 import autocannon from "autocannon"
-import { type ChildProcess, spawn } from "node:child_process"
-import { randomBytes } from "node:crypto"
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { cpus, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { freePort } from "../test/support/ServerProcess.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50)
+
+const positive = (name: string, fallback: number) => {
+  const value = Number(process.env[name] || fallback)
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`)
+  return value
+}
+const SECONDS = positive("BENCH_SECONDS", 10)
+const ROUNDS = Math.round(positive("BENCH_ROUNDS", 3))
+const CONNECTIONS = Math.round(positive("BENCH_CONNECTIONS", 50))
 const DATABASE_URL = process.env.DATABASE_URL || process.env.BENCH_DATABASE_URL || undefined
-const ADMIN_TOKEN = randomBytes(24).toString("base64url")
-const CLOCK_TICK_US = 1e6 / 100 // USER_HZ: /proc reports CPU time in 1/100 s on Linux
+const ADMIN_TOKEN = `bench-${crypto.randomUUID()}`
+
+/** /proc reports CPU time in clock ticks (USER_HZ), nearly always 100 a second. */
+const CLOCK_TICK_US = (() => {
+  try {
+    return 1e6 / Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8", timeout: 2_000 }).trim())
+  } catch {
+    return 1e6 / 100
+  }
+})()
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
+const withTimeout = <A>(promise: Promise<A>, ms: number, what: string) =>
+  Promise.race([promise, sleep(ms).then((): never => { throw new Error(`${what}: no answer within ${ms / 1000} s`) })])
+
 // ------------------------------------------------------------------------------------------------
-// Processes: started in their own group, measured over their whole tree through /proc.
+// Processes: each started in its own group (so one signal reaches npm and the node under it) and
+// measured over its whole tree through /proc.
 
 interface Running {
   readonly name: string
   readonly base: string
   readonly child: ChildProcess
+  readonly output: () => string
 }
+
+const running: Array<Running> = []
 
 const treeOf = (pid: number): Array<number> => {
   try {
@@ -48,99 +72,158 @@ const treeOf = (pid: number): Array<number> => {
   }
 }
 
-/** User + system CPU time of the process tree, in microseconds. */
-const cpuMicros = (pid: number) =>
-  treeOf(pid).reduce((sum, p) => {
+const isNpm = (pid: number) => {
+  try {
+    return /(^|\/)npm( |$)/.test(readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").slice(0, 2).join(" "))
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The server's processes: the tree, less the npm process `npm start` leaves waiting above
+ * service-auth (about 70 MB and no CPU of its own, the same for any npm-started server).
+ */
+const serverPids = (server: Running) => treeOf(server.child.pid!).filter((pid) => !isNpm(pid))
+
+/** User + system CPU time of the server's processes, in microseconds. */
+const cpuMicros = (server: Running) =>
+  serverPids(server).reduce((sum, pid) => {
     try {
-      const fields = readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1]!.split(" ")
+      // Fields after "comm)": state is [0], utime [11], stime [12].
+      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ").at(-1)!.split(" ")
       return sum + (Number(fields[11]) + Number(fields[12])) * CLOCK_TICK_US
     } catch {
       return sum
     }
   }, 0)
 
-/**
- * Resident memory of the server, in MB: the process tree, less the npm process that `npm start`
- * leaves waiting above service-auth (about 70 MB of its own, the same for any npm-started server).
- */
-const rssMb = (pid: number) =>
-  treeOf(pid).filter((p) => !isNpm(p)).reduce((sum, p) => {
+/** Resident memory of the server's processes, in MB. */
+const rssMb = (server: Running) =>
+  serverPids(server).reduce((sum, pid) => {
     try {
-      const line = readFileSync(`/proc/${p}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"))
+      const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"))
       return sum + Number(line?.split(/\s+/)[1] ?? 0) / 1024
     } catch {
       return sum
     }
   }, 0)
 
-const isNpm = (pid: number) => {
+const spawnGroup = (name: string, base: string, command: string, args: Array<string>, env: Record<string, string>) => {
+  const child = spawn(command, args, {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true
+  })
+  // Keep the last few KB for error messages; reading also keeps the pipes from filling up.
+  let output = ""
+  const keep = (chunk: Buffer) => (output = (output + chunk.toString()).slice(-8_192))
+  child.stdout!.on("data", keep)
+  child.stderr!.on("data", keep)
+  const server: Running = { name, base, child, output: () => output }
+  running.push(server)
+  return server
+}
+
+const groupAlive = (pid: number) => {
   try {
-    return /(^|\/)npm( |\0|$)/.test(readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").slice(0, 2).join(" "))
+    process.kill(-pid, 0)
+    return true
   } catch {
     return false
   }
 }
 
-const spawnGroup = (command: string, args: Array<string>, env: Record<string, string>) =>
-  spawn(command, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true })
-
-const stop = async (running: Running) => {
-  const pid = running.child.pid!
-  if (running.child.exitCode !== null) return
-  const exited = new Promise((resolve) => running.child.once("exit", resolve))
-  process.kill(-pid, "SIGTERM")
-  if (await Promise.race([exited.then(() => true), sleep(5_000).then(() => false)])) return
-  process.kill(-pid, "SIGKILL")
-  await exited
+const signalGroup = (pid: number, signal: NodeJS.Signals) => {
+  try {
+    process.kill(-pid, signal)
+  } catch {
+    /* already gone */
+  }
 }
 
-/** Polls GET /healthz with short timeouts; resolves with the time since `startedAt`. */
-const untilHealthy = async (base: string, child: ChildProcess, startedAt: number, output: () => string) => {
+/** SIGTERM to the whole group, SIGKILL after 5 s if any of it is still alive. */
+const stop = async (server: Running) => {
+  const pid = server.child.pid
+  if (pid === undefined) return
+  signalGroup(pid, "SIGTERM")
+  const deadline = Date.now() + 5_000
+  while ((server.child.exitCode === null && server.child.signalCode === null) || groupAlive(pid)) {
+    if (Date.now() > deadline) {
+      console.error(`!! ${server.name} still running 5 s after SIGTERM; SIGKILL`)
+      signalGroup(pid, "SIGKILL")
+      break
+    }
+    await sleep(50)
+  }
+}
+
+// Whatever ends this process, no server outlives it.
+process.on("exit", () => {
+  for (const server of running) if (server.child.pid !== undefined) signalGroup(server.child.pid, "SIGKILL")
+})
+
+/** Polls GET /healthz with short timeouts; resolves with the milliseconds since `startedAt`. */
+const untilHealthy = async (server: Running, startedAt: number) => {
   while (Date.now() - startedAt < 60_000) {
-    if (child.exitCode !== null) throw new Error(`exited with ${child.exitCode}:\n${output()}`)
+    if (server.child.exitCode !== null) throw new Error(`npm start exited with ${server.child.exitCode}:\n${server.output()}`)
     try {
-      const response = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(1_000) })
+      const response = await fetch(`${server.base}/healthz`, { signal: AbortSignal.timeout(500) })
+      await response.arrayBuffer()
       if (response.status === 200) return Date.now() - startedAt
     } catch {
       /* not listening yet */
     }
     await sleep(20)
   }
-  throw new Error(`no answer from ${base}/healthz within 60 s:\n${output()}`)
+  throw new Error(`no 200 from ${server.base}/healthz within 60 s:\n${server.output()}`)
 }
 
 const startServiceAuth = async (dataDir: string) => {
   const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
   const startedAt = Date.now()
-  const child = spawnGroup("npm", ["start", "--silent"], {
+  const server = spawnGroup("service-auth", `http://127.0.0.1:${port}`, "npm", ["start", "--silent"], {
     PORT: String(port),
     HOST: "127.0.0.1",
     ADMIN_TOKEN,
     LOG_LEVEL: "warning",
     ...(DATABASE_URL === undefined ? { DATA_DIR: dataDir } : { DATABASE_URL })
   })
-  let output = ""
-  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()))
-  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()))
-  const readyMs = await untilHealthy(base, child, startedAt, () => output)
-  return { running: { name: "service-auth", base, child }, readyMs }
+  return { server, readyMs: await untilHealthy(server, startedAt) }
 }
 
-const startBare = async (file: string, env: Record<string, string>): Promise<Running> => {
+/** A bare server under node with tsx's loader: one process, no npx or tsx CLI above it. */
+const startBare = async (file: string, env: Record<string, string>) => {
   const port = await freePort()
-  const child = spawnGroup(process.execPath, ["--import", "tsx", join("bench", file)], { ...env, PORT: String(port) })
-  let output = ""
-  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()))
-  await new Promise<void>((resolve, reject) => {
-    child.stdout?.on("data", (chunk: Buffer) => chunk.toString().includes("listening") && resolve())
-    child.once("exit", (code) => reject(new Error(`${file} exited with ${code}:\n${output}`)))
+  const server = spawnGroup(file.replace(/\.ts$/, ""), `http://127.0.0.1:${port}`, process.execPath, [
+    "--import",
+    "tsx",
+    join("bench", file)
+  ], { ...env, PORT: String(port) })
+  const ready = new Promise<void>((resolve, reject) => {
+    let seen = ""
+    server.child.stdout!.on("data", (chunk: Buffer) => (seen += chunk.toString()).includes(`listening ${port}`) && resolve())
+    server.child.once("exit", (code) => reject(new Error(`${file} exited with ${code}:\n${server.output()}`)))
   })
-  return { name: file.replace(/\.ts$/, ""), base: `http://127.0.0.1:${port}`, child }
+  await withTimeout(ready, 30_000, file)
+  return server
 }
 
 // ------------------------------------------------------------------------------------------------
-// Load.
+// HTTP set-up and load.
+
+const admin = async (base: string, method: string, path: string, body: unknown = {}) => {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(10_000)
+  })
+  const text = await response.text()
+  if (response.status >= 300) throw new Error(`${method} ${path}: ${response.status} ${text}`)
+  return JSON.parse(text)
+}
 
 interface Request {
   readonly path: string
@@ -148,57 +231,74 @@ interface Request {
   readonly body: string
 }
 
+/** One request before the load, so a server that would answer 4xx is caught before it is timed. */
+const send = async (server: Running, request: Request) => {
+  const response = await fetch(`${server.base}${request.path}`, {
+    method: "POST",
+    headers: request.headers,
+    body: request.body,
+    signal: AbortSignal.timeout(10_000)
+  })
+  const text = await response.text()
+  if (response.status !== 200) throw new Error(`${server.name} POST ${request.path}: ${response.status} ${text}`)
+  return JSON.parse(text) as Record<string, unknown>
+}
+
+const claimsOf = (token: string) => JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as Record<string, unknown>
+
 interface Measurement {
   readonly rps: number
   readonly p50: number
   readonly p99: number
+  readonly non2xx: number
   readonly cpuPerRequestUs: number
   readonly rssPeakMb: number
   readonly rssMeanMb: number
-  readonly unexpected: number
 }
 
 const load = async (server: Running, request: Request): Promise<Measurement> => {
-  const pid = server.child.pid!
-  const samples: Array<number> = []
-  const sampler = setInterval(() => samples.push(rssMb(pid)), 200)
-  const cpuBefore = cpuMicros(pid)
-  const result = await autocannon({
-    url: `${server.base}${request.path}`,
-    method: "POST",
-    headers: request.headers,
-    body: request.body,
-    connections: CONNECTIONS,
-    duration: SECONDS,
-    pipelining: 1
-  })
-  const cpu = cpuMicros(pid) - cpuBefore
-  clearInterval(sampler)
-  const unexpected = result.non2xx + result.errors + result.timeouts
-  if (unexpected > 0) console.error(`!! ${server.name} ${request.path}: ${unexpected} answers were not 2xx (or failed)`)
-  return {
-    rps: result.requests.average,
-    p50: result.latency.p50,
-    p99: result.latency.p99,
-    cpuPerRequestUs: cpu / Math.max(1, result.requests.total),
-    rssPeakMb: Math.max(0, ...samples),
-    rssMeanMb: samples.reduce((a, b) => a + b, 0) / Math.max(1, samples.length),
-    unexpected
+  const samples = [rssMb(server)]
+  const sampler = setInterval(() => samples.push(rssMb(server)), 200)
+  const cpuBefore = cpuMicros(server)
+  try {
+    const result = await withTimeout(
+      autocannon({
+        url: `${server.base}${request.path}`,
+        method: "POST",
+        headers: request.headers,
+        body: request.body,
+        connections: CONNECTIONS,
+        duration: SECONDS,
+        pipelining: 1
+      }),
+      (SECONDS + 30) * 1000,
+      `autocannon on ${server.name}`
+    )
+    const cpu = cpuMicros(server) - cpuBefore
+    // Connection errors and timeouts count with the non-2xx answers: none of them is a success.
+    const non2xx = result.non2xx + result.errors + result.timeouts
+    if (non2xx > 0) {
+      console.error(
+        `!! ${server.name} POST ${request.path}: ${non2xx} requests did not succeed ` +
+          `(${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts) !!`
+      )
+    }
+    return {
+      rps: result.requests.average,
+      p50: result.latency.p50,
+      p99: result.latency.p99,
+      non2xx,
+      cpuPerRequestUs: cpu / Math.max(1, result.requests.total),
+      rssPeakMb: Math.max(...samples),
+      rssMeanMb: samples.reduce((a, b) => a + b, 0) / samples.length
+    }
+  } finally {
+    clearInterval(sampler)
   }
 }
 
 // ------------------------------------------------------------------------------------------------
-
-const admin = async (base: string, method: string, path: string, body: unknown = {}) => {
-  const response = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify(body)
-  })
-  const text = await response.text()
-  if (response.status >= 300) throw new Error(`${method} ${path}: ${response.status} ${text}`)
-  return JSON.parse(text)
-}
+// Report.
 
 const median = (values: ReadonlyArray<number>) => {
   const sorted = [...values].sort((a, b) => a - b)
@@ -206,17 +306,59 @@ const median = (values: ReadonlyArray<number>) => {
   return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
 
-const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
+const fmt = (n: number, digits = 0) =>
+  n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
+
+// Column widths: two left-aligned labels, then right-aligned figures.
+const WIDTHS = [-18, -19, 8, 7, 7, 8, 11, 17]
+const row = (cells: ReadonlyArray<string>) =>
+  cells.map((cell, i) => (WIDTHS[i]! < 0 ? cell.padEnd(-WIDTHS[i]!) : cell.padStart(WIDTHS[i]!))).join(" ").trimEnd()
+
+const HEADER = row(["", "server", "req/s", "p50 ms", "p99 ms", "non-2xx", "CPU µs/req", "RSS MB mean/peak"])
+
+const line = (label: string, server: string, m: Measurement) =>
+  row([
+    label,
+    server,
+    fmt(m.rps),
+    fmt(m.p50, 1),
+    fmt(m.p99, 1),
+    fmt(m.non2xx),
+    fmt(m.cpuPerRequestUs),
+    `${fmt(m.rssMeanMb)} / ${fmt(m.rssPeakMb)}`
+  ])
+
+/** Medians across rounds; the peak RSS is the highest seen, the non-2xx count the total. */
+const summarise = (list: ReadonlyArray<Measurement>): Measurement => ({
+  rps: median(list.map((m) => m.rps)),
+  p50: median(list.map((m) => m.p50)),
+  p99: median(list.map((m) => m.p99)),
+  non2xx: list.reduce((n, m) => n + m.non2xx, 0),
+  cpuPerRequestUs: median(list.map((m) => m.cpuPerRequestUs)),
+  rssPeakMb: Math.max(...list.map((m) => m.rssPeakMb)),
+  rssMeanMb: median(list.map((m) => m.rssMeanMb))
+})
+
+const describeDatabase = () => {
+  if (DATABASE_URL === undefined) return "embedded database, fresh data directory"
+  try {
+    const url = new URL(DATABASE_URL)
+    return `PostgreSQL at ${url.host}${url.pathname}` // never the password
+  } catch {
+    return "PostgreSQL"
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+
+// The embedded database's directory; unused on PostgreSQL.
+const dataDir = mkdtempSync(join(tmpdir(), "service-auth-bench-"))
 
 const main = async () => {
-  const dataDir = mkdtempSync(join(tmpdir(), "service-auth-bench-"))
-  const running: Array<Running> = []
   try {
-    if (!existsSync(join(ROOT, "dist/service-auth.mjs"))) throw new Error("run npm install (or npm run build) first")
-    const { running: ours, readyMs } = await startServiceAuth(dataDir)
-    running.push(ours)
+    const { server: ours, readyMs } = await startServiceAuth(dataDir)
 
-    const profile = `bench-${randomBytes(4).toString("hex")}`
+    const profile = `bench-${crypto.randomUUID().slice(0, 8)}`
     const environment = "production"
     await admin(ours.base, "PUT", `/admin/profiles/${profile}`)
     await admin(ours.base, "PUT", `/admin/profiles/${profile}/environments/${environment}`)
@@ -226,21 +368,21 @@ const main = async () => {
     })
     const servicePath = `/admin/profiles/${profile}/environments/${environment}/services/${service.uuid}`
     const credential = await admin(ours.base, "POST", `${servicePath}/credentials`)
-    const form = new URLSearchParams({
-      grant_type: "client_credentials",
-      client_id: credential.client_id,
-      client_secret: credential.client_secret,
-      profile,
-      environment,
-      service_uuid: service.uuid
-    }).toString()
+
     const tokenRequest: Request = {
       path: "/oauth/token",
       headers: { "content-type": "application/x-www-form-urlencoded" },
-      body: form
+      body: new URLSearchParams({
+        grant_type: "client_credentials",
+        client_id: credential.client_id,
+        client_secret: credential.client_secret,
+        profile,
+        environment,
+        service_uuid: service.uuid
+      }).toString()
     }
-    const issued = await fetch(`${ours.base}/oauth/token`, { method: "POST", headers: tokenRequest.headers, body: form })
-    const { access_token: token } = (await issued.json()) as { access_token: string }
+    const token = String((await send(ours, tokenRequest)).access_token)
+    const ourClaims = claimsOf(token)
     const callRequest: Request = {
       path: `/service/${profile}/${environment}/json/${service.uuid}`,
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
@@ -253,70 +395,106 @@ const main = async () => {
       BARE_PROFILE: profile,
       BARE_ENVIRONMENT: environment,
       BARE_SERVICE_UUID: service.uuid,
-      BARE_ISSUER: "http://localhost"
+      // The same issuer, so both sign tokens of the same size.
+      BARE_ISSUER: String(ourClaims.iss)
     })
-    running.push(bareToken)
+    // It verifies tokens issued by service-auth, so the one token loads both.
     const bareBearer = await startBare("bare-bearer-server.ts", { BARE_JWKS_URL: `${ours.base}/.well-known/jwks.json` })
-    running.push(bareBearer)
 
-    const storage = DATABASE_URL === undefined ? "embedded database" : "PostgreSQL"
+    // Both sides must do the same work: the same claims in a token, the same answer to a call.
+    const bareClaims = claimsOf(String((await send(bareToken, tokenRequest)).access_token))
+    const keys = (claims: Record<string, unknown>) => Object.keys(claims).sort().join(",")
+    if (keys(bareClaims) !== keys(ourClaims)) {
+      console.error(`!! token claims differ: service-auth ${keys(ourClaims)}, bare ${keys(bareClaims)}`)
+    }
+    const ourEcho = JSON.stringify(await send(ours, callRequest))
+    const bareEcho = JSON.stringify(await send(bareBearer, callRequest))
+    if (ourEcho !== bareEcho) console.error(`!! echo answers differ:\n  service-auth ${ourEcho}\n  bare         ${bareEcho}`)
+
     console.log(
-      `service-auth bench: ${storage}; ${CONNECTIONS} connections, ${SECONDS} s per run, ${ROUNDS} rounds; ` +
-        `${cpus().length} cores (${cpus()[0]?.model.trim()}), node ${process.version}`
+      `service-auth bench: ${describeDatabase()}; ${CONNECTIONS} connections, ${SECONDS} s per run, ` +
+        `${ROUNDS} round${ROUNDS === 1 ? "" : "s"}; ${cpus().length} cores (${cpus()[0]?.model.trim()}), node ${process.version}`
     )
-    console.log(`npm start until GET /healthz answered 200: ${fmt(readyMs)} ms (fresh ${storage === "PostgreSQL" ? "connection" : "data directory"})`)
+    console.log(`start-up: npm start until GET /healthz answered 200 in ${fmt(readyMs)} ms`)
+    // Whatever npm start printed (at LOG_LEVEL=warning, usually nothing; a stale build says so here).
+    const said = ours.output().trim()
+    if (said !== "") console.log(said.split("\n").map((l) => `  npm start: ${l}`).join("\n"))
+    console.log("")
+    console.log(HEADER)
 
     const scenarios = [
       { name: "tokens", request: tokenRequest, bare: bareToken },
       { name: "service calls", request: callRequest, bare: bareBearer }
     ] as const
-    const results = new Map<string, { ours: Array<Measurement>; bare: Array<Measurement> }>()
-    for (const scenario of scenarios) results.set(scenario.name, { ours: [], bare: [] })
+    const results = scenarios.map(() => ({ ours: [] as Array<Measurement>, bare: [] as Array<Measurement> }))
 
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const scenario of scenarios) {
-        const entry = results.get(scenario.name)!
-        // Alternate which goes first, so neither always runs on a machine the other just warmed.
-        const order = round % 2 === 1 ? ["ours", "bare"] as const : ["bare", "ours"] as const
+      for (const [i, scenario] of scenarios.entries()) {
+        // Ours first in odd rounds, bare first in even ones, so neither always runs second on a
+        // machine the other just heated.
+        const order = round % 2 === 1 ? (["ours", "bare"] as const) : (["bare", "ours"] as const)
         for (const who of order) {
-          const measured = await load(who === "ours" ? ours : scenario.bare, scenario.request)
-          entry[who].push(measured)
-          console.log(
-            `round ${round} ${scenario.name.padEnd(13)} ${who.padEnd(4)} ${fmt(measured.rps).padStart(7)} req/s  ` +
-              `p50 ${fmt(measured.p50, 1)} ms  p99 ${fmt(measured.p99, 1)} ms  ${fmt(measured.cpuPerRequestUs)} µs CPU/req  ` +
-              `RSS peak ${fmt(measured.rssPeakMb)} MB`
-          )
+          const server = who === "ours" ? ours : scenario.bare
+          const measured = await load(server, scenario.request)
+          results[i]![who].push(measured)
+          console.log(line(`r${round} ${scenario.name}`, server.name, measured))
         }
+        const ratio = results[i]!.ours.at(-1)!.rps / results[i]!.bare.at(-1)!.rps
+        console.log(row([`r${round} ${scenario.name}`, "ratio ours/bare", `${fmt(ratio, 2)}x`]))
       }
     }
 
     console.log("")
-    for (const scenario of scenarios) {
-      const { bare, ours: mine } = results.get(scenario.name)!
-      const ratio = median(mine.map((m, i) => m.rps / bare[i]!.rps))
-      const pick = (list: Array<Measurement>, key: keyof Measurement) => median(list.map((m) => m[key]))
+    console.log(`medians over ${ROUNDS} round${ROUNDS === 1 ? "" : "s"} (RSS peak: highest seen; non-2xx: total)`)
+    console.log(HEADER)
+    const summaries = scenarios.map((scenario, i) => {
+      const ours = summarise(results[i]!.ours)
+      const bare = summarise(results[i]!.bare)
+      console.log(line(scenario.name, "service-auth", ours))
+      console.log(line(scenario.name, scenario.bare.name, bare))
+      const ratio = median(results[i]!.ours.map((m, round) => m.rps / results[i]!.bare[round]!.rps))
+      return { scenario, ours, bare, ratio }
+    })
+
+    console.log("")
+    for (const { scenario, ours, bare, ratio } of summaries) {
       console.log(
-        `${scenario.name}: ${fmt(ratio, 2)}x ${scenario.bare.name} (median of per-round ratios)\n` +
-          `  service-auth ${fmt(pick(mine, "rps")).padStart(7)} req/s  p50 ${fmt(pick(mine, "p50"), 1)} ms  ` +
-          `p99 ${fmt(pick(mine, "p99"), 1)} ms  ${fmt(pick(mine, "cpuPerRequestUs"))} µs CPU/req  ` +
-          `RSS ${fmt(pick(mine, "rssMeanMb"))} MB (peak ${fmt(Math.max(...mine.map((m) => m.rssPeakMb)))} MB)\n` +
-          `  bare         ${fmt(pick(bare, "rps")).padStart(7)} req/s  p50 ${fmt(pick(bare, "p50"), 1)} ms  ` +
-          `p99 ${fmt(pick(bare, "p99"), 1)} ms  ${fmt(pick(bare, "cpuPerRequestUs"))} µs CPU/req  ` +
-          `RSS ${fmt(pick(bare, "rssMeanMb"))} MB`
+        `${scenario.name}: ${fmt(ratio, 2)}x bare (ours ${fmt(ours.rps)} req/s p99 ${fmt(ours.p99)} ms, ` +
+          `bare ${fmt(bare.rps)} req/s p99 ${fmt(bare.p99)} ms)`
       )
     }
-    const failures = [...results.values()].flatMap((r) => [...r.ours, ...r.bare]).reduce((n, m) => n + m.unexpected, 0)
+    console.log(`start-up: ${fmt(readyMs)} ms from npm start to GET /healthz 200 (${describeDatabase()})`)
+
+    const failures = summaries.reduce((n, s) => n + s.ours.non2xx + s.bare.non2xx, 0)
     if (failures > 0) {
-      console.error(`!! ${failures} answers were not 2xx: the figures above are not comparable`)
+      console.error("")
+      console.error(`!!!!! ${failures} requests did not succeed: the figures above are not comparable !!!!!`)
       process.exitCode = 1
     }
   } finally {
-    for (const server of running.reverse()) await stop(server)
+    for (const server of [...running].reverse()) await stop(server)
     rmSync(dataDir, { recursive: true, force: true })
   }
 }
 
-main().catch((error) => {
-  console.error(error)
-  process.exit(1)
-})
+// Ctrl-C reaches only this process (the servers are in their own groups): stop them, then leave.
+let interrupted = false
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    if (interrupted) return
+    interrupted = true
+    console.error(`\n${signal}: stopping the servers`)
+    Promise.all(running.map(stop)).finally(() => {
+      rmSync(dataDir, { recursive: true, force: true })
+      process.exit(130)
+    })
+  })
+}
+
+main()
+  .catch((error) => {
+    console.error(error instanceof Error ? error.message : error)
+    process.exitCode = 1
+  })
+  // Nothing left to wait for; exit even if a timed-out load is still holding sockets open.
+  .finally(() => process.exit())
