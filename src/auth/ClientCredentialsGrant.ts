@@ -5,9 +5,9 @@
  */
 import { Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
 import { InvalidClient, InvalidRequest, type StorageUnavailable, TooManyAttempts } from "../domain/Errors.js"
-import { canonicalServiceUuid, isClientId, isEnvironmentName, isProfileId } from "../domain/Identifiers.js"
+import { isClientId } from "../domain/Identifiers.js"
 import { currentDate } from "../domain/Time.js"
-import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
+import { CredentialRepo, serviceAddress } from "../storage/CredentialRepo.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
 import { ClientSecrets } from "./ClientSecrets.js"
 import { type IssuedToken, TokenService } from "./TokenService.js"
@@ -26,6 +26,10 @@ export interface GrantRequest {
 
 /** How stale `last_used_at` may get before a successful request refreshes it. */
 export const LAST_USED_RESOLUTION = Duration.minutes(1)
+
+/** Whether a successful token request must record `last_used_at` (never set, or older than the resolution). */
+export const lastUsedIsStale = (lastUsedAt: Date | null, now: number): boolean =>
+  lastUsedAt === null || now - lastUsedAt.getTime() >= Duration.toMillis(LAST_USED_RESOLUTION)
 
 /** The specification's description for every row-4 failure. */
 const targetNotFound = new InvalidRequest({ description: "Missing required parameters" })
@@ -52,11 +56,8 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
         Effect.gen(function*() {
           const blocked = yield* limiter.blockedFor(request.clientId, request.remoteAddress)
           if (Option.isSome(blocked)) return yield* new TooManyAttempts({ retryAfterSeconds: blocked.value })
-          const uuid = canonicalServiceUuid(request.serviceUuid)
-          if (!isProfileId(request.profile) || !isEnvironmentName(request.environment) || uuid === undefined) {
-            return yield* targetNotFound
-          }
-          const address: ServiceAddress = { profile: request.profile, environment: request.environment, uuid }
+          const address = serviceAddress(request.profile, request.environment, request.serviceUuid)
+          if (address === undefined) return yield* targetNotFound
           // A client id that is not of our form names no credential: row 5, like any unknown one.
           const target = yield* repo.findTokenTarget(address, Option.liftPredicate(request.clientId, isClientId))
           if (Option.isNone(target) || target.value.authType !== "oauth") return yield* targetNotFound
@@ -73,12 +74,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
           }
 
           const now = yield* currentDate
-          if (
-            credential.lastUsedAt === null ||
-            now.getTime() - credential.lastUsedAt.getTime() >= Duration.toMillis(LAST_USED_RESOLUTION)
-          ) {
-            yield* repo.touchCredential(credential.clientId, now)
-          }
+          if (lastUsedIsStale(credential.lastUsedAt, now.getTime())) yield* repo.touchCredential(credential.clientId, now)
           return yield* tokens.issue(credential.clientId, address)
         }).pipe(Effect.withSpan("ClientCredentialsGrant.grant", { captureStackTrace: false }))
 

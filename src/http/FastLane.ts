@@ -15,17 +15,17 @@
  * has already read is handed over with the request (`rememberBody`). With LOG_LEVEL=debug the lane
  * is off, so every request is logged by the app.
  */
-import { Context, Duration, Effect, Either, Layer, LogLevel, Option } from "effect"
+import { Context, Effect, Either, Layer, LogLevel, Option } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { AppConfig } from "../AppConfig.js"
 import { AuthFailureLimiter } from "../auth/AuthFailureLimiter.js"
-import { LAST_USED_RESOLUTION } from "../auth/ClientCredentialsGrant.js"
+import { lastUsedIsStale } from "../auth/ClientCredentialsGrant.js"
 import { ClientSecrets } from "../auth/ClientSecrets.js"
 import { TokenService } from "../auth/TokenService.js"
-import { type ClientId, canonicalServiceUuid, isClientId, isEnvironmentName, isProfileId } from "../domain/Identifiers.js"
+import { type ClientId, isClientId } from "../domain/Identifiers.js"
 import { echo, ServiceHandlers } from "../gateway/ServiceHandlers.js"
-import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
-import { rememberBody } from "./RequestBody.js"
+import { CredentialRepo, serviceAddress } from "../storage/CredentialRepo.js"
+import { mediaTypeOf, rememberBody } from "./RequestBody.js"
 import { jsonObject, presentedCredentials, SERVICE_ANSWER_HEADERS } from "./ServiceHttp.js"
 import { clientCredentials, formFields, NO_STORE, tokenAnswer } from "./TokenHttp.js"
 
@@ -82,8 +82,6 @@ const readBody = (request: IncomingMessage, response: ServerResponse, next: () =
   request.once("error", () => response.destroy())
 }
 
-const LAST_USED_RESOLUTION_MS = Duration.toMillis(LAST_USED_RESOLUTION)
-
 const make = Effect.gen(function*() {
   const config = yield* AppConfig
   const repo = yield* CredentialRepo
@@ -94,15 +92,8 @@ const make = Effect.gen(function*() {
   const peek = repo.peek
   const enabled = peek !== undefined && LogLevel.greaterThan(config.logLevel, LogLevel.Debug)
 
-  const addressOf = (profile: string, environment: string, rawUuid: string): ServiceAddress | undefined => {
-    const uuid = canonicalServiceUuid(rawUuid)
-    return isProfileId(profile) && isEnvironmentName(environment) && uuid !== undefined
-      ? { profile, environment, uuid }
-      : undefined
-  }
-
   const serviceCall = (request: IncomingMessage, response: ServerResponse, next: () => void, path: RegExpExecArray) => {
-    const address = addressOf(path[1]!, path[2]!, path[3]!)
+    const address = serviceAddress(path[1]!, path[2]!, path[3]!)
     if (address === undefined || peek === undefined || declaredLength(request, config.maxBodyBytes) === undefined) {
       return next()
     }
@@ -136,9 +127,8 @@ const make = Effect.gen(function*() {
   }
 
   const token = (request: IncomingMessage, response: ServerResponse, next: () => void) => {
-    const contentType = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
     if (
-      peek === undefined || contentType !== "application/x-www-form-urlencoded" ||
+      peek === undefined || mediaTypeOf(request.headers["content-type"]) !== "application/x-www-form-urlencoded" ||
       declaredLength(request, config.maxBodyBytes) === undefined
     ) return next()
     readBody(request, response, next, (text) => {
@@ -152,7 +142,7 @@ const make = Effect.gen(function*() {
       ) return next()
       const { clientId, clientSecret } = client.right
       const now = Date.now()
-      const address = addressOf(profile, environment, service_uuid)
+      const address = serviceAddress(profile, environment, service_uuid)
       if (
         address === undefined || !isClientId(clientId) ||
         Option.isSome(limiter.blockedAt(clientId, request.socket.remoteAddress ?? "unknown", now))
@@ -163,7 +153,7 @@ const make = Effect.gen(function*() {
       // A failure, or a last_used_at to record, is the app's: it counts failures and writes.
       if (
         credential === undefined || !secrets.matches(clientSecret.value, credential.secretHash) ||
-        credential.lastUsedAt === null || now - credential.lastUsedAt.getTime() >= LAST_USED_RESOLUTION_MS
+        lastUsedIsStale(credential.lastUsedAt, now)
       ) return next()
       tokens.issueAt(credential.clientId, address, now).then(
         (issued) => guarded(response, next, () => answerJson(response, NO_STORE, tokenAnswer(issued))),

@@ -20,15 +20,16 @@ import { StartupError } from "../StartupError.js"
 import { answerClientErrors } from "./ClientErrors.js"
 import { FastLane } from "./FastLane.js"
 
-const listenFailure = (error: NodeJS.ErrnoException, host: string, port: number) =>
+/** `reason`: the error code (EADDRINUSE...), or the message of an error that has none. */
+const listenFailure = (reason: string, host: string, port: number) =>
   new StartupError({
-    message: error.code === "EADDRINUSE"
+    message: reason === "EADDRINUSE"
       ? `port ${port} on ${host} is already in use (set PORT or HOST to another)`
-      : error.code === "EACCES"
+      : reason === "EACCES"
       ? `not allowed to listen on port ${port} on ${host} (set PORT to 1024 or above)`
-      : error.code === "EADDRNOTAVAIL" || error.code === "ENOTFOUND"
+      : reason === "EADDRNOTAVAIL" || reason === "ENOTFOUND"
       ? `cannot listen on ${host}: no such local address (check HOST)`
-      : `cannot listen on ${host}:${port}: ${error.code ?? error.message}`
+      : `cannot listen on ${host}:${port}: ${reason}`
   })
 
 /** Counts requests from arrival until their response is finished or their connection closed. */
@@ -54,7 +55,7 @@ const drain = (server: Server, inFlight: () => number, graceMs: number) =>
 
 const listen = (server: Server, host: string, port: number) =>
   Effect.async<void, StartupError>((resume) => {
-    const onError = (error: NodeJS.ErrnoException) => resume(Effect.fail(listenFailure(error, host, port)))
+    const onError = (error: NodeJS.ErrnoException) => resume(Effect.fail(listenFailure(error.code ?? error.message, host, port)))
     server.once("error", onError)
     server.listen({ host, port }, () => {
       server.off("error", onError)
@@ -98,7 +99,7 @@ export const checkPortFree = (config: Pick<AppConfigShape, "host" | "port">) => 
     socket.once("timeout", () => done(false))
   }).pipe(
     Effect.flatMap((listening) =>
-      listening ? Effect.fail(listenFailure(Object.assign(new Error(), { code: "EADDRINUSE" }), config.host, config.port)) : Effect.void
+      listening ? Effect.fail(listenFailure("EADDRINUSE", config.host, config.port)) : Effect.void
     )
   )
 }

@@ -12,9 +12,8 @@ import { AppConfig } from "../AppConfig.js"
 import { Api } from "../api/Api.js"
 import { TokenService } from "../auth/TokenService.js"
 import { BadGateway, InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
-import { canonicalServiceUuid, isEnvironmentName, isProfileId } from "../domain/Identifiers.js"
 import { type JsonObject, ServiceHandlers } from "../gateway/ServiceHandlers.js"
-import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
+import { CredentialRepo, serviceAddress } from "../storage/CredentialRepo.js"
 import { parseAuthorization } from "./AuthorizationHeader.js"
 import { errorResponse } from "./ErrorResponses.js"
 import { requiring } from "./GroupRequirements.js"
@@ -65,11 +64,8 @@ export const ServiceHttpLive = HttpApiBuilder.group(Api, "service", (handlers) =
       path: { readonly profile: string; readonly environment: string; readonly uuid: string }
     ) =>
       Effect.gen(function*() {
-        const uuid = canonicalServiceUuid(path.uuid)
-        if (!isProfileId(path.profile) || !isEnvironmentName(path.environment) || uuid === undefined) {
-          return errorResponse(serviceNotFound)
-        }
-        const address: ServiceAddress = { profile: path.profile, environment: path.environment, uuid }
+        const address = serviceAddress(path.profile, path.environment, path.uuid)
+        if (address === undefined) return errorResponse(serviceNotFound)
 
         // The signature is checked before the read so the read can also answer "is its credential live".
         const presented = presentedCredentials(request.headers["authorization"])

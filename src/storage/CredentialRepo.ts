@@ -9,7 +9,15 @@
  */
 import { Context, type Effect, type Option } from "effect"
 import type { Conflict, CredentialLimitExceeded, NotFound, StorageUnavailable } from "../domain/Errors.js"
-import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import {
+  canonicalServiceUuid,
+  type ClientId,
+  type EnvironmentName,
+  isEnvironmentName,
+  isProfileId,
+  type ProfileId,
+  type ServiceUuid
+} from "../domain/Identifiers.js"
 import type {
   AuthType,
   ProfileDocument,
@@ -23,6 +31,14 @@ export interface ServiceAddress {
   readonly profile: ProfileId
   readonly environment: EnvironmentName
   readonly uuid: ServiceUuid
+}
+
+/** The address a client wrote (any uuid casing), checked; undefined when no service can have it. */
+export const serviceAddress = (profile: string, environment: string, uuid: string): ServiceAddress | undefined => {
+  const canonical = canonicalServiceUuid(uuid)
+  return isProfileId(profile) && isEnvironmentName(environment) && canonical !== undefined
+    ? { profile, environment, uuid: canonical }
+    : undefined
 }
 
 export interface ServiceFields {
