@@ -15,6 +15,9 @@ import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
 import { CredentialRepo, type CredentialRepoShape } from "./CredentialRepo.js"
 import { refineSqlError } from "./StorageErrors.js"
 
+/** The channel on which committed catalogue changes are announced, with the new version. */
+export const CATALOGUE_CHANNEL = "service_auth_cache"
+
 interface ServiceRow {
   readonly environment: EnvironmentName
   readonly uuid: ServiceUuid
@@ -58,6 +61,19 @@ export const make = Effect.gen(function*() {
         .map(toCredentialInfo)
     }))
 
+  /**
+   * The first statement of every write to the catalogue (docs/cache-coherence.md): counts the
+   * change and notifies listening instances of the new version when the transaction commits. Its
+   * row lock, held to the commit, serialises catalogue writes (rare: admin changes), so they never
+   * deadlock one another, and orders them against instances renewing their cache leases.
+   */
+  const catalogueWrite = <A, E, R>(write: Effect.Effect<A, E, R>) =>
+    sql`WITH changed AS (UPDATE catalogue_version SET version = version + 1 RETURNING version)
+        SELECT pg_notify(${CATALOGUE_CHANNEL}, version::text) FROM changed`.pipe(
+      Effect.zipRight(write),
+      sql.withTransaction
+    )
+
   const tombstoneCredentials = (now: Date, profile: ProfileId, environment?: EnvironmentName, uuid?: ServiceUuid) =>
     sql`UPDATE credentials SET deleted_at = ${now}
         WHERE profile = ${profile} AND deleted_at IS NULL
@@ -99,6 +115,7 @@ export const make = Effect.gen(function*() {
       sql`INSERT INTO profiles (profile, created_at) VALUES (${profile}, ${now})
           ON CONFLICT (profile) DO NOTHING RETURNING profile`.pipe(
         Effect.map((rows) => rows.length > 0),
+        catalogueWrite,
         refineSqlError
       ),
 
@@ -111,7 +128,7 @@ export const make = Effect.gen(function*() {
         yield* tombstoneCredentials(now, profile)
         const deleted = yield* sql`DELETE FROM profiles WHERE profile = ${profile} RETURNING profile`
         return deleted.length > 0
-      }).pipe(sql.withTransaction, refineSqlError),
+      }).pipe(catalogueWrite, refineSqlError),
 
     putEnvironment: (profile, environment, now) =>
       Effect.gen(function*() {
@@ -123,7 +140,7 @@ export const make = Effect.gen(function*() {
         const [exists] = yield* sql`SELECT 1 AS found FROM environments WHERE profile = ${profile} AND name = ${environment}`
         if (exists === undefined) return yield* new NotFound({ description: "Profile not found" })
         return false
-      }).pipe(sql.withTransaction, refineSqlError),
+      }).pipe(catalogueWrite, refineSqlError),
 
     deleteEnvironment: (profile, environment, now) =>
       Effect.gen(function*() {
@@ -133,7 +150,7 @@ export const make = Effect.gen(function*() {
         const deleted = yield* sql`
           DELETE FROM environments WHERE profile = ${profile} AND name = ${environment} RETURNING name`
         return deleted.length > 0
-      }).pipe(sql.withTransaction, refineSqlError),
+      }).pipe(catalogueWrite, refineSqlError),
 
     getService: (address) =>
       Effect.gen(function*() {
@@ -170,7 +187,7 @@ export const make = Effect.gen(function*() {
           UPDATE services SET name = ${fields.name}, auth_type = ${fields.auth_type}, handler = ${handler}::jsonb
           WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}`
         return false
-      }).pipe(sql.withTransaction, refineSqlError),
+      }).pipe(catalogueWrite, refineSqlError),
 
     deleteService: (address, now) =>
       Effect.gen(function*() {
@@ -183,7 +200,7 @@ export const make = Effect.gen(function*() {
           WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}
           RETURNING uuid`
         return deleted.length > 0
-      }).pipe(sql.withTransaction, refineSqlError),
+      }).pipe(catalogueWrite, refineSqlError),
 
     applyCredentialChanges: (profile, changes, now) =>
       Effect.gen(function*() {
@@ -218,7 +235,7 @@ export const make = Effect.gen(function*() {
             UPDATE services SET auth_type = 'oauth'
             WHERE profile = ${profile} AND environment = ${change.environment} AND uuid = ${change.serviceUuid}`
         }
-      }).pipe(sql.withTransaction, refineSqlError),
+      }).pipe(catalogueWrite, refineSqlError),
 
     findTokenTarget: (address, clientId) =>
       sql<{ auth_type: AuthType; client_id: ClientId | null; secret_hash: string | null; last_used_at: Date | null }>`

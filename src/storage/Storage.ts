@@ -8,7 +8,8 @@ import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { AppConfig } from "../AppConfig.js"
 import { CredentialRepo } from "./CredentialRepo.js"
-import { withReadCache } from "./CredentialRepoCache.js"
+import * as CacheCoherence from "./CacheCoherence.js"
+import { localGuard, withReadCache } from "./CredentialRepoCache.js"
 import * as CredentialRepoMemory from "./CredentialRepoMemory.js"
 import * as CredentialRepoSql from "./CredentialRepoSql.js"
 import { lockDataDir } from "./DataDirLock.js"
@@ -24,12 +25,22 @@ import { ServerKeyStore } from "./ServerKeyStore.js"
 const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>, failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>) =>
   Layer.mergeAll(repo, ServerKeyStore.layerSql, failureCounts).pipe(Layer.provideMerge(Migrations.layer))
 
-/** For PostgreSQL, which other instances write too: failures are counted where all of them see them. */
-export const layerSqlRepos = sqlRepos(CredentialRepoSql.layer, FailureCounts.layerSql)
+/**
+ * For PostgreSQL, which other instances write too: the hot reads are cached under a lease kept
+ * coherent with the others (docs/cache-coherence.md), failures are counted where all see them.
+ */
+const layerSqlReposCoherent = (url: Redacted.Redacted<string>) =>
+  sqlRepos(
+    Layer.scoped(
+      CredentialRepo,
+      Effect.zipWith(CredentialRepoSql.make, CacheCoherence.make(url), withReadCache)
+    ),
+    FailureCounts.layerSql
+  )
 
 /** With the hot reads cached and failures counted locally: only for a database this process alone writes. */
 const layerSqlReposCached = sqlRepos(
-  Layer.effect(CredentialRepo, Effect.map(CredentialRepoSql.make, withReadCache)),
+  Layer.effect(CredentialRepo, Effect.map(CredentialRepoSql.make, (repo) => withReadCache(repo, localGuard()))),
   FailureCounts.layerLocal
 )
 
@@ -73,7 +84,7 @@ const connectionProblem = (cause: unknown): string => {
 }
 
 export const layerPostgres = (url: Redacted.Redacted<string>) =>
-  layerSqlRepos.pipe(
+  layerSqlReposCoherent(url).pipe(
     Layer.provideMerge(
       PgClient.layer({
         url,

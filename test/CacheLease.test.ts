@@ -1,0 +1,230 @@
+/**
+ * When an instance on PostgreSQL may serve from its cache (docs/cache-coherence.md), with time
+ * driven by `TestClock`: trust only after a renewal on a listening connection, never past the
+ * renewal's start plus the lease less the margin, withdrawn at once when the listening connection
+ * is lost, and a new generation (an emptied cache) for every change announced or read, and for
+ * trust regained after it lapsed. Then the same through the cache itself (`withReadCache`): hits
+ * only while trusted, nothing stored while not, and a read racing a change never stores.
+ */
+import { expect, it } from "@effect/vitest"
+import { Deferred, Duration, Effect, Fiber, Option, TestClock } from "effect"
+import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
+import { CacheLease, LEASE_MS, RENEW_EVERY_MS, RENEWAL_PATIENCE_MS, TRUST_MARGIN_MS } from "../src/storage/CacheLease.js"
+import type { CredentialRepoShape, ServiceAddress, ServiceRoute } from "../src/storage/CredentialRepo.js"
+import { withReadCache } from "../src/storage/CredentialRepoCache.js"
+
+const TRUST_MS = LEASE_MS - TRUST_MARGIN_MS
+
+/** A lease on `TestClock`'s time, listening on connection 1 and renewed once. */
+const renewedLease = Effect.gen(function*() {
+  const clock = yield* Effect.clock
+  const lease = new CacheLease(() => Number(clock.unsafeCurrentTimeNanos() / 1_000_000n))
+  lease.listening(1)
+  lease.renewed(lease.renewalStarted())
+  return lease
+})
+
+const advance = (ms: number) => TestClock.adjust(Duration.millis(ms))
+
+it.effect("a new lease is not trusted until its first renewal on a listening connection", () =>
+  Effect.gen(function*() {
+    const clock = yield* Effect.clock
+    const lease = new CacheLease(() => Number(clock.unsafeCurrentTimeNanos() / 1_000_000n))
+    expect(lease.generation()).toBeUndefined()
+    // A renewal with no listening connection grants nothing: changes could be missed.
+    lease.renewed(lease.renewalStarted())
+    expect(lease.generation()).toBeUndefined()
+    lease.listening(1)
+    expect(lease.generation()).toBeUndefined()
+    lease.renewed(lease.renewalStarted())
+    expect(lease.generation()).toBeTypeOf("number")
+  }))
+
+it.effect("trust ends at the renewal's start plus the lease less the margin; renewals extend it", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    const generation = lease.generation()
+    yield* advance(TRUST_MS - 1)
+    expect(lease.generation()).toBe(generation)
+    yield* advance(1)
+    expect(lease.generation()).toBeUndefined()
+
+    // Renewed on schedule, the same generation stays trusted indefinitely.
+    const steady = yield* renewedLease
+    const kept = steady.generation()
+    for (let i = 0; i < 20; i++) {
+      yield* advance(RENEW_EVERY_MS)
+      steady.renewed(steady.renewalStarted())
+      expect(steady.generation()).toBe(kept)
+    }
+  }))
+
+it.effect("the trust of a renewal counts from when it began, however late its answer", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    yield* advance(RENEW_EVERY_MS)
+    const ticket = lease.renewalStarted()
+    // The answer arrives 1.5 s later (a slow database, a paused process).
+    yield* advance(1_500)
+    lease.renewed(ticket)
+    yield* advance(TRUST_MS - 1_500 - 1)
+    expect(lease.generation()).toBeTypeOf("number")
+    yield* advance(1)
+    expect(lease.generation()).toBeUndefined()
+  }))
+
+it.effect("a paused instance finds its trust gone, and regains it only with an emptied cache", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    const before = lease.generation()
+    yield* advance(10_000) // SIGSTOP, then SIGCONT
+    expect(lease.generation()).toBeUndefined()
+    lease.renewed(lease.renewalStarted())
+    const after = lease.generation()
+    expect(after).toBeTypeOf("number")
+    expect(after).not.toBe(before)
+  }))
+
+it.effect("trust lapsed unseen (no request in between) still empties the cache when regained", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    const before = lease.generation()
+    yield* advance(TRUST_MS + 100)
+    // No one asked in between; the next renewal begins after the trust ran out.
+    lease.renewed(lease.renewalStarted())
+    expect(lease.generation()).not.toBe(before)
+  }))
+
+it.effect("losing the listening connection withdraws trust at once; a renewal of the old connection does not restore it", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    const before = lease.generation()
+    const ticket = lease.renewalStarted()
+    lease.listenLost()
+    expect(lease.generation()).toBeUndefined()
+    lease.renewed(ticket)
+    expect(lease.generation()).toBeUndefined()
+    // A new connection, then a renewal on it: trusted again, with an emptied cache.
+    lease.listening(2)
+    lease.renewed(ticket)
+    expect(lease.generation()).toBeUndefined()
+    lease.renewed(lease.renewalStarted())
+    expect(lease.generation()).toBeTypeOf("number")
+    expect(lease.generation()).not.toBe(before)
+  }))
+
+it.effect("each newer version announced or read starts a new generation; older ones do not", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    expect(lease.versionRead(7n)).toBe(true)
+    const at7 = lease.generation()
+    expect(lease.seenVersion).toBe(7n)
+    expect(lease.announced(7n)).toBe(false)
+    expect(lease.announced(5n)).toBe(false)
+    expect(lease.versionRead(7n)).toBe(false)
+    expect(lease.generation()).toBe(at7)
+    expect(lease.announced(8n)).toBe(true)
+    expect(lease.generation()).not.toBe(at7)
+    expect(lease.seenVersion).toBe(8n)
+    // A local write starts a new generation too.
+    const at8 = lease.generation()
+    lease.invalidate()
+    expect(lease.generation()).not.toBe(at8)
+  }))
+
+// ---------------------------------------------------------------------------------------------
+// Through the cache
+
+const ADDRESS: ServiceAddress = {
+  profile: "acme" as ProfileId,
+  environment: "production" as EnvironmentName,
+  uuid: "6f1c2a4e-8b3d-4c5e-9f10-1a2b3c4d5e6f" as ServiceUuid
+}
+const CLIENT = Option.some("svc_0123456789abcdef0123456789abcdef" as ClientId)
+
+/** A repository whose one service route is `live` (switchable), counting its reads. */
+const countingRepo = (gate?: Deferred.Deferred<void>) => {
+  const state = { reads: 0, live: true }
+  const repo = {
+    findServiceRoute: () =>
+      Effect.gen(function*() {
+        state.reads++
+        const live = state.live
+        if (gate !== undefined) yield* Deferred.await(gate)
+        return Option.some<ServiceRoute>({ authType: "oauth", handler: { type: "echo" }, credentialLive: live })
+      })
+  } as unknown as CredentialRepoShape
+  return { state, repo }
+}
+
+const routeIsLive = (repo: CredentialRepoShape) =>
+  Effect.map(repo.findServiceRoute(ADDRESS, CLIENT), (route) => Option.getOrThrow(route).credentialLive)
+
+it.effect("the cache answers hits only while trusted, reads through and stores nothing while not", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    const { repo, state } = countingRepo()
+    const cached = withReadCache(repo, { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void })
+
+    yield* routeIsLive(cached)
+    yield* routeIsLive(cached)
+    expect(state.reads).toBe(1)
+    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeDefined()
+
+    yield* advance(TRUST_MS)
+    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
+    yield* routeIsLive(cached)
+    yield* routeIsLive(cached)
+    expect(state.reads).toBe(3)
+
+    // Trusted again: the entry read while untrusted was not kept.
+    lease.renewed(lease.renewalStarted())
+    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
+    state.live = false
+    expect(yield* routeIsLive(cached)).toBe(false)
+    expect(state.reads).toBe(4)
+  }))
+
+it.effect("an announced change empties the cache: the next request reads the deletion", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    const { repo, state } = countingRepo()
+    const cached = withReadCache(repo, { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void })
+    expect(yield* routeIsLive(cached)).toBe(true)
+    state.live = false
+    expect(yield* routeIsLive(cached)).toBe(true) // still cached: nothing was announced
+    lease.announced(1n)
+    expect(yield* routeIsLive(cached)).toBe(false)
+  }))
+
+it.effect("a read that began before a change was announced does not store its answer", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    const gate = yield* Deferred.make<void>()
+    const { repo, state } = countingRepo(gate)
+    const cached = withReadCache(repo, { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void })
+    const racing = yield* Effect.fork(routeIsLive(cached))
+    yield* Effect.yieldNow()
+    // The deletion commits and is announced while the read is under way.
+    state.live = false
+    lease.announced(1n)
+    yield* Deferred.succeed(gate, undefined)
+    expect(yield* Fiber.join(racing)).toBe(true) // overlapping: either answer is correct
+    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
+    expect(yield* routeIsLive(cached)).toBe(false)
+    expect(state.reads).toBe(2)
+  }))
+
+it.effect("a renewal left unanswered beyond the patience withdraws trust until it is answered", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    yield* advance(RENEW_EVERY_MS)
+    const ticket = lease.renewalStarted() // the database stops answering
+    yield* advance(RENEWAL_PATIENCE_MS)
+    expect(lease.generation()).toBeTypeOf("number")
+    yield* advance(1)
+    expect(lease.generation()).toBeUndefined()
+    // The answer comes after all: trusted again, from the renewal's start, with an emptied cache.
+    lease.renewed(ticket)
+    expect(lease.generation()).toBeTypeOf("number")
+  }))

@@ -1,0 +1,125 @@
+/**
+ * The catalogue version that keeps instances' caches coherent (docs/cache-coherence.md): every
+ * write of profiles, environments, services or credentials counts one change (or more) and
+ * announces it at commit; a write that fails counts nothing; recording `last_used_at` is not a
+ * change. On PostgreSQL, a write is acknowledged only once every other live lease has caught up
+ * with it, or has run out. Several test files share the PostgreSQL database, so counts there are
+ * "at least"; the exact counts are checked on the embedded database, which this file owns.
+ */
+import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect, Either, Option } from "effect"
+import { randomUUID } from "node:crypto"
+import pg from "pg"
+import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
+import { LEASE_MS } from "../src/storage/CacheLease.js"
+import { CredentialRepo, type ServiceAddress } from "../src/storage/CredentialRepo.js"
+import { CATALOGUE_CHANNEL } from "../src/storage/CredentialRepoSql.js"
+import { describeWithPostgres, embeddedStorage, postgresStorage, TEST_DATABASE_URL } from "./support/Databases.js"
+import { uniqueName } from "./support/TestServer.js"
+
+const version = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  Effect.map(sql<{ version: string }>`SELECT version::text AS version FROM catalogue_version`, ([row]) => BigInt(row!.version)))
+
+const now = new Date()
+const clientId = () => `svc_${randomUUID().replaceAll("-", "")}` as ClientId
+const fixture = () => {
+  const profile = uniqueName("catalogue") as ProfileId
+  const address: ServiceAddress = { profile, environment: "prod" as EnvironmentName, uuid: randomUUID() as ServiceUuid }
+  return { profile, address }
+}
+
+/** Each step of a service's life, and how many changes it must count at least. */
+const lifeOfAService = Effect.gen(function*() {
+  const repo = yield* CredentialRepo
+  const { address, profile } = fixture()
+  const id = clientId()
+  const steps: Array<readonly [string, Effect.Effect<unknown, unknown>]> = [
+    ["putProfile", repo.putProfile(profile, now)],
+    ["putEnvironment", repo.putEnvironment(profile, address.environment, now)],
+    ["putService", repo.putService(address, { name: "billing", auth_type: "oauth", handler: { type: "echo" } }, "create", now)],
+    ["add credential", repo.applyCredentialChanges(profile, [{ _tag: "Add", environment: address.environment, serviceUuid: address.uuid, clientId: id, secretHash: "x".repeat(64) }], now)],
+    ["putService (upsert)", repo.putService(address, { name: "billing", auth_type: "none", handler: { type: "echo" } }, "upsert", now)],
+    ["remove credential", repo.applyCredentialChanges(profile, [{ _tag: "Remove", environment: address.environment, serviceUuid: address.uuid, clientId: id }], now)],
+    ["deleteService", repo.deleteService(address, now)],
+    ["deleteEnvironment", repo.deleteEnvironment(profile, address.environment, now)],
+    ["deleteProfile", repo.deleteProfile(profile, now)]
+  ]
+  return steps
+})
+
+describe("catalogue version on the embedded database", () => {
+  layer(embeddedStorage())((it) => {
+    it.effect("embedded: every catalogue write counts exactly one change; failures and last_used_at none", () =>
+      Effect.gen(function*() {
+        const repo = yield* CredentialRepo
+        for (const [name, step] of yield* lifeOfAService) {
+          const before = yield* version
+          yield* step
+          expect(yield* version, name).toBe(before + 1n)
+        }
+
+        const { address, profile } = fixture()
+        const before = yield* version
+        // Refused writes roll back, their count with them.
+        expect(Either.isLeft(yield* Effect.either(repo.putEnvironment(profile, "prod" as EnvironmentName, now)))).toBe(true)
+        expect(Either.isLeft(yield* Effect.either(repo.applyCredentialChanges(profile, [], now)))).toBe(true)
+        expect(Either.isLeft(yield* Effect.either(
+          repo.putService(address, { name: "x", auth_type: "oauth", handler: { type: "echo" } }, "create", now)
+        ))).toBe(true)
+        yield* repo.touchCredential(clientId(), now)
+        expect(yield* version).toBe(before)
+      }))
+  })
+})
+
+describeWithPostgres("catalogue version on PostgreSQL", () => {
+  layer(postgresStorage())((it) => {
+    it.effect("every catalogue write is announced on the channel, with a version at least the one it committed", () =>
+      Effect.gen(function*() {
+        const listener = new pg.Client({ connectionString: TEST_DATABASE_URL })
+        yield* Effect.promise(() => listener.connect())
+        yield* Effect.addFinalizer(() => Effect.promise(() => listener.end()))
+        const heard: Array<bigint> = []
+        listener.on("notification", ({ channel, payload }) => {
+          if (channel === CATALOGUE_CHANNEL) heard.push(BigInt(payload!))
+        })
+        yield* Effect.promise(() => listener.query(`LISTEN ${CATALOGUE_CHANNEL}`))
+
+        for (const [name, step] of yield* lifeOfAService) {
+          const before = yield* version
+          yield* step
+          const after = yield* version
+          expect(after > before, name).toBe(true)
+          // Delivered at commit: by the time the next statement on another connection returns.
+          yield* Effect.promise(() => listener.query("SELECT 1"))
+          expect(heard.some((v) => v > before && v <= after), `${name}: announced`).toBe(true)
+        }
+      }).pipe(Effect.scoped))
+
+    it.effect("a write waits for a live lease that has not caught up, until it runs out; an acknowledged lease costs no wait", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const repo = yield* CredentialRepo
+        const laggard = `test-${randomUUID()}`
+        // Another instance whose lease is valid for 800 ms and that acknowledges nothing.
+        yield* sql`INSERT INTO cache_leases (instance_id, expires_at, acked_version)
+                   VALUES (${laggard}, clock_timestamp() + interval '800 milliseconds', 0)`
+        const { profile } = fixture()
+        const started = Date.now()
+        yield* repo.putProfile(profile, now)
+        const waited = Date.now() - started
+        expect(waited).toBeGreaterThanOrEqual(600)
+        expect(waited).toBeLessThan(LEASE_MS + 1_000)
+
+        // The same instance, now caught up with every version there will be: no wait.
+        yield* sql`UPDATE cache_leases SET expires_at = clock_timestamp() + interval '5 seconds',
+                   acked_version = 9000000000000000000 WHERE instance_id = ${laggard}`
+        const again = Date.now()
+        yield* repo.deleteProfile(profile, now)
+        expect(Date.now() - again).toBeLessThan(600)
+        yield* sql`DELETE FROM cache_leases WHERE instance_id = ${laggard}`
+        expect(Option.isNone(yield* repo.getProfile(profile))).toBe(true)
+      }))
+  })
+})
