@@ -5,7 +5,7 @@
  * logged, answered 500 without detail, never leaked into a response body.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Option } from "effect"
 import { StorageUnavailable } from "../domain/Errors.js"
 
 /** SQLSTATE classes that mean "the database is not there right now". */
@@ -18,6 +18,9 @@ const isUnavailable = (error: SqlError): boolean => {
   if (/^[0-9A-Z]{5}$/.test(code)) return UNAVAILABLE_SQLSTATE.test(code)
   return true // node errors: ECONNREFUSED, ECONNRESET, ETIMEDOUT, ...
 }
+
+const isSqlError = (error: unknown): error is SqlError =>
+  typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "SqlError"
 
 export const storageUnavailable = new StorageUnavailable({ description: "The database is unavailable; retry later" })
 
@@ -32,9 +35,14 @@ export const refineSqlError = <A, E, R>(
 ): Effect.Effect<A, Exclude<E, SqlError> | StorageUnavailable, R> =>
   Effect.catchIf(
     effect,
-    (error): error is SqlError => (error as { _tag?: unknown })._tag === "SqlError",
+    isSqlError,
     (error) => (isUnavailable(error) ? Effect.fail(storageUnavailable) : Effect.die(error))
   ).pipe(
+    // A transaction's COMMIT or ROLLBACK that fails is a defect in @effect/sql (`orDie`): on a
+    // connection the database has just dropped, that is still an unavailable database, not a bug.
+    Effect.catchSomeDefect((defect) =>
+      isSqlError(defect) && isUnavailable(defect) ? Option.some(Effect.fail(storageUnavailable)) : Option.none()
+    ),
     // Disconnected: on timeout the 503 goes out at once, while the interrupted statement (its
     // cancel request, a transaction's ROLLBACK) winds down in the background. A database that
     // accepts connections but never answers would otherwise hold the request for many seconds.
