@@ -50,9 +50,11 @@ export const make = (url: Redacted.Redacted<string>) =>
     const instanceId = randomUUID()
     const connectionString = Redacted.value(url)
 
-    /** Writes waiting for acknowledgements, woken by each one. */
+    /** Writes waiting for acknowledgements, woken by each one; `acknowledgements` counts them all. */
     let waiters: Array<() => void> = []
+    let acknowledgements = 0
     const wakeWaiters = () => {
+      acknowledgements++
       const woken = waiters
       waiters = []
       for (const wake of woken) wake()
@@ -211,6 +213,8 @@ export const make = (url: Redacted.Redacted<string>) =>
         Effect.orElseSucceed(() => undefined)
       )
       while (now() < deadline) {
+        // An acknowledgement that arrives while the leases are being read is not waited for again.
+        const heard = acknowledgements
         const behind = version === undefined ? undefined : yield* sql<{ instance_id: string }>`
           SELECT instance_id FROM cache_leases
           WHERE instance_id <> ${instanceId} AND expires_at > clock_timestamp() AND acked_version < ${version}::bigint`
@@ -219,6 +223,7 @@ export const make = (url: Redacted.Redacted<string>) =>
             Effect.orElseSucceed(() => undefined)
           )
         if (behind !== undefined && behind.length === 0) return
+        if (acknowledgements !== heard) continue
         yield* nextAcknowledgement(Math.min(SETTLE_POLL_MS, deadline - now()))
       }
       yield* Effect.logWarning("cache: a change waited out the lease of an instance that did not acknowledge it")
