@@ -104,7 +104,7 @@ describe("start-up", () => {
     try {
       const tree = processTree(server.child.pid!)
       const below = tree.slice(1)
-      expect(below.map((p) => p.cmdline)).toEqual([`node --max-semi-space-size=8 dist/service-auth.mjs`])
+      expect(below.map((p) => p.cmdline)).toEqual([`node --max-semi-space-size=8 --heap-growing-percent=20 dist/service-auth.mjs`])
       for (const { cmdline } of tree) expect(cmdline).not.toMatch(/tsx|ts-node|esbuild|--loader|--import|--require|--experimental/)
       // Nothing of a loader is mapped into the server process either.
       const maps = readFileSync(`/proc/${server.serverPid()}/maps`, "utf8")

@@ -45,7 +45,8 @@ export const make = (url: Redacted.Redacted<string>) =>
     // Real time, whatever clock the rest of the program runs on: leases are compared with the
     // database's clock (tests drive `CacheLease` with `TestClock` directly).
     const clock = Clock.make()
-    const now = () => Number(clock.unsafeCurrentTimeNanos() / 1_000_000n)
+    // Read on every cached answer: performance.now() is monotonic and allocates nothing.
+    const now = () => performance.now()
     const lease = new CacheLease(now)
     const instanceId = randomUUID()
     const connectionString = Redacted.value(url)
