@@ -52,8 +52,10 @@ describe("openapi.yaml", () => {
     const requestRef: string = token.requestBody.content["application/x-www-form-urlencoded"].schema.$ref
     const request = schemas[requestRef.replace("#/components/schemas/", "")]
     expect(Object.keys(request.properties).sort()).toEqual(
-      ["client_id", "client_secret", "environment", "grant_type", "profile", "service_uuid"]
+      ["client_id", "client_secret", "environment", "grant_type", "profile", "scope", "service_uuid"]
     )
+    expect(request.required.sort()).toEqual(["environment", "grant_type", "profile", "service_uuid"])
+    expect(schemas.TokenResponse.properties.expires_in).toMatchObject({ type: "integer", enum: [3600] })
     expect(Object.keys(token.responses)).toEqual(expect.arrayContaining(["200", "400", "401"]))
     expect(token.responses["200"].content["application/json"].schema.$ref).toBe("#/components/schemas/TokenResponse")
     expect(Object.keys(schemas.TokenResponse.properties).sort()).toEqual(
@@ -111,6 +113,60 @@ describe("openapi.yaml", () => {
   // from unions, so an endpoint whose only 400 answer is the decode error (GET /admin/profiles,
   // the discovery endpoints) keeps `$ref: "#/components/schemas/HttpApiDecodeError"` while the
   // component itself is deleted: the document names a framework error and holds dangling refs.
+  it("models how each endpoint authenticates: no Authorization header parameters, security schemes instead", () => {
+    for (const { operation, path, method } of operations()) {
+      const names = (operation.parameters ?? []).map((p: { name: string }) => p.name.toLowerCase())
+      expect(names, `${method} ${path}`).not.toContain("authorization")
+    }
+    const schemes = spec.components.securitySchemes
+    expect(schemes.serviceToken).toMatchObject({
+      type: "oauth2",
+      flows: { clientCredentials: { tokenUrl: "/oauth/token", scopes: { "service:call": expect.any(String) } } }
+    })
+    expect(schemes.clientSecretBasic).toMatchObject({ type: "http", scheme: "basic" })
+    expect(schemes.adminToken).toMatchObject({ type: "http", scheme: "bearer" })
+    expect(spec.paths["/oauth/token"].post.security).toEqual([{}, { clientSecretBasic: [] }])
+    expect(spec.paths["/service/{profile}/{environment}/json/{uuid}"].post.security).toEqual([
+      { serviceToken: ["service:call"] },
+      {}
+    ])
+  })
+
+  it("lets bodies that carry nothing be left out, and describes them as empty objects", () => {
+    for (const path of [ADMIN, `${ADMIN}/environments/{environment}`]) {
+      expect(spec.paths[path].put.requestBody.required, path).toBe(false)
+    }
+    expect(spec.paths[`${SERVICE}/credentials`].post.requestBody.required).toBe(false)
+    expect(schemas.EmptyObject).toMatchObject({ type: "object", additionalProperties: false })
+    expect(JSON.stringify(spec)).not.toContain('"type":"array"}]') // no anyOf [object, array]
+  })
+
+  it("says what fields mean: date-time formats, descriptions instead of regexes, no stray $id", () => {
+    expect(schemas.Timestamp).toMatchObject({ type: "string", format: "date-time" })
+    const text = JSON.stringify(spec)
+    expect(text).not.toContain("a string matching the pattern")
+    expect(text).not.toContain("a string to be decoded into a Date")
+    expect(text).not.toContain('"$id"')
+    for (const { operation, path, method } of operations()) {
+      expect(operation.summary, `${method} ${path}`).toEqual(expect.any(String))
+    }
+    for (const tag of spec.tags) expect(tag.description, tag.name).toEqual(expect.any(String))
+    expect(spec.servers).toEqual([expect.objectContaining({ url: "http://localhost:3000" })])
+  })
+
+  it("declares the headers answers carry: Retry-After, WWW-Authenticate, Cache-Control", () => {
+    const token = spec.paths["/oauth/token"].post.responses
+    for (const status of ["200", "400", "401"]) expect(Object.keys(token[status].headers), status).toContain("Cache-Control")
+    expect(Object.keys(token["401"].headers)).toContain("WWW-Authenticate")
+    expect(Object.keys(token["429"].headers)).toContain("Retry-After")
+    const call = spec.paths["/service/{profile}/{environment}/json/{uuid}"].post.responses
+    for (const status of ["401", "403"]) expect(Object.keys(call[status].headers), status).toContain("WWW-Authenticate")
+    for (const { operation, path, method } of operations()) {
+      const unavailable = operation.responses["503"]
+      if (unavailable !== undefined) expect(Object.keys(unavailable.headers), `${method} ${path}`).toContain("Retry-After")
+    }
+  })
+
   it("never mentions the framework's HttpApiDecodeError, and every $ref resolves", () => {
     expect(committed).not.toContain("HttpApiDecodeError")
     expect(JSON.stringify(spec)).not.toContain("HttpApiDecodeError")

@@ -56,9 +56,16 @@ export const CredentialList = Schema.Struct({ credentials: Schema.Array(Credenti
 })
 
 export class ProfilesApi extends HttpApiGroup.make("profiles")
-  .add(HttpApiEndpoint.get("listProfiles", "/admin/profiles").addSuccess(ProfileList))
+  .add(
+    HttpApiEndpoint.get("listProfiles", "/admin/profiles")
+      .annotate(OpenApi.Summary, "List profiles")
+      .annotate(OpenApi.Description, "Every profile, by identifier, with its creation time.")
+      .addSuccess(ProfileList)
+  )
   .add(
     HttpApiEndpoint.put("putProfile", "/admin/profiles/:profile")
+      .annotate(OpenApi.Summary, "Create a profile")
+      .annotate(OpenApi.Description, "Creates the profile if it does not exist (201); answers it as it is otherwise (200). No body, or `{}`.")
       .setPath(ProfilePath)
       .setPayload(EmptyObject)
       .addSuccess(ProfileDocument.annotations({ description: "The profile existed." }))
@@ -68,6 +75,8 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
   )
   .add(
     HttpApiEndpoint.get("getProfile", "/admin/profiles/:profile")
+      .annotate(OpenApi.Summary, "Get a profile")
+      .annotate(OpenApi.Description, "The profile with its environments, services and credentials (never a secret).")
       .setPath(ProfilePath)
       .addSuccess(ProfileDocument)
       .addError(InvalidRequestWire)
@@ -75,6 +84,7 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
   )
   .add(
     HttpApiEndpoint.del("deleteProfile", "/admin/profiles/:profile")
+      .annotate(OpenApi.Summary, "Delete a profile")
       .setPath(ProfilePath)
       .addSuccess(NoContent)
       .addError(InvalidRequestWire)
@@ -83,6 +93,7 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
   )
   .add(
     HttpApiEndpoint.post("saveProfile", "/admin/profiles/:profile/save")
+      .annotate(OpenApi.Summary, "Save staged credential changes")
       .setPath(ProfilePath)
       .setPayload(SaveProfileRequest)
       .addSuccess(SaveProfileResult)
@@ -97,6 +108,8 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
   )
   .add(
     HttpApiEndpoint.put("putEnvironment", "/admin/profiles/:profile/environments/:environment")
+      .annotate(OpenApi.Summary, "Create an environment")
+      .annotate(OpenApi.Description, "Creates the environment in the profile if it does not exist (201); answers it as it is otherwise (200). No body, or `{}`.")
       .setPath(EnvironmentPath)
       .setPayload(EmptyObject)
       .addSuccess(EnvironmentDocument.annotations({ description: "The environment existed." }))
@@ -106,6 +119,8 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
   )
   .add(
     HttpApiEndpoint.del("deleteEnvironment", "/admin/profiles/:profile/environments/:environment")
+      .annotate(OpenApi.Summary, "Delete an environment")
+      .annotate(OpenApi.Description, "Deletes the environment with its services; their credentials' tokens die at once.")
       .setPath(EnvironmentPath)
       .addSuccess(NoContent)
       .addError(InvalidRequestWire)
@@ -115,11 +130,17 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
   .addError(PayloadTooLargeWire)
   .addError(StorageUnavailableWire)
   .annotate(OpenApi.Title, "Admin: profiles and environments")
+  .annotate(
+    OpenApi.Description,
+    "Operators manage the catalogue with the admin token (ADMIN_TOKEN) as a Bearer token. A profile holds " +
+      "environments; deleting either deletes what it holds, and its credentials' tokens die at once."
+  )
 {}
 
 export class ServicesApi extends HttpApiGroup.make("services")
   .add(
     HttpApiEndpoint.post("createService", "/admin/profiles/:profile/environments/:environment/services")
+      .annotate(OpenApi.Summary, "Create a service")
       .setPath(EnvironmentPath)
       .setPayload(ServiceInput)
       .addSuccess(ServiceDocument, { status: 201 })
@@ -129,6 +150,8 @@ export class ServicesApi extends HttpApiGroup.make("services")
   )
   .add(
     HttpApiEndpoint.put("putService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
+      .annotate(OpenApi.Summary, "Create or replace a service")
+      .annotate(OpenApi.Description, "Creates the service under this uuid (201) or replaces its name, auth_type and handler (200). Switching auth_type away from oauth makes its credentials' tokens useless at once.")
       .setPath(ServicePath)
       .setPayload(ServiceInput)
       .addSuccess(ServiceDocument.annotations({ description: "The service existed and was updated." }))
@@ -138,6 +161,8 @@ export class ServicesApi extends HttpApiGroup.make("services")
   )
   .add(
     HttpApiEndpoint.get("getService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
+      .annotate(OpenApi.Summary, "Get a service")
+      .annotate(OpenApi.Description, "The service with its credentials (never a secret).")
       .setPath(ServicePath)
       .addSuccess(ServiceDocument)
       .addError(InvalidRequestWire)
@@ -145,6 +170,8 @@ export class ServicesApi extends HttpApiGroup.make("services")
   )
   .add(
     HttpApiEndpoint.del("deleteService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
+      .annotate(OpenApi.Summary, "Delete a service")
+      .annotate(OpenApi.Description, "Deletes the service; its credentials' tokens die at once.")
       .setPath(ServicePath)
       .addSuccess(NoContent)
       .addError(InvalidRequestWire)
@@ -155,6 +182,8 @@ export class ServicesApi extends HttpApiGroup.make("services")
       "listCredentials",
       "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials"
     )
+      .annotate(OpenApi.Summary, "List a service's credentials")
+      .annotate(OpenApi.Description, "At most two live credentials, with creation and last use times (never a secret).")
       .setPath(ServicePath)
       .addSuccess(CredentialList)
       .addError(InvalidRequestWire)
@@ -165,6 +194,7 @@ export class ServicesApi extends HttpApiGroup.make("services")
       "createCredential",
       "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials"
     )
+      .annotate(OpenApi.Summary, "Generate a credential")
       .setPath(ServicePath)
       .setPayload(EmptyObject)
       .addSuccess(NewCredential, { status: 201 })
@@ -182,6 +212,7 @@ export class ServicesApi extends HttpApiGroup.make("services")
       "deleteCredential",
       "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials/:client_id"
     )
+      .annotate(OpenApi.Summary, "Delete a credential")
       .setPath(CredentialPath)
       .addSuccess(NoContent)
       .addError(InvalidRequestWire)
@@ -193,4 +224,9 @@ export class ServicesApi extends HttpApiGroup.make("services")
   .addError(PayloadTooLargeWire)
   .addError(StorageUnavailableWire)
   .annotate(OpenApi.Title, "Admin: services and credentials")
+  .annotate(
+    OpenApi.Description,
+    "Services in an environment, and their credentials: at most two live ones per service, so a secret " +
+      "can be rotated without downtime. A secret is shown once, when it is generated."
+  )
 {}

@@ -31,23 +31,40 @@ export const AuthorizationServerMetadata = Schema.Struct({
 export const Health = Schema.Struct({ status: Schema.Literal("ok") }).annotations({ identifier: "Health" })
 
 export class DiscoveryApi extends HttpApiGroup.make("discovery")
-  .add(HttpApiEndpoint.get("jwks", "/.well-known/jwks.json").addSuccess(Jwks))
-  .add(HttpApiEndpoint.get("metadata", "/.well-known/oauth-authorization-server").addSuccess(AuthorizationServerMetadata))
+  .add(
+    HttpApiEndpoint.get("jwks", "/.well-known/jwks.json")
+      .annotate(OpenApi.Summary, "Public signing keys (JWKS)")
+      .annotate(OpenApi.Description, "RFC 7517 JSON Web Key Set of the keys that verify issued tokens, by kid.")
+      .addSuccess(Jwks)
+  )
+  .add(
+    HttpApiEndpoint.get("metadata", "/.well-known/oauth-authorization-server")
+      .annotate(OpenApi.Summary, "Authorization server metadata (RFC 8414)")
+      .annotate(OpenApi.Description, "Where the token endpoint and the keys are, and what this server supports. Clients discover it at /.well-known/oauth-authorization-server (there is no OpenID configuration).")
+      .addSuccess(AuthorizationServerMetadata)
+  )
   .add(
     HttpApiEndpoint.get("healthz", "/healthz")
+      .annotate(OpenApi.Summary, "Liveness")
       .addSuccess(Health)
       .annotate(OpenApi.Description, "The process is up.")
   )
   .add(
     HttpApiEndpoint.get("readyz", "/readyz")
+      .annotate(OpenApi.Summary, "Readiness")
       .addSuccess(Health)
       .addError(StorageUnavailableWire)
       .annotate(OpenApi.Description, "The database answers.")
   )
   .add(
     HttpApiEndpoint.get("openapi", "/openapi.yaml")
+      .annotate(OpenApi.Summary, "This OpenAPI document")
       .addSuccess(HttpApiSchema.Text({ contentType: "application/yaml" }))
       .annotate(OpenApi.Description, "This document.")
   )
   .annotate(OpenApi.Title, "Discovery and operations")
+  .annotate(
+    OpenApi.Description,
+    "What clients and resource servers discover (RFC 8414 metadata, the JWKS), and what load balancers probe."
+  )
 {}

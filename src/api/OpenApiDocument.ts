@@ -1,6 +1,10 @@
 /**
  * The OpenAPI document of `Api`, as served and as committed in `openapi.yaml`.
  *
+ * What the schemas cannot say is stated once here, as data: how the token endpoint and the service
+ * call authenticate (their handlers parse `Authorization` themselves, docs/contract.md §1-2), which
+ * bodies may be left out, the headers answers carry, and where a local server listens.
+ *
  * HttpApi documents its own decode error (400 `HttpApiDecodeError`) on every endpoint. Our handlers
  * never let it reach a client (every 400 is the contract's `{"error","error_description"}` body),
  * so it is removed here: from unions where it sits beside our errors, and as a whole response
@@ -33,11 +37,75 @@ const withoutFrameworkError = (responses: Json): Json => {
   return out
 }
 
+const SECURITY_SCHEMES: Json = {
+  serviceToken: {
+    type: "oauth2",
+    description: "An access token from POST /oauth/token, sent as `Authorization: Bearer <token>` (RFC 6750). " +
+      "It is valid only for the service it was issued for (its `aud`).",
+    flows: {
+      clientCredentials: { tokenUrl: "/oauth/token", scopes: { "service:call": "Call the hosted service the token is for." } }
+    }
+  },
+  clientSecretBasic: {
+    type: "http",
+    scheme: "basic",
+    description: "client_secret_basic (RFC 6749 §2.3.1): Basic base64(urlencode(client_id):urlencode(client_secret)). " +
+      "The alternative, client_secret_post, sends client_id and client_secret in the form."
+  }
+}
+
+/** Per operation: its security requirement (`{}` = none needed) and whether its body may be left out. */
+const OPERATIONS: Record<string, { readonly security?: ReadonlyArray<Json>; readonly optionalBody?: true }> = {
+  "token.issueToken": { security: [{}, { clientSecretBasic: [] }] },
+  // A service with auth_type none is open; one with oauth needs a token for it.
+  "service.callService": { security: [{ serviceToken: ["service:call"] }, {}] },
+  "profiles.putProfile": { optionalBody: true },
+  "profiles.putEnvironment": { optionalBody: true },
+  "services.createCredential": { optionalBody: true }
+}
+
+const header = (description: string, example?: string): Json => ({
+  description,
+  schema: example === undefined ? { type: "string" } : { type: "string", example }
+})
+const NO_STORE_HEADERS: Json = {
+  "Cache-Control": header("Always no-store: token answers are never cached.", "no-store"),
+  Pragma: header("Always no-cache.", "no-cache")
+}
+const RETRY_AFTER: Json = { "Retry-After": header("Seconds to wait before retrying.", "1") }
+
+/** The headers each answer carries, by operation (or "*" for every one) and status. */
+const responseHeaders = (operationId: string, status: string): Json => ({
+  ...(status === "429" || status === "503" ? RETRY_AFTER : {}),
+  ...(operationId === "token.issueToken" ? NO_STORE_HEADERS : {}),
+  ...(operationId === "token.issueToken" && status === "401"
+    ? { "WWW-Authenticate": header("Basic realm=\"oauth\", when the client authenticated with HTTP Basic.") }
+    : {}),
+  ...(operationId === "service.callService" && ["400", "401", "403"].includes(status)
+    ? {
+      "WWW-Authenticate": header(
+        "The Bearer challenge (RFC 6750 §3), on failures of the token.",
+        "Bearer realm=\"service\", error=\"invalid_token\""
+      )
+    }
+    : {})
+})
+
 export const openApiSpec = (): Json => {
   const spec = structuredClone(OpenApi.fromApi(Api)) as Json
+  spec.servers = [{ url: "http://localhost:3000", description: "npm start on this machine (ISSUER is the public URL)" }]
+  spec.components = { ...spec.components, securitySchemes: { ...spec.components?.securitySchemes, ...SECURITY_SCHEMES } }
   for (const operations of Object.values(spec.paths ?? {}) as Array<Json>) {
     for (const operation of Object.values(operations)) {
-      if (operation?.responses !== undefined) operation.responses = withoutFrameworkError(operation.responses)
+      if (operation?.responses === undefined) continue
+      operation.responses = withoutFrameworkError(operation.responses)
+      for (const [status, response] of Object.entries(operation.responses) as Array<[string, Json]>) {
+        const headers = responseHeaders(operation.operationId, status)
+        if (Object.keys(headers).length > 0) response.headers = { ...response.headers, ...headers }
+      }
+      const declared = OPERATIONS[operation.operationId]
+      if (declared?.security !== undefined) operation.security = declared.security
+      if (declared?.optionalBody === true && operation.requestBody !== undefined) operation.requestBody.required = false
     }
   }
   for (const name of FRAMEWORK_SCHEMAS) delete spec.components?.schemas?.[name]

@@ -17,18 +17,14 @@ import {
 
 export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
   identifier: "JsonObject",
-  description: "A JSON object."
+  description: "A JSON object, of any members.",
+  jsonSchema: { type: "object", additionalProperties: true, description: "A JSON object, of any members." }
 })
 
 export class ServiceApi extends HttpApiGroup.make("service")
   .add(
     HttpApiEndpoint.post("callService", "/service/:profile/:environment/json/:uuid")
       .setPath(Schema.Struct({ profile: Schema.String, environment: Schema.String, uuid: Schema.String }))
-      .setHeaders(Schema.Struct({
-        authorization: Schema.optional(Schema.String).annotations({
-          description: "Bearer <access token>; required when the service's auth_type is oauth."
-        })
-      }))
       .setPayload(JsonObject)
       .addSuccess(JsonObject)
       .addError(InvalidRequestWire)
@@ -50,4 +46,8 @@ export class ServiceApi extends HttpApiGroup.make("service")
       )
   )
   .annotate(OpenApi.Title, "Service calls")
+  .annotate(
+    OpenApi.Description,
+    "The hosted services, called with an access token issued for them (or without one when open)."
+  )
 {}

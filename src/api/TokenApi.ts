@@ -25,7 +25,10 @@ export const TokenRequest = Schema.Struct({
   }),
   profile: Schema.String.annotations({ description: "Profile identifier." }),
   environment: Schema.String.annotations({ description: "Environment name within the profile." }),
-  service_uuid: Schema.String.annotations({ description: "UUID of the target service." })
+  service_uuid: Schema.String.annotations({ description: "UUID of the target service." }),
+  scope: Schema.optional(Schema.String).annotations({
+    description: "Optional. Every token carries the one scope there is, service:call; a scope sent is not checked."
+  })
 }).pipe(
   HttpApiSchema.withEncoding({ kind: "UrlParams" }),
   (schema) => schema.annotations({ identifier: "TokenRequest" })
@@ -34,21 +37,16 @@ export const TokenRequest = Schema.Struct({
 export const TokenResponse = Schema.Struct({
   access_token: Schema.String.annotations({ description: "RS256 JWT for the requested service." }),
   token_type: Schema.Literal("Bearer"),
-  expires_in: Schema.Literal(TOKEN_LIFETIME_SECONDS),
-  scope: Schema.Literal(SERVICE_CALL_SCOPE)
+  expires_in: Schema.Literal(TOKEN_LIFETIME_SECONDS).annotations({
+    jsonSchema: { type: "integer", enum: [TOKEN_LIFETIME_SECONDS], description: "Seconds until the token expires." }
+  }),
+  scope: Schema.Literal(SERVICE_CALL_SCOPE).annotations({ description: "The token's scope." })
 }).annotations({ identifier: "TokenResponse" })
-
-export const TokenRequestHeaders = Schema.Struct({
-  authorization: Schema.optional(Schema.String).annotations({
-    description: "client_secret_basic (RFC 6749 §2.3.1): Basic base64(urlencode(client_id):urlencode(client_secret))."
-  })
-})
 
 export class TokenApi extends HttpApiGroup.make("token")
   .add(
     HttpApiEndpoint.post("issueToken", "/oauth/token")
       .setPayload(TokenRequest)
-      .setHeaders(TokenRequestHeaders)
       .addSuccess(TokenResponse)
       .addError(InvalidRequestWire)
       .addError(UnsupportedGrantTypeWire)
@@ -67,4 +65,8 @@ export class TokenApi extends HttpApiGroup.make("token")
       )
   )
   .annotate(OpenApi.Title, "OAuth 2.0 token endpoint")
+  .annotate(
+    OpenApi.Description,
+    "The client credentials grant (RFC 6749 §4.4): a client id and secret for a one-hour RS256 JWT for one service."
+  )
 {}

@@ -13,7 +13,9 @@ export const ProfileId = Schema.String.pipe(
     message: () => "profile must be 1-128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
   }),
   Schema.brand("ProfileId")
-)
+).annotations({
+  description: "A profile identifier: 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit."
+})
 export type ProfileId = typeof ProfileId.Type
 
 export const EnvironmentName = Schema.String.pipe(
@@ -22,7 +24,9 @@ export const EnvironmentName = Schema.String.pipe(
       "environment must be 1-128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
   }),
   Schema.brand("EnvironmentName")
-)
+).annotations({
+  description: "An environment name within its profile: 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit."
+})
 export type EnvironmentName = typeof EnvironmentName.Type
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
@@ -31,7 +35,7 @@ const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 export const ServiceUuid = Schema.String.pipe(
   Schema.pattern(UUID_PATTERN, { message: () => "service uuid must be a UUID (8-4-4-4-12 hexadecimal digits)" }),
   Schema.brand("ServiceUuid")
-)
+).annotations({ description: "The service's UUID, in lower case (any case is accepted on input)." })
 export type ServiceUuid = typeof ServiceUuid.Type
 
 export const isProfileId = Schema.is(ProfileId)
@@ -48,6 +52,6 @@ export const canonicalServiceUuid = (raw: string): ServiceUuid | undefined => {
 export const ClientId = Schema.String.pipe(
   Schema.pattern(/^svc_[0-9a-f]{32}$/, { message: () => "client id must be svc_ followed by 32 hexadecimal digits" }),
   Schema.brand("ClientId")
-)
+).annotations({ description: "A client id: svc_ followed by 32 hexadecimal digits (128 random bits)." })
 export type ClientId = typeof ClientId.Type
 export const isClientId = Schema.is(ClientId)

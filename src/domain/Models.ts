@@ -7,6 +7,17 @@ import { Schema } from "effect"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "./Identifiers.js"
 import { StorableText } from "./Text.js"
 
+/** A point in time: a `Date` inside the program, an RFC 3339 date-time on the wire. */
+export const Timestamp = Schema.Date.annotations({
+  identifier: "Timestamp",
+  description: "An RFC 3339 date-time in UTC, e.g. 2026-01-01T12:00:00.000Z.",
+  jsonSchema: {
+    type: "string",
+    format: "date-time",
+    description: "An RFC 3339 date-time in UTC, e.g. 2026-01-01T12:00:00.000Z."
+  }
+})
+
 export const AuthType = Schema.Literal("oauth", "none").annotations({
   description: "`oauth` protects the service with OAuth 2.0 Client Credentials; `none` leaves it open."
 })
@@ -34,8 +45,8 @@ export const defaultHandler: ServiceHandlerConfig = { type: "echo" }
 
 export const CredentialInfo = Schema.Struct({
   client_id: ClientId,
-  created_at: Schema.Date,
-  last_used_at: Schema.NullOr(Schema.Date).annotations({
+  created_at: Timestamp.annotations({ description: "When the credential was generated." }),
+  last_used_at: Schema.NullOr(Timestamp).annotations({
     description: "Time of the latest successful token request (kept to the minute); null when never used."
   })
 }).annotations({ identifier: "Credential" })
@@ -43,7 +54,7 @@ export type CredentialInfo = typeof CredentialInfo.Type
 
 export const ServiceDocument = Schema.Struct({
   uuid: ServiceUuid,
-  name: Schema.String,
+  name: Schema.String.annotations({ description: "A name for people; not unique." }),
   auth_type: AuthType,
   handler: ServiceHandlerConfig,
   credentials: Schema.Array(CredentialInfo)
@@ -58,13 +69,13 @@ export type EnvironmentDocument = typeof EnvironmentDocument.Type
 
 export const ProfileSummary = Schema.Struct({
   profile: ProfileId,
-  created_at: Schema.Date
+  created_at: Timestamp
 }).annotations({ identifier: "ProfileSummary" })
 export type ProfileSummary = typeof ProfileSummary.Type
 
 export const ProfileDocument = Schema.Struct({
   profile: ProfileId,
-  created_at: Schema.Date,
+  created_at: Timestamp,
   environments: Schema.Array(EnvironmentDocument)
 }).annotations({ identifier: "Profile" })
 export type ProfileDocument = typeof ProfileDocument.Type
@@ -75,21 +86,36 @@ export const EmptyObject = Schema.Struct({}).pipe(
     (value) => typeof value === "object" && value !== null && !Array.isArray(value) && Object.keys(value).length === 0,
     { message: () => "the body must be an empty JSON object" }
   )
-).annotations({ identifier: "EmptyObject", description: "An empty JSON object (or no body)." })
+).annotations({
+  identifier: "EmptyObject",
+  description: "An empty JSON object; the body may also be left out.",
+  jsonSchema: {
+    type: "object",
+    properties: {},
+    additionalProperties: false,
+    description: "An empty JSON object; the body may also be left out."
+  }
+})
 
 /** What an operator sends to create or replace a service. */
 export const ServiceInput = Schema.Struct({
-  name: Schema.optional(StorableText.pipe(Schema.minLength(1), Schema.maxLength(200))),
+  name: Schema.optional(StorableText.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({
+    description: "A name for people, 1-200 characters; defaults to the current name, or empty."
+  }),
   auth_type: AuthType,
   handler: Schema.optional(ServiceHandlerConfig)
 }).annotations({ identifier: "ServiceInput" })
 export type ServiceInput = typeof ServiceInput.Type
 
+const ClientSecretText = Schema.String.annotations({
+  description: "The client secret (256 random bits, base64url). Shown only in this answer: store it now."
+})
+
 /** A credential as answered once, at generation: the only place its secret ever appears. */
 export const NewCredential = Schema.Struct({
   client_id: ClientId,
-  client_secret: Schema.String,
-  created_at: Schema.Date
+  client_secret: ClientSecretText,
+  created_at: Timestamp
 }).annotations({ identifier: "NewCredential" })
 export type NewCredential = typeof NewCredential.Type
 
@@ -119,8 +145,8 @@ export const CreatedCredential = Schema.Struct({
   environment: EnvironmentName,
   service_uuid: ServiceUuid,
   client_id: ClientId,
-  client_secret: Schema.String,
-  created_at: Schema.Date
+  client_secret: ClientSecretText,
+  created_at: Timestamp
 }).annotations({ identifier: "CreatedCredential" })
 
 export const RemovedCredential = Schema.Struct({
