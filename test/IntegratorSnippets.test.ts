@@ -1,0 +1,172 @@
+/**
+ * Every snippet of docs/integrators.md runs as written against a real server (`npm start`): the
+ * blocks marked `file=NAME` are extracted to files and run, JavaScript with node, Python in a
+ * virtual environment with requests-oauthlib and PyJWT (created once, under node_modules/.cache).
+ * The clients get a token and call the service; the resource servers verify a token with issuer
+ * and audience, and refuse one issued for another service.
+ */
+import { execFile } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type ServerProcess, startServer } from "./support/ServerProcess.js"
+
+const ROOT = fileURLToPath(new URL("../", import.meta.url))
+const run = promisify(execFile)
+const ADMIN_TOKEN = randomBytes(24).toString("base64url")
+
+/** The Python packages the snippets use, pinned. */
+const PYTHON_PACKAGES = ["requests-oauthlib==2.0.0", "PyJWT[crypto]==2.15.1"]
+const VENV = join(ROOT, "node_modules/.cache/service-auth-integrators-venv")
+
+const snippets = (): Map<string, string> => {
+  const page = readFileSync(join(ROOT, "docs/integrators.md"), "utf8")
+  const found = new Map<string, string>()
+  for (const match of page.matchAll(/```\w+ file=(\S+)\n([\s\S]*?)```/g)) found.set(match[1]!, match[2]!)
+  return found
+}
+
+/** A virtual environment with the snippets' packages; made once, reused after. */
+const python = async (): Promise<string> => {
+  const interpreter = join(VENV, "bin/python")
+  const marker = join(VENV, "installed.txt")
+  if (existsSync(marker) && readFileSync(marker, "utf8") === PYTHON_PACKAGES.join("\n")) return interpreter
+  rmSync(VENV, { recursive: true, force: true })
+  mkdirSync(join(VENV, ".."), { recursive: true })
+  await run("python3", ["-m", "venv", VENV])
+  await run(join(VENV, "bin/pip"), ["install", "--quiet", "--retries", "0", "--timeout", "10", ...PYTHON_PACKAGES], {
+    timeout: 240_000
+  }).catch((error: { stderr?: string }) => {
+    throw new Error(`pip could not install ${PYTHON_PACKAGES.join(", ")} (a package index is needed): ${error.stderr}`)
+  })
+  writeFileSync(marker, PYTHON_PACKAGES.join("\n"))
+  return interpreter
+}
+
+describe("docs/integrators.md snippets, run as written", () => {
+  let server: ServerProcess
+  const workDir = mkdtempSync(join(ROOT, "node_modules", ".integrator-snippets-"))
+  const env: Record<string, string> = {}
+  let otherService = ""
+
+  const admin = async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(`${server.base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
+    return response.json() as Promise<any>
+  }
+
+  const runSnippet = async (file: string, extra: Record<string, string> = {}) => {
+    const code = snippets().get(file)
+    expect(code, `docs/integrators.md has no block file=${file}`).toBeDefined()
+    writeFileSync(join(workDir, file), code!)
+    const command = file.endsWith(".py") ? await python() : process.execPath
+    const { stdout } = await run(command, [join(workDir, file)], {
+      cwd: workDir,
+      env: { ...process.env, ...env, ...extra },
+      timeout: 30_000
+    })
+    return stdout.trim()
+  }
+
+  const token = async () => {
+    const response = await fetch(`${server.base}/oauth/token`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({
+        grant_type: "client_credentials",
+        client_id: env.CLIENT_ID!,
+        client_secret: env.CLIENT_SECRET!,
+        profile: env.PROFILE!,
+        environment: env.ENVIRONMENT!,
+        service_uuid: env.SERVICE_UUID!
+      })
+    })
+    return String(((await response.json()) as { access_token: string }).access_token)
+  }
+
+  beforeAll(async () => {
+    // The snippets run from a directory inside the package, so that they resolve its node_modules.
+    writeFileSync(join(workDir, "package.json"), JSON.stringify({ type: "module" }))
+    server = await startServer({ ADMIN_TOKEN, DATA_DIR: join(workDir, "data") })
+    const profile = `integrators-${randomBytes(4).toString("hex")}`
+    await admin("PUT", `/admin/profiles/${profile}`)
+    await admin("PUT", `/admin/profiles/${profile}/environments/production`)
+    const service = await admin("POST", `/admin/profiles/${profile}/environments/production/services`, {
+      name: "billing",
+      auth_type: "oauth"
+    })
+    otherService = (await admin("POST", `/admin/profiles/${profile}/environments/production/services`, {
+      name: "other",
+      auth_type: "oauth"
+    })).uuid
+    const credential = await admin("POST", `/admin/profiles/${profile}/environments/production/services/${service.uuid}/credentials`)
+    Object.assign(env, {
+      // The default issuer (ISSUER unset) is http://localhost:PORT.
+      SERVICE_AUTH_URL: `http://localhost:${server.port}`,
+      CLIENT_ID: credential.client_id,
+      CLIENT_SECRET: credential.client_secret,
+      PROFILE: profile,
+      ENVIRONMENT: "production",
+      SERVICE_UUID: service.uuid
+    })
+  }, 60_000)
+
+  afterAll(async () => {
+    await server?.stop()
+    rmSync(workDir, { recursive: true, force: true })
+  })
+
+  it("has the five snippets the page promises", () => {
+    expect([...snippets().keys()].sort()).toEqual([
+      "client-oauth4webapi.mjs",
+      "client-openid-client.mjs",
+      "client_requests_oauthlib.py",
+      "verify-jose.mjs",
+      "verify_pyjwt.py"
+    ].sort())
+  })
+
+  const echoOf = () => JSON.stringify({ hello: "world" })
+
+  it("oauth4webapi: RFC 8414 discovery, client_secret_basic with the service parameters, then the call", async () => {
+    const [expiresIn, status, body] = (await runSnippet("client-oauth4webapi.mjs")).split(" ")
+    expect([expiresIn, status]).toEqual(["3600", "200"])
+    expect(JSON.parse(body!)).toMatchObject({ body: JSON.parse(echoOf()), client_id: env.CLIENT_ID })
+  })
+
+  it("openid-client: RFC 8414 discovery, client_secret_post with the service parameters, then the call", async () => {
+    const [expiresIn, status, body] = (await runSnippet("client-openid-client.mjs")).split(" ")
+    expect([expiresIn, status]).toEqual(["3600", "200"])
+    expect(JSON.parse(body!)).toMatchObject({ body: JSON.parse(echoOf()), client_id: env.CLIENT_ID })
+  })
+
+  it("Python requests-oauthlib: a token with HTTP Basic and the service parameters, then the call", async () => {
+    const [expiresIn, status, ...body] = (await runSnippet("client_requests_oauthlib.py")).split(" ")
+    expect([expiresIn, status]).toEqual(["3600", "200"])
+    expect(JSON.parse(body.join(" "))).toMatchObject({ body: JSON.parse(echoOf()), client_id: env.CLIENT_ID })
+  }, 300_000)
+
+  it("jose: verifies issuer, audience and signature; refuses a token for another service", async () => {
+    const accessToken = await token()
+    expect(await runSnippet("verify-jose.mjs", { ACCESS_TOKEN: accessToken })).toBe(
+      `${env.CLIENT_ID} service:call ${JSON.stringify({ service_uuid: env.SERVICE_UUID, profile: env.PROFILE, environment: env.ENVIRONMENT })}`
+    )
+    await expect(runSnippet("verify-jose.mjs", { ACCESS_TOKEN: accessToken, SERVICE_UUID: otherService })).rejects
+      .toThrow(/aud/)
+  })
+
+  it("PyJWT: verifies issuer, audience and signature; refuses a token for another service", async () => {
+    const accessToken = await token()
+    expect(await runSnippet("verify_pyjwt.py", { ACCESS_TOKEN: accessToken })).toBe(
+      `${env.CLIENT_ID} service:call ${env.SERVICE_UUID}`
+    )
+    await expect(runSnippet("verify_pyjwt.py", { ACCESS_TOKEN: accessToken, SERVICE_UUID: otherService })).rejects
+      .toThrow(/InvalidAudienceError|audience/i)
+  }, 300_000)
+})
