@@ -5,7 +5,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../auth/TokenService.js"
+import { SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import {
   InvalidClientWire,
   InvalidRequestWire,

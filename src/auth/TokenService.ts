@@ -18,10 +18,9 @@ import { AppConfig } from "../AppConfig.js"
 import { InsufficientScope, InvalidToken } from "../domain/Errors.js"
 import { ClientId } from "../domain/Identifiers.js"
 import type { ServiceAddress } from "../storage/CredentialRepo.js"
+import { SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import { KeyService, SIGNING_ALGORITHM } from "./KeyService.js"
 
-export const TOKEN_LIFETIME_SECONDS = 3600
-export const SERVICE_CALL_SCOPE = "service:call"
 /** Larger tokens are refused before they are parsed; ours are about 800 bytes. */
 export const MAX_TOKEN_LENGTH = 8192
 /** Tolerated clock skew between instances for `iat`. */

@@ -5,7 +5,7 @@ import { AppConfig } from "../AppConfig.js"
 import { Api } from "../api/Api.js"
 import { openApiYaml } from "../api/OpenApiDocument.js"
 import { KeyService } from "../auth/KeyService.js"
-import { SERVICE_CALL_SCOPE } from "../auth/TokenService.js"
+import { SERVICE_CALL_SCOPE } from "../domain/AccessTokens.js"
 import { CredentialRepo } from "../storage/CredentialRepo.js"
 
 export const DiscoveryHttpLive = HttpApiBuilder.group(Api, "discovery", (handlers) =>

@@ -1,0 +1,6 @@
+/** What every access token is, for the contract (`src/api`) and the server alike. */
+
+/** A token's lifetime: one hour (docs/contract.md §1). */
+export const TOKEN_LIFETIME_SECONDS = 3600
+/** The one scope there is: calling the service the token is for. */
+export const SERVICE_CALL_SCOPE = "service:call"
