@@ -11,12 +11,13 @@
  * withdraws the cache's trust at once; a new connection is opened after `RECONNECT_AFTER_MS`.
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Clock, Data, Deferred, Duration, Effect, Option, Queue, Redacted } from "effect"
+import { Cause, Clock, Data, Deferred, Duration, Effect, Option, Queue, Redacted, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import pg from "pg"
 import { CacheLease, LEASE_MS, RENEW_EVERY_MS } from "./CacheLease.js"
 import type { CacheGuard } from "./CredentialRepoCache.js"
 import { CATALOGUE_CHANNEL } from "./CredentialRepoSql.js"
+import { decodeRows } from "./Rows.js"
 
 /** Where instances announce that they have dropped their cache for a version (payload: their id). */
 const ACK_CHANNEL = "service_auth_cache_ack"
@@ -29,6 +30,13 @@ const SETTLE_POLL_MS = 50
 const SETTLE_SLACK_MS = 100
 /** Every this many renewals, leases of instances gone for a minute are deleted. */
 const PURGE_EVERY = 120
+
+const VersionRow = Schema.Struct({ version: Schema.String })
+const InstanceRow = Schema.Struct({ instance_id: Schema.String })
+/** What a renewal answers: the catalogue version it read (bigint as text). */
+const decodeRenewal = Schema.decodeUnknownSync(
+  Schema.Tuple(Schema.Struct({ version: Schema.BigInt }))
+)
 
 class ListenerLost extends Data.TaggedError("ListenerLost")<{ readonly reason: string }> {}
 
@@ -101,7 +109,7 @@ export const make = (url: Redacted.Redacted<string>) =>
            RETURNING (SELECT version::text FROM catalogue) AS version`,
           [instanceId, LEASE_MS, lease.seenVersion.toString()]
         )
-        const version = BigInt((rows[0] as { version: string }).version)
+        const [{ version }] = decodeRenewal(rows)
         // Anything newer is dropped now; the acknowledgement follows, as for an announcement.
         if (lease.versionRead(version)) yield* acknowledge(client, version)
         lease.renewed(ticket)
@@ -208,7 +216,8 @@ export const make = (url: Redacted.Redacted<string>) =>
      */
     const settle = Effect.gen(function*() {
       const deadline = now() + LEASE_MS + SETTLE_SLACK_MS
-      const version = yield* sql<{ version: string }>`SELECT version::text AS version FROM catalogue_version`.pipe(
+      const version = yield* sql`SELECT version::text AS version FROM catalogue_version`.pipe(
+        decodeRows(VersionRow),
         Effect.map(([row]) => row?.version),
         Effect.timeout(Duration.millis(LEASE_MS)),
         Effect.orElseSucceed(() => undefined)
@@ -216,10 +225,11 @@ export const make = (url: Redacted.Redacted<string>) =>
       while (now() < deadline) {
         // An acknowledgement that arrives while the leases are being read is not waited for again.
         const heard = acknowledgements
-        const behind = version === undefined ? undefined : yield* sql<{ instance_id: string }>`
+        const behind = version === undefined ? undefined : yield* sql`
           SELECT instance_id FROM cache_leases
           WHERE instance_id <> ${instanceId} AND expires_at > clock_timestamp() AND acked_version < ${version}::bigint`
           .pipe(
+            decodeRows(InstanceRow),
             Effect.timeout(Duration.millis(Math.max(1, deadline - now()))),
             Effect.orElseSucceed(() => undefined)
           )

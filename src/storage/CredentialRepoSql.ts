@@ -9,39 +9,56 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Either, Layer, Option, Schema } from "effect"
 import { Conflict, NotFound } from "../domain/Errors.js"
-import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import { type AuthType, type CredentialInfo, ServiceHandlerConfig, type ServiceDocument } from "../domain/Models.js"
+import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import { AuthType, type CredentialInfo, ServiceHandlerConfig, type ServiceDocument } from "../domain/Models.js"
 import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
 import { CredentialRepo, type CredentialRepoShape } from "./CredentialRepo.js"
-import { refineSqlError } from "./StorageErrors.js"
+import { decodeRows } from "./Rows.js"
+import { storageOperation } from "./StorageErrors.js"
 
 /** The channel on which committed catalogue changes are announced, with the new version. */
 export const CATALOGUE_CHANNEL = "service_auth_cache"
 
-interface ServiceRow {
-  readonly environment: EnvironmentName
-  readonly uuid: ServiceUuid
-  readonly name: string
-  readonly auth_type: AuthType
-  readonly handler: unknown
-}
+const ServiceRow = Schema.Struct({
+  environment: EnvironmentName,
+  uuid: ServiceUuid,
+  name: Schema.String,
+  auth_type: AuthType,
+  handler: ServiceHandlerConfig
+})
+type ServiceRow = typeof ServiceRow.Type
 
-interface CredentialRow {
-  readonly environment: EnvironmentName
-  readonly service_uuid: ServiceUuid
-  readonly client_id: ClientId
-  readonly created_at: Date
-  readonly last_used_at: Date | null
-}
+const CredentialRow = Schema.Struct({
+  environment: EnvironmentName,
+  service_uuid: ServiceUuid,
+  client_id: ClientId,
+  created_at: Schema.DateFromSelf,
+  last_used_at: Schema.NullOr(Schema.DateFromSelf)
+})
+type CredentialRow = typeof CredentialRow.Type
 
-const decodeHandler = Schema.decodeUnknownSync(ServiceHandlerConfig)
-/** Drivers disagree on whether jsonb arrives parsed; accept both. */
-const handlerOf = (raw: unknown) => decodeHandler(typeof raw === "string" ? JSON.parse(raw) : raw)
-const toDate = (value: unknown): Date => (value instanceof Date ? value : new Date(String(value)))
+const ProfileRow = Schema.Struct({ profile: ProfileId, created_at: Schema.DateFromSelf })
+const CreatedAtRow = Schema.Struct({ created_at: Schema.DateFromSelf })
+const NameRow = Schema.Struct({ name: EnvironmentName })
+const ClientIdRow = Schema.Struct({ client_id: ClientId })
+
+const TokenTargetRow = Schema.Struct({
+  auth_type: AuthType,
+  client_id: Schema.NullOr(ClientId),
+  secret_hash: Schema.NullOr(Schema.String),
+  last_used_at: Schema.NullOr(Schema.DateFromSelf)
+})
+
+const ServiceRouteRow = Schema.Struct({
+  auth_type: AuthType,
+  handler: ServiceHandlerConfig,
+  credential_live: Schema.Boolean
+})
+
 const toCredentialInfo = (row: CredentialRow): CredentialInfo => ({
   client_id: row.client_id,
-  created_at: toDate(row.created_at),
-  last_used_at: row.last_used_at === null ? null : toDate(row.last_used_at)
+  created_at: row.created_at,
+  last_used_at: row.last_used_at
 })
 
 export const make = Effect.gen(function*() {
@@ -55,7 +72,7 @@ export const make = Effect.gen(function*() {
       uuid: service.uuid,
       name: service.name,
       auth_type: service.auth_type,
-      handler: handlerOf(service.handler),
+      handler: service.handler,
       credentials: credentials
         .filter((c) => c.environment === service.environment && c.service_uuid === service.uuid)
         .map(toCredentialInfo)
@@ -81,42 +98,43 @@ export const make = Effect.gen(function*() {
         ${uuid === undefined ? sql`` : sql`AND service_uuid = ${uuid}`}`
 
   const repo: CredentialRepoShape = {
-    ping: refineSqlError(Effect.asVoid(sql`SELECT 1`)),
+    ping: storageOperation(Effect.asVoid(sql`SELECT 1`)),
 
-    listProfiles: sql<{ profile: ProfileId; created_at: Date }>`
-      SELECT profile, created_at FROM profiles ORDER BY profile`.pipe(
-      Effect.map((rows) => rows.map((row) => ({ profile: row.profile, created_at: toDate(row.created_at) }))),
-      refineSqlError
+    listProfiles: sql`SELECT profile, created_at FROM profiles ORDER BY profile`.pipe(
+      decodeRows(ProfileRow),
+      storageOperation
     ),
 
     getProfile: (profile) =>
       Effect.gen(function*() {
-        const [found] = yield* sql<{ created_at: Date }>`SELECT created_at FROM profiles WHERE profile = ${profile}`
+        const [found] = yield* sql`SELECT created_at FROM profiles WHERE profile = ${profile}`.pipe(
+          decodeRows(CreatedAtRow)
+        )
         if (found === undefined) return Option.none()
-        const environments = yield* sql<{ name: EnvironmentName }>`
-          SELECT name FROM environments WHERE profile = ${profile} ORDER BY name`
-        const services = yield* sql<ServiceRow>`
+        const environments = yield* sql`
+          SELECT name FROM environments WHERE profile = ${profile} ORDER BY name`.pipe(decodeRows(NameRow))
+        const services = yield* sql`
           SELECT environment, uuid, name, auth_type, handler FROM services
-          WHERE profile = ${profile} ORDER BY position`
-        const credentials = yield* sql<CredentialRow>`
+          WHERE profile = ${profile} ORDER BY position`.pipe(decodeRows(ServiceRow))
+        const credentials = yield* sql`
           SELECT environment, service_uuid, client_id, created_at, last_used_at FROM credentials
-          WHERE profile = ${profile} AND deleted_at IS NULL ORDER BY position`
+          WHERE profile = ${profile} AND deleted_at IS NULL ORDER BY position`.pipe(decodeRows(CredentialRow))
         return Option.some({
           profile,
-          created_at: toDate(found.created_at),
+          created_at: found.created_at,
           environments: environments.map(({ name }) => ({
             name,
             services: servicesWithCredentials(services.filter((s) => s.environment === name), credentials)
           }))
         })
-      }).pipe(sql.withTransaction, refineSqlError),
+      }).pipe(sql.withTransaction, storageOperation),
 
     putProfile: (profile, now) =>
       sql`INSERT INTO profiles (profile, created_at) VALUES (${profile}, ${now})
           ON CONFLICT (profile) DO NOTHING RETURNING profile`.pipe(
         Effect.map((rows) => rows.length > 0),
         catalogueWrite,
-        refineSqlError
+        storageOperation
       ),
 
     // Each delete first locks what a concurrent save locks (the profile, or the services), so a
@@ -128,7 +146,7 @@ export const make = Effect.gen(function*() {
         yield* tombstoneCredentials(now, profile)
         const deleted = yield* sql`DELETE FROM profiles WHERE profile = ${profile} RETURNING profile`
         return deleted.length > 0
-      }).pipe(catalogueWrite, refineSqlError),
+      }).pipe(catalogueWrite, storageOperation),
 
     putEnvironment: (profile, environment, now) =>
       Effect.gen(function*() {
@@ -140,7 +158,7 @@ export const make = Effect.gen(function*() {
         const [exists] = yield* sql`SELECT 1 AS found FROM environments WHERE profile = ${profile} AND name = ${environment}`
         if (exists === undefined) return yield* new NotFound({ description: "Profile not found" })
         return false
-      }).pipe(catalogueWrite, refineSqlError),
+      }).pipe(catalogueWrite, storageOperation),
 
     deleteEnvironment: (profile, environment, now) =>
       Effect.gen(function*() {
@@ -150,21 +168,23 @@ export const make = Effect.gen(function*() {
         const deleted = yield* sql`
           DELETE FROM environments WHERE profile = ${profile} AND name = ${environment} RETURNING name`
         return deleted.length > 0
-      }).pipe(catalogueWrite, refineSqlError),
+      }).pipe(catalogueWrite, storageOperation),
 
     getService: (address) =>
       Effect.gen(function*() {
-        const services = yield* sql<ServiceRow>`
+        const services = yield* sql`
           SELECT environment, uuid, name, auth_type, handler FROM services
-          WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}`
+          WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}`.pipe(
+          decodeRows(ServiceRow)
+        )
         if (services.length === 0) return Option.none()
-        const credentials = yield* sql<CredentialRow>`
+        const credentials = yield* sql`
           SELECT environment, service_uuid, client_id, created_at, last_used_at FROM credentials
           WHERE profile = ${address.profile} AND environment = ${address.environment}
             AND service_uuid = ${address.uuid} AND deleted_at IS NULL
-          ORDER BY position`
+          ORDER BY position`.pipe(decodeRows(CredentialRow))
         return Option.fromNullable(servicesWithCredentials(services, credentials)[0])
-      }).pipe(sql.withTransaction, refineSqlError),
+      }).pipe(sql.withTransaction, storageOperation),
 
     putService: (address, fields, mode, now) =>
       Effect.gen(function*() {
@@ -187,7 +207,7 @@ export const make = Effect.gen(function*() {
           UPDATE services SET name = ${fields.name}, auth_type = ${fields.auth_type}, handler = ${handler}::jsonb
           WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}`
         return false
-      }).pipe(catalogueWrite, refineSqlError),
+      }).pipe(catalogueWrite, storageOperation),
 
     deleteService: (address, now) =>
       Effect.gen(function*() {
@@ -200,7 +220,7 @@ export const make = Effect.gen(function*() {
           WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}
           RETURNING uuid`
         return deleted.length > 0
-      }).pipe(catalogueWrite, refineSqlError),
+      }).pipe(catalogueWrite, storageOperation),
 
     applyCredentialChanges: (profile, changes, now) =>
       Effect.gen(function*() {
@@ -214,10 +234,10 @@ export const make = Effect.gen(function*() {
             SELECT 1 AS found FROM services
             WHERE profile = ${profile} AND environment = ${environment} AND uuid = ${serviceUuid}
             FOR UPDATE`
-          const live = service === undefined ? undefined : yield* sql<{ client_id: string }>`
+          const live = service === undefined ? undefined : yield* sql`
             SELECT client_id FROM credentials
             WHERE profile = ${profile} AND environment = ${environment} AND service_uuid = ${serviceUuid}
-              AND deleted_at IS NULL`
+              AND deleted_at IS NULL`.pipe(decodeRows(ClientIdRow))
           snapshot.set(serviceKey(environment, serviceUuid), live?.map((row) => row.client_id))
         }
         const checked = checkCredentialChanges(snapshot, changes)
@@ -235,10 +255,10 @@ export const make = Effect.gen(function*() {
             UPDATE services SET auth_type = 'oauth'
             WHERE profile = ${profile} AND environment = ${change.environment} AND uuid = ${change.serviceUuid}`
         }
-      }).pipe(catalogueWrite, refineSqlError),
+      }).pipe(catalogueWrite, storageOperation),
 
     findTokenTarget: (address, clientId) =>
-      sql<{ auth_type: AuthType; client_id: ClientId | null; secret_hash: string | null; last_used_at: Date | null }>`
+      sql`
         SELECT s.auth_type, c.client_id, c.secret_hash, c.last_used_at
         FROM services s
         LEFT JOIN credentials c
@@ -246,26 +266,23 @@ export const make = Effect.gen(function*() {
          AND c.service_uuid = s.uuid AND c.deleted_at IS NULL
         WHERE s.profile = ${address.profile} AND s.environment = ${address.environment} AND s.uuid = ${address.uuid}`
         .pipe(
+          decodeRows(TokenTargetRow),
           Effect.map(([row]) =>
             Option.fromNullable(row).pipe(Option.map((row) => ({
               authType: row.auth_type,
               credential: row.client_id === null || row.secret_hash === null
                 ? Option.none()
-                : Option.some({
-                  clientId: row.client_id,
-                  secretHash: row.secret_hash,
-                  lastUsedAt: row.last_used_at === null ? null : toDate(row.last_used_at)
-                })
+                : Option.some({ clientId: row.client_id, secretHash: row.secret_hash, lastUsedAt: row.last_used_at })
             })))
           ),
-          refineSqlError
+          storageOperation
         ),
 
     touchCredential: (clientId, now) =>
-      refineSqlError(Effect.asVoid(sql`UPDATE credentials SET last_used_at = ${now} WHERE client_id = ${clientId}`)),
+      storageOperation(Effect.asVoid(sql`UPDATE credentials SET last_used_at = ${now} WHERE client_id = ${clientId}`)),
 
     findServiceRoute: (address, clientId) =>
-      sql<{ auth_type: AuthType; handler: unknown; credential_live: boolean }>`
+      sql`
         SELECT s.auth_type, s.handler, EXISTS (
           SELECT 1 FROM credentials c
           WHERE c.client_id = ${Option.getOrElse(clientId, () => "")} AND c.profile = s.profile
@@ -274,14 +291,15 @@ export const make = Effect.gen(function*() {
         FROM services s
         WHERE s.profile = ${address.profile} AND s.environment = ${address.environment} AND s.uuid = ${address.uuid}`
         .pipe(
+          decodeRows(ServiceRouteRow),
           Effect.map(([row]) =>
             Option.fromNullable(row).pipe(Option.map((row) => ({
               authType: row.auth_type,
-              handler: handlerOf(row.handler),
-              credentialLive: Option.isSome(clientId) && row.credential_live === true
+              handler: row.handler,
+              credentialLive: Option.isSome(clientId) && row.credential_live
             })))
           ),
-          refineSqlError
+          storageOperation
         )
   }
   return CredentialRepo.of(repo)

@@ -7,8 +7,11 @@
  * the process's own (`layerLocal`).
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Option } from "effect"
-import { refineSqlError } from "./StorageErrors.js"
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { decodeRows } from "./Rows.js"
+import { storageOperation } from "./StorageErrors.js"
+
+const WindowRow = Schema.Struct({ count: Schema.Int, reset_at: Schema.DateFromSelf })
 
 export interface SharedWindow {
   readonly count: number
@@ -37,7 +40,7 @@ export class FailureCounts extends Context.Tag("service-auth/FailureCounts")<Fai
           const at = new Date(now)
           // Windows closed an hour ago are purged by the same statement (failures are rare).
           const cutoff = new Date(now - 3_600_000)
-          return sql<{ count: number; reset_at: Date | string }>`
+          return sql`
             WITH purged AS (DELETE FROM auth_failures WHERE reset_at < ${cutoff})
             INSERT INTO auth_failures (pair, count, reset_at)
             VALUES (${pair}, 1, ${new Date(now + windowMs)})
@@ -45,12 +48,11 @@ export class FailureCounts extends Context.Tag("service-auth/FailureCounts")<Fai
               count = CASE WHEN auth_failures.reset_at <= ${at} THEN 1 ELSE auth_failures.count + 1 END,
               reset_at = CASE WHEN auth_failures.reset_at <= ${at} THEN excluded.reset_at ELSE auth_failures.reset_at END
             RETURNING count, reset_at`.pipe(
+            decodeRows(WindowRow),
             Effect.map(([row]) =>
-              Option.fromNullable(row).pipe(
-                Option.map((row) => ({ count: Number(row.count), resetAt: new Date(row.reset_at).getTime() }))
-              )
+              Option.fromNullable(row).pipe(Option.map((row) => ({ count: row.count, resetAt: row.reset_at.getTime() })))
             ),
-            refineSqlError,
+            storageOperation,
             // Brute-force counting must not turn a failed authentication into a 503: without the
             // database the instance counts on its own until it is back.
             Effect.catchAll(() => Effect.succeedNone)

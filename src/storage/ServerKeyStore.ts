@@ -5,9 +5,12 @@
  * restarts.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Redacted, Schema } from "effect"
 import type { StorageUnavailable } from "../domain/Errors.js"
-import { refineSqlError } from "./StorageErrors.js"
+import { decodeRows } from "./Rows.js"
+import { storageOperation } from "./StorageErrors.js"
+
+const ValueRow = Schema.Struct({ value: Schema.String })
 
 export interface ServerKeyStoreShape {
   /** The stored value of `name`, or `create()` stored atomically when none exists yet. */
@@ -25,14 +28,14 @@ export class ServerKeyStore extends Context.Tag("service-auth/ServerKeyStore")<S
       return ServerKeyStore.of({
         getOrCreate: (name, create) =>
           Effect.gen(function*() {
-            const read = sql<{ value: string }>`SELECT value FROM server_keys WHERE name = ${name}`
+            const read = sql`SELECT value FROM server_keys WHERE name = ${name}`.pipe(decodeRows(ValueRow))
             const [existing] = yield* read
             if (existing !== undefined) return Redacted.make(existing.value)
             const value = yield* Effect.promise(create)
             yield* sql`INSERT INTO server_keys (name, value) VALUES (${name}, ${value}) ON CONFLICT (name) DO NOTHING`
             const [stored] = yield* read
             return Redacted.make(stored!.value)
-          }).pipe(refineSqlError)
+          }).pipe(storageOperation)
       })
     })
   )

@@ -30,6 +30,11 @@ export const storageUnavailable = new StorageUnavailable({ description: "The dat
  */
 export const STORAGE_TIMEOUT = Duration.millis(1500)
 
+/**
+ * SQL failures as callers see them: an unreachable database is `StorageUnavailable` (503), whether
+ * a statement failed or, inside a transaction, its COMMIT or ROLLBACK did (which @effect/sql turns
+ * into a defect); any other SQL error is a defect.
+ */
 export const refineSqlError = <A, E, R>(
   effect: Effect.Effect<A, E | SqlError, R>
 ): Effect.Effect<A, Exclude<E, SqlError> | StorageUnavailable, R> =>
@@ -38,14 +43,23 @@ export const refineSqlError = <A, E, R>(
     isSqlError,
     (error) => (isUnavailable(error) ? Effect.fail(storageUnavailable) : Effect.die(error))
   ).pipe(
-    // A transaction's COMMIT or ROLLBACK that fails is a defect in @effect/sql (`orDie`): on a
-    // connection the database has just dropped, that is still an unavailable database, not a bug.
     Effect.catchSomeDefect((defect) =>
       isSqlError(defect) && isUnavailable(defect) ? Option.some(Effect.fail(storageUnavailable)) : Option.none()
-    ),
-    // Disconnected: on timeout the 503 goes out at once, while the interrupted statement (its
-    // cancel request, a transaction's ROLLBACK) winds down in the background. A database that
-    // accepts connections but never answers would otherwise hold the request for many seconds.
+    )
+  ) as Effect.Effect<A, Exclude<E, SqlError> | StorageUnavailable, R>
+
+/**
+ * At most `STORAGE_TIMEOUT`, then 503. Disconnected: the 503 goes out at once while the interrupted
+ * statement (its cancel request, a transaction's ROLLBACK) winds down in the background. A database
+ * that accepts connections but never answers would otherwise hold the request for many seconds.
+ */
+export const withStorageTimeout = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StorageUnavailable, R> =>
+  effect.pipe(
     Effect.disconnect,
     Effect.timeoutFail({ duration: STORAGE_TIMEOUT, onTimeout: () => storageUnavailable })
-  ) as Effect.Effect<A, Exclude<E, SqlError> | StorageUnavailable, R>
+  )
+
+/** A repository operation: its SQL errors refined, its time bounded. */
+export const storageOperation = <A, E, R>(
+  effect: Effect.Effect<A, E | SqlError, R>
+): Effect.Effect<A, Exclude<E, SqlError> | StorageUnavailable, R> => withStorageTimeout(refineSqlError(effect))
