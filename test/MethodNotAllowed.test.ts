@@ -22,6 +22,7 @@ describe("405 method not allowed", () => {
       ["DELETE", "/healthz", "GET, HEAD"],
       ["POST", "/openapi.yaml", "GET, HEAD"],
       ["DELETE", "/admin", "GET, HEAD"],
+      ["POST", "/", "GET, HEAD"],
       ["POST", "/admin/profiles", "GET, HEAD"],
       ["POST", "/admin/profiles/acme", "GET, HEAD, PUT, DELETE"],
       ["GET", "/admin/profiles/acme/environments/production", "PUT, DELETE"],
@@ -68,6 +69,14 @@ describe("405 method not allowed", () => {
           expect(response.headers["allow"]).toBeUndefined()
           expect(JSON.parse(response.text).error).toBe("not_found")
         }
+      }))
+
+    it.effect("GET / leads a browser to the profile editor", () =>
+      Effect.gen(function*() {
+        const port = yield* serverPort
+        const response = yield* Effect.promise(() => rawRequest(port, { method: "GET", path: "/" }))
+        expect(response.status).toBe(302)
+        expect(response.headers["location"]).toBe("/admin")
       }))
 
     it.effect("HEAD where GET is answered is not a 405", () =>

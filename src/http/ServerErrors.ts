@@ -8,7 +8,7 @@ import { HttpApi, HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerRes
 import { Cause, Effect } from "effect"
 import { Api } from "../api/Api.js"
 
-const notFound = (method: string) =>
+export const notFound = (method: string) =>
   HttpServerResponse.unsafeJson(
     { error: "not_found", error_description: `No ${method} endpoint at this path` },
     { status: 404 }

@@ -1,14 +1,15 @@
 /**
  * Serves the profile editor (`src/web/admin`) at `GET /admin` and its assets at
- * `GET /admin/assets/:file`. Files are read once at start; only names found there are served, so no
+ * `GET /admin/assets/:file`; `GET /` redirects to the editor. Files are read once at start; only names found there are served, so no
  * path can reach outside the folder.
  */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { readdir, readFile } from "node:fs/promises"
 import { join } from "node:path"
 import { Api } from "../api/Api.js"
 import { PACKAGE_ROOT } from "../PackageRoot.js"
+import { notFound as unknownPath } from "./ServerErrors.js"
 
 /** Served from the sources: the pages are not compiled, so `dist/` holds no copy of them. */
 const WEB_ROOT = join(PACKAGE_ROOT, "src/web/admin/")
@@ -53,6 +54,13 @@ export const WebHttpLive = HttpApiBuilder.group(Api, "web", (handlers) =>
         headers: SECURITY_HEADERS
       })
     return handlers
+      // Someone who opens the server's address in a browser wants the editor. Only "/" itself: the
+      // router also matches "//", which stays the 404 it always was.
+      .handle("home", () =>
+        Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
+          request.url.split("?")[0] === "/"
+            ? HttpServerResponse.redirect("/admin", { status: 302 })
+            : unknownPath(request.method)))
       .handle("adminPage", () => Effect.succeed(page === undefined ? notFound : respond(page, "index.html")))
       .handle("adminAsset", ({ path }) => {
         const content = assets.get(path.file)
