@@ -53,7 +53,9 @@ export const startTcpProxy = (target: { readonly host: string; readonly port: nu
       reset(pair.upstream)
     }
 
-    const server = createServer({ pauseOnConnect: false }, (client) => {
+    // No Nagle delays on either side, as a database connection has none: the proxy must not add
+    // 40 ms stalls (Nagle meeting delayed ACKs) that the real network would not.
+    const server = createServer({ pauseOnConnect: false, noDelay: true }, (client) => {
       accepted++
       const pair: Pair = { client, upstream: undefined, stalled: mode === "stall" }
       client.on("error", () => drop(pair))
@@ -68,7 +70,7 @@ export const startTcpProxy = (target: { readonly host: string; readonly port: nu
         client.on("data", () => {})
         return
       }
-      const upstream = createConnection({ host: target.host, port: target.port })
+      const upstream = createConnection({ host: target.host, port: target.port, noDelay: true })
       pair.upstream = upstream
       upstream.on("error", () => drop(pair))
       upstream.on("close", () => drop(pair))
