@@ -2,6 +2,10 @@
  * The application as layers: the HTTP API and the services it stands on. Storage, keys and the
  * digest key are parameters, so `main.ts` passes the live ones and tests pass in-memory storage
  * and fixed keys (see `test/support/TestServer.ts`).
+ *
+ * Naming, across the code: a module's live layer is `layer`, its deterministic one `layerTest`, other
+ * variants say what they are (`layerMemory`, `layerSql`, `layerEmbedded`); a module with several
+ * live layers names each (`layerProfiles`, `layerDomain`).
  */
 import { HttpApiBuilder, HttpRouter } from "@effect/platform"
 import { Layer } from "effect"
@@ -13,13 +17,13 @@ import { CredentialManager } from "./auth/CredentialManager.js"
 import { KeyService } from "./auth/KeyService.js"
 import { TokenService } from "./auth/TokenService.js"
 import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
-import { ProfilesHttpLive, ServicesHttpLive } from "./http/AdminHttp.js"
-import { DiscoveryHttpLive } from "./http/DiscoveryHttp.js"
+import * as AdminHttp from "./http/AdminHttp.js"
+import * as DiscoveryHttp from "./http/DiscoveryHttp.js"
 import { requestLog } from "./http/RequestLog.js"
-import { closeAfterPayloadTooLarge, JsonErrorsLive } from "./http/ServerErrors.js"
-import { ServiceHttpLive } from "./http/ServiceHttp.js"
-import { TokenHttpLive } from "./http/TokenHttp.js"
-import { WebHttpLive } from "./http/WebHttp.js"
+import { closeAfterPayloadTooLarge, layerJsonErrors } from "./http/ServerErrors.js"
+import * as ServiceHttp from "./http/ServiceHttp.js"
+import * as TokenHttp from "./http/TokenHttp.js"
+import * as WebHttp from "./http/WebHttp.js"
 
 /** Domain services over the given key and digest-key layers. Needs AppConfig, CredentialRepo, ServerKeyStore. */
 export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
@@ -33,15 +37,22 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
     Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets))
   )
 
-export const DomainLive = makeDomainLayer({ keys: KeyService.layer, secrets: ClientSecrets.layer })
-export const DomainTest = makeDomainLayer({ keys: KeyService.layerTest, secrets: ClientSecrets.layerTest })
+export const layerDomain = makeDomainLayer({ keys: KeyService.layer, secrets: ClientSecrets.layer })
+export const layerDomainTest = makeDomainLayer({ keys: KeyService.layerTest, secrets: ClientSecrets.layerTest })
 
 /** Every endpoint of `Api`, implemented. */
-export const HttpApiLive = Layer.merge(
+export const layerHttpApi = Layer.merge(
   HttpApiBuilder.api(Api).pipe(
-    Layer.provide([TokenHttpLive, ServiceHttpLive, ProfilesHttpLive, ServicesHttpLive, DiscoveryHttpLive, WebHttpLive])
+    Layer.provide([
+      TokenHttp.layer,
+      ServiceHttp.layer,
+      AdminHttp.layerProfiles,
+      AdminHttp.layerServices,
+      DiscoveryHttp.layer,
+      WebHttp.layer
+    ])
   ),
-  JsonErrorsLive
+  layerJsonErrors
 )
 
 /**
@@ -49,7 +60,7 @@ export const HttpApiLive = Layer.merge(
  * (the router's default of 100 would turn a long name into a route miss instead of a 400 that says
  * what is wrong with it).
  */
-export const ServeApi = HttpApiBuilder.serve((app) => requestLog(closeAfterPayloadTooLarge(app))).pipe(
-  Layer.provide(HttpApiLive),
+export const layerServe = HttpApiBuilder.serve((app) => requestLog(closeAfterPayloadTooLarge(app))).pipe(
+  Layer.provide(layerHttpApi),
   Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 1024 }))
 )

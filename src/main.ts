@@ -8,7 +8,7 @@ import { HttpMiddleware } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Layer, Logger, Option, Redacted } from "effect"
 import { AppConfig, type AppConfigShape } from "./AppConfig.js"
-import { DomainLive, ServeApi } from "./AppLayer.js"
+import { layerDomain, layerServe } from "./AppLayer.js"
 import { readSigningKeyFile } from "./auth/KeyService.js"
 import * as FastLane from "./http/FastLane.js"
 import * as NodeServer from "./http/NodeServer.js"
@@ -33,9 +33,9 @@ const announce = (config: AppConfigShape) =>
 
 /** Built in this order: storage, the domain on it, the API; the port opens last. */
 const serverLayer = (config: AppConfigShape) =>
-  ServeApi.pipe(
+  layerServe.pipe(
     Layer.provide(NodeServer.layer(config).pipe(Layer.provide(FastLane.layer))),
-    Layer.provide(DomainLive),
+    Layer.provide(layerDomain),
     Layer.provide(Storage.layerFromConfig),
     Layer.provide(Layer.succeed(AppConfig, config)),
     Layer.tap(() => announce(config))

@@ -6,7 +6,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { createServer } from "node:http"
 import { AppConfig } from "../src/AppConfig.js"
-import { DomainTest } from "../src/AppLayer.js"
+import { layerDomainTest } from "../src/AppLayer.js"
 import { FastLane, layer as fastLaneLayer } from "../src/http/FastLane.js"
 import { CredentialRepo } from "../src/storage/CredentialRepo.js"
 import * as CredentialRepoMemory from "../src/storage/CredentialRepoMemory.js"
@@ -31,7 +31,7 @@ const throwingPeek = Layer.effect(
 )
 
 const lane = fastLaneLayer.pipe(
-  Layer.provideMerge(DomainTest),
+  Layer.provideMerge(layerDomainTest),
   Layer.provideMerge(Layer.mergeAll(throwingPeek, ServerKeyStore.layerMemory, FailureCounts.layerLocal)),
   Layer.provideMerge(AppConfig.layerTest())
 )

@@ -13,7 +13,7 @@ import { randomUUID } from "node:crypto"
 import * as NodeHttp from "node:http"
 import type { AddressInfo } from "node:net"
 import { AppConfig } from "../src/AppConfig.js"
-import { makeDomainLayer, ServeApi } from "../src/AppLayer.js"
+import { makeDomainLayer, layerServe } from "../src/AppLayer.js"
 import { ClientSecrets } from "../src/auth/ClientSecrets.js"
 import { KeyService } from "../src/auth/KeyService.js"
 import { BadGateway } from "../src/domain/Errors.js"
@@ -274,7 +274,7 @@ const registered = ServiceHandlers.layerWith({
 })
 
 /** `makeTestServer()` with code-registered handlers: the same layers, built here. */
-const serverWithHandlers = ServeApi.pipe(
+const serverWithHandlers = layerServe.pipe(
   Layer.provideMerge(
     makeDomainLayer({ keys: KeyService.layerTest, secrets: ClientSecrets.layerTest, handlers: registered })
   ),

@@ -24,7 +24,7 @@ import {
 import { currentDate } from "../domain/Time.js"
 import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
 import { decodeJsonBody, describeParseError } from "./RequestBody.js"
-import { AdminAuthLive } from "./AdminAuthLive.js"
+import * as AdminAuthHttp from "./AdminAuthHttp.js"
 import { requiring } from "./GroupRequirements.js"
 
 const checked = <A, I>(schema: Schema.Schema<A, I>) => {
@@ -46,7 +46,7 @@ const serviceAddress = (path: { profile: string; environment: string; uuid: stri
 
 /** Provides the admin-token check and states the groups' requirements (see `requiring`). */
 const withAdminAuth = <A, E>(layer: Layer.Layer<A, E, unknown>) =>
-  layer.pipe(requiring<AppConfig | CredentialRepo | CredentialManager>(), Layer.provide(AdminAuthLive))
+  layer.pipe(requiring<AppConfig | CredentialRepo | CredentialManager>(), Layer.provide(AdminAuthHttp.layer))
 
 /** A JSON answer encoded by its schema, with the status the handler chose (201 created or 200). */
 const documentResponse = <A, I>(schema: Schema.Schema<A, I>, value: A, status: number) =>
@@ -56,7 +56,7 @@ const profileNotFound = new NotFound({ description: "Profile not found" })
 const environmentNotFound = new NotFound({ description: "Environment not found" })
 const serviceNotFound = new NotFound({ description: "Service not found" })
 
-export const ProfilesHttpLive = HttpApiBuilder.group(Api, "profiles", (handlers) =>
+export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
   Effect.gen(function*() {
     const repo = yield* CredentialRepo
     const manager = yield* CredentialManager
@@ -124,7 +124,7 @@ export const ProfilesHttpLive = HttpApiBuilder.group(Api, "profiles", (handlers)
         }))
   })).pipe(withAdminAuth)
 
-export const ServicesHttpLive = HttpApiBuilder.group(Api, "services", (handlers) =>
+export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
   Effect.gen(function*() {
     const repo = yield* CredentialRepo
     const manager = yield* CredentialManager

@@ -8,7 +8,7 @@ import { KeyService } from "../auth/KeyService.js"
 import { SERVICE_CALL_SCOPE } from "../domain/AccessTokens.js"
 import { CredentialRepo } from "../storage/CredentialRepo.js"
 
-export const DiscoveryHttpLive = HttpApiBuilder.group(Api, "discovery", (handlers) =>
+export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
   Effect.gen(function*() {
     const keys = yield* KeyService
     const repo = yield* CredentialRepo

@@ -104,7 +104,7 @@ export const describeDefect = (cause: Cause.Cause<unknown>): string => {
 }
 
 /** Installs `jsonErrors` inside HttpApi, where route misses and defects are still failures, not yet responses. */
-export const JsonErrorsLive = HttpApiBuilder.middleware(jsonErrors)
+export const layerJsonErrors = HttpApiBuilder.middleware(jsonErrors)
 
 /**
  * A 413 is answered before the rest of the body is read; `Connection: close` makes Node end the

@@ -52,7 +52,7 @@ export const SERVICE_ANSWER_HEADERS = { "cache-control": "no-store" } as const
 const readJsonObject = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) =>
   Effect.flatMap(readBodyText(request, maxBytes), jsonObject)
 
-export const ServiceHttpLive = HttpApiBuilder.group(Api, "service", (handlers) =>
+export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
   Effect.gen(function*() {
     const repo = yield* CredentialRepo
     const tokens = yield* TokenService

@@ -133,5 +133,5 @@ export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
     )
   )
 
-export const TokenHttpLive = HttpApiBuilder.group(Api, "token", (handlers) =>
+export const layer = HttpApiBuilder.group(Api, "token", (handlers) =>
   handlers.handleRaw("issueToken", ({ request }) => issueToken(request)))

@@ -39,7 +39,7 @@ const notFound = HttpServerResponse.unsafeJson(
   { status: 404 }
 )
 
-export const WebHttpLive = HttpApiBuilder.group(Api, "web", (handlers) =>
+export const layer = HttpApiBuilder.group(Api, "web", (handlers) =>
   Effect.gen(function*() {
     const page = yield* readOptional(`${WEB_ROOT}index.html`)
     const names = yield* Effect.promise(() => readdir(`${WEB_ROOT}assets`).catch(() => [] as Array<string>))

@@ -8,7 +8,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { AppConfig, type AppConfigShape } from "../../src/AppConfig.js"
-import { DomainTest, ServeApi } from "../../src/AppLayer.js"
+import { layerDomainTest, layerServe } from "../../src/AppLayer.js"
 import type { CredentialRepo } from "../../src/storage/CredentialRepo.js"
 import type { FailureCounts } from "../../src/storage/FailureCounts.js"
 import type { ServerKeyStore } from "../../src/storage/ServerKeyStore.js"
@@ -20,8 +20,8 @@ export const makeTestServer = (options: {
   readonly storage?: Layer.Layer<CredentialRepo | ServerKeyStore | FailureCounts, unknown>
   readonly config?: Partial<AppConfigShape>
 } = {}) =>
-  ServeApi.pipe(
-    Layer.provideMerge(DomainTest),
+  layerServe.pipe(
+    Layer.provideMerge(layerDomainTest),
     Layer.provideMerge(options.storage ?? Storage.layerMemory),
     Layer.provideMerge(AppConfig.layerTest(options.config)),
     Layer.provideMerge(NodeHttpServer.layerTest),

@@ -12,7 +12,7 @@ import { parseAuthorization } from "./AuthorizationHeader.js"
 
 const sha256 = (value: string) => createHash("sha256").update(value, "utf8").digest()
 
-export const AdminAuthLive = Layer.effect(
+export const layer = Layer.effect(
   AdminAuth,
   Effect.gen(function*() {
     const config = yield* AppConfig
