@@ -52,8 +52,8 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
       const tokens = yield* TokenService
       const limiter = yield* AuthFailureLimiter
 
-      const grant = (request: GrantRequest) =>
-        Effect.gen(function*() {
+      const grant = Effect.fn("ClientCredentialsGrant.grant", { captureStackTrace: false })(
+        function*(request: GrantRequest) {
           const blocked = yield* limiter.blockedFor(request.clientId, request.remoteAddress)
           if (Option.isSome(blocked)) return yield* new TooManyAttempts({ retryAfterSeconds: blocked.value })
           const address = serviceAddress(request.profile, request.environment, request.serviceUuid)
@@ -76,7 +76,8 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
           const now = yield* currentDate
           if (lastUsedIsStale(credential.lastUsedAt, now.getTime())) yield* repo.touchCredential(credential.clientId, now)
           return yield* tokens.issue(credential.clientId, address)
-        }).pipe(Effect.withSpan("ClientCredentialsGrant.grant", { captureStackTrace: false }))
+        }
+      )
 
       return ClientCredentialsGrant.of({ grant })
     })

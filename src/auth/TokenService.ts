@@ -122,10 +122,12 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         return { accessToken: await sign(claims), claims }
       }
 
-      const issue = (clientId: ClientId, address: ServiceAddress) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.promise(() => issueAt(clientId, address, now))).pipe(
-          Effect.withSpan("TokenService.issue", { captureStackTrace: false })
-        )
+      const issue = Effect.fn("TokenService.issue", { captureStackTrace: false })(
+        function*(clientId: ClientId, address: ServiceAddress) {
+          const now = yield* Clock.currentTimeMillis
+          return yield* Effect.promise(() => issueAt(clientId, address, now))
+        }
+      )
 
       /** Structure, header, signature and claims: everything that does not depend on the time. */
       const checkSigned = (token: string): Either.Either<SignedToken, InvalidToken> => {
@@ -204,10 +206,9 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         return Either.right(claims)
       }
 
-      const verify = (token: string) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => verifyAt(token, now)).pipe(
-          Effect.withSpan("TokenService.verify", { captureStackTrace: false })
-        )
+      const verify = Effect.fn("TokenService.verify", { captureStackTrace: false })(function*(token: string) {
+        return yield* verifyAt(token, yield* Clock.currentTimeMillis)
+      })
 
       return TokenService.of({ issue, verify, issueAt, verifyAt, isForService })
     })

@@ -59,11 +59,11 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
     const serviceHandlers = yield* ServiceHandlers
     const { maxBodyBytes } = yield* AppConfig
 
-    const callService = (
-      request: HttpServerRequest.HttpServerRequest,
-      path: { readonly profile: string; readonly environment: string; readonly uuid: string }
-    ) =>
-      Effect.gen(function*() {
+    const callService = Effect.fn("ServiceHttp.callService", { captureStackTrace: false })(
+      function*(
+        request: HttpServerRequest.HttpServerRequest,
+        path: { readonly profile: string; readonly environment: string; readonly uuid: string }
+      ) {
         const address = serviceAddress(path.profile, path.environment, path.uuid)
         if (address === undefined) return errorResponse(serviceNotFound)
 
@@ -121,10 +121,9 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
           )
         )
         return HttpServerResponse.unsafeJson(answer, { status: 200, headers: SERVICE_ANSWER_HEADERS })
-      }).pipe(
-        Effect.catchAll((failure) => Effect.succeed(errorResponse(failure))),
-        Effect.withSpan("ServiceHttp.callService", { captureStackTrace: false })
-      )
+      },
+      Effect.catchAll((failure) => Effect.succeed(errorResponse(failure)))
+    )
 
     return handlers.handleRaw("callService", ({ path, request }) => callService(request, path))
   })).pipe(requiring<AppConfig | CredentialRepo | TokenService | ServiceHandlers>())
