@@ -1,0 +1,90 @@
+/*
+ * Which view the address shows, signing out, and the one way failures are reported.
+ */
+import { ApiError, describeError } from "./editor-api.js"
+import { closeDialog } from "./editor-dialog.js"
+import { announce, clearMessages, showAlert } from "./editor-dom.js"
+import { wipeSecrets } from "./editor-secrets.js"
+import { dirty, parseRoute, resetStaged, state, updateTitle, writeToken } from "./editor-state.js"
+import { openEditor } from "./editor-view-editor.js"
+import { openProfiles, renderNotFoundRoute, renderSignIn } from "./editor-view-profiles.js"
+
+export const LEAVE_MESSAGE = "This profile has unsaved changes. Leave and discard them?"
+
+let currentHash = location.hash
+
+/** Shows the view of the current address (the sign-in form without a token). */
+export function route(options) {
+  const focus = !!(options && options.focus)
+  document.getElementById("sign-out").hidden = !state.token
+  if (!state.token) {
+    renderSignIn()
+    updateTitle()
+    return
+  }
+  const r = parseRoute(location.hash)
+  if (r.name === "editor") openEditor(r.profile, focus)
+  else if (r.name === "profiles") openProfiles(focus)
+  else renderNotFoundRoute()
+  updateTitle()
+}
+
+function onHashChange() {
+  const next = parseRoute(location.hash)
+  const staysInEditor = next.name === "editor" && next.profile === state.staged.profile
+  if (state.token && dirty() && !staysInEditor) {
+    if (!window.confirm(LEAVE_MESSAGE)) {
+      // Put the address back without triggering another hashchange.
+      history.replaceState(null, "", `${location.pathname}${location.search}${currentHash}`)
+      return
+    }
+    resetStaged(null)
+  }
+  currentHash = location.hash
+  clearMessages()
+  route({ focus: true })
+}
+
+/** Explicit sign-out forgets everything; a rejected token keeps staged work and secrets in memory. */
+export function signOut(options) {
+  const rejected = !!(options && options.rejected)
+  if (!rejected) {
+    if ((dirty() || state.secrets.length > 0) && !window.confirm(
+      "Sign out? Unsaved changes and any secret still shown on this page will be lost."
+    )) return
+    resetStaged(null)
+    wipeSecrets()
+  }
+  closeDialog(false, true)
+  writeToken(null)
+  state.profiles = null
+  state.doc = null
+  route()
+  if (rejected) showAlert("Your admin token was rejected; sign in again.")
+  else announce("Signed out.")
+}
+
+/** Reports a failed call; a rejected admin token signs out. */
+export function fail(err, prefix, suffix) {
+  if (err instanceof ApiError && err.status === 401) {
+    signOut({ rejected: true })
+    return
+  }
+  showAlert([prefix, describeError(err), suffix].filter(Boolean).join(" "))
+}
+
+export function start() {
+  window.addEventListener("hashchange", onHashChange)
+  window.addEventListener("beforeunload", (e) => {
+    if (dirty()) {
+      e.preventDefault()
+      e.returnValue = LEAVE_MESSAGE
+      return LEAVE_MESSAGE
+    }
+    return undefined
+  })
+  document.getElementById("sign-out").addEventListener("click", () => signOut())
+  if (!location.hash) history.replaceState(null, "", `${location.pathname}${location.search}#/profiles`)
+  currentHash = location.hash
+  route()
+}

@@ -1,0 +1,97 @@
+/*
+ * New client secrets: in memory only (`state.secrets`), shown once in a panel until dismissed.
+ */
+import { announce, clearMessages, copyText, focusEl, h, nextId } from "./editor-dom.js"
+import { state } from "./editor-state.js"
+
+/** Keeps the secrets of a save's `created` items; `names` maps "env\nuuid" to a service's label. */
+export function keepSecrets(profile, created, names) {
+  for (const c of created) {
+    state.secrets.push({
+      key: nextId("secret"),
+      profile,
+      environment: String(c.environment),
+      service_uuid: String(c.service_uuid),
+      service_name: names.get(`${c.environment}\n${c.service_uuid}`) || String(c.service_uuid),
+      client_id: String(c.client_id),
+      client_secret: String(c.client_secret),
+      created_at: c.created_at ?? null
+    })
+  }
+}
+
+export function wipeSecrets() {
+  for (const s of state.secrets) s.client_secret = ""
+  state.secrets = []
+}
+
+function dismissSecrets() {
+  wipeSecrets()
+  clearMessages()
+  const panel = document.querySelector(".secrets")
+  if (panel) panel.remove()
+  focusEl(document.getElementById("page-title"))
+  announce("The secret is no longer shown.")
+}
+
+/** The panel, or null when there is no secret to show. */
+export function secretsPanel() {
+  if (state.secrets.length === 0) return null
+  const many = state.secrets.length > 1
+  return h(
+    "section",
+    { class: "secrets", "aria-labelledby": "secrets-title" },
+    h("h2", { id: "secrets-title", tabindex: "-1" }, many ? "New credentials: copy the secrets now" : "New credential: copy the secret now"),
+    h(
+      "p",
+      null,
+      "The server keeps only a hash of each secret. Reloading or leaving this page hides it for good; if it is lost, add another credential."
+    ),
+    state.secrets.map(secretCard),
+    h(
+      "div",
+      { class: "actions" },
+      h("button", { type: "button", class: "btn", onclick: dismissSecrets }, "Dismiss"),
+      h("span", { class: "hint" }, "Dismiss once the secret is stored safely.")
+    )
+  )
+}
+
+/** A read-only field with its Copy button. */
+function copyField(id, label, value, what, buttonLabel, props) {
+  const input = h("input", {
+    id,
+    type: "text",
+    readonly: true,
+    class: "mono",
+    spellcheck: "false",
+    autocomplete: "off",
+    value,
+    onfocus: (e) => e.currentTarget.select(),
+    ...props
+  })
+  return h(
+    "div",
+    { class: "field" },
+    h("label", { for: id }, label),
+    h(
+      "div",
+      { class: "copy-row" },
+      input,
+      h("button", { type: "button", class: `btn${what === "Secret" ? " btn-primary" : ""}`, onclick: () => copyText(input.value, input, what) }, buttonLabel)
+    )
+  )
+}
+
+function secretCard(secret) {
+  const warnId = `${secret.key}-warn`
+  const titleId = `${secret.key}-title`
+  return h(
+    "div",
+    { class: "secret-card", role: "group", "aria-labelledby": titleId },
+    h("h3", { id: titleId }, secret.service_name, h("span", { class: "muted small" }, ` · ${secret.profile} / ${secret.environment}`)),
+    copyField(`${secret.key}-id`, "Client ID", secret.client_id, "Client ID", "Copy client ID"),
+    copyField(`${secret.key}-secret`, "Client secret", secret.client_secret, "Secret", "Copy", { "aria-describedby": warnId }),
+    h("p", { class: "warning", id: warnId }, h("span", { "aria-hidden": "true" }, "⚠ "), "This secret will not be shown again.")
+  )
+}

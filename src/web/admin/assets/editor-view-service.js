@@ -1,0 +1,271 @@
+/*
+ * One service in the editor: its facts, its credentials (live and staged), and the buttons that
+ * stage additions and removals.
+ */
+import {
+  changesFor,
+  isRemovalStaged,
+  MAX_CREDENTIALS,
+  projectedCount,
+  stageAdd,
+  stageRemoval,
+  unstageAdd,
+  unstageRemoval
+} from "./editor-changes.js"
+import { openDialog } from "./editor-dialog.js"
+import { announce, clearMessages, copyText, focusKey, h, nextId, showAlert, timeEl } from "./editor-dom.js"
+import { state } from "./editor-state.js"
+import { renderEditor } from "./editor-view-editor.js"
+import { serviceSettings } from "./editor-view-settings.js"
+
+export const AUTH_LABELS = { oauth: "OAuth 2.0 (Client Credentials)", none: "None" }
+
+export const serviceLabel = (service) => (service.name ? service.name : `Unnamed service ${service.uuid.slice(0, 8)}`)
+
+export function handlerText(handler) {
+  if (!handler || typeof handler !== "object") return "Echo"
+  if (handler.type === "echo") return "Echo (answers with the request)"
+  if (handler.type === "proxy") return `Proxy to ${handler.url}`
+  return String(handler.type)
+}
+
+function limitText(service, count, pending) {
+  if (count > MAX_CREDENTIALS) {
+    return `Over the limit: saving would leave ${count} credentials, and a service holds at most ${MAX_CREDENTIALS}. Remove a credential or undo a new one.`
+  }
+  if (count === MAX_CREDENTIALS) {
+    return `Limit reached: a service holds at most ${MAX_CREDENTIALS} credentials. Remove one to add another.`
+  }
+  return (
+    `${count} of ${MAX_CREDENTIALS} credentials${pending ? " after saving" : ""}.` +
+    (service.auth_type !== "oauth" ? " Adding a credential switches this service to OAuth 2.0." : "")
+  )
+}
+
+export function serviceSection(envName, service) {
+  const titleId = nextId("svc-title")
+  const limitId = nextId("svc-limit")
+  const staged = changesFor(state.staged, envName, service.uuid)
+  const count = projectedCount(state.staged, envName, service)
+  const atLimit = count >= MAX_CREDENTIALS
+  const name = serviceLabel(service)
+  const pending = staged.adds.length + staged.removes.length > 0
+
+  const rows = []
+  for (const cred of service.credentials) rows.push(credentialRow(envName, service, cred))
+  staged.adds.forEach((add, i) => rows.push(pendingAddRow(add, i, staged.adds.length)))
+  if (rows.length === 0) {
+    rows.push(h("tr", { class: "empty-row" }, h("td", { colspan: "4" }, "No credentials yet. Add one to let callers get tokens.")))
+  }
+  const authText = AUTH_LABELS[service.auth_type] || String(service.auth_type)
+
+  return h(
+    "section",
+    { class: `service card${pending ? " has-pending" : ""}`, "aria-labelledby": titleId, "data-service": service.uuid },
+    h(
+      "div",
+      { class: "service-head" },
+      h("h3", { id: titleId, tabindex: "-1", "data-focus": `svc:${envName}:${service.uuid}` }, name),
+      h("span", { class: `badge ${service.auth_type === "oauth" ? "badge-oauth" : "badge-none"}`, "aria-hidden": "true" }, authText)
+    ),
+    h(
+      "dl",
+      { class: "facts" },
+      h("div", null, h("dt", null, "UUID"), h("dd", null, h("code", { class: "mono" }, service.uuid))),
+      h("div", null, h("dt", null, "Authentication"), h("dd", null, authText)),
+      h("div", null, h("dt", null, "Handler"), h("dd", null, handlerText(service.handler)))
+    ),
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        { class: "creds" },
+        h("caption", null, `Credentials of ${name}`),
+        h(
+          "thead",
+          null,
+          h(
+            "tr",
+            null,
+            h("th", { scope: "col" }, "Client ID"),
+            h("th", { scope: "col" }, "Created"),
+            h("th", { scope: "col" }, "Last used"),
+            h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions"))
+          )
+        ),
+        h("tbody", null, rows)
+      )
+    ),
+    h(
+      "div",
+      { class: "service-foot" },
+      h(
+        "button",
+        {
+          type: "button",
+          class: "btn",
+          disabled: atLimit,
+          "aria-describedby": limitId,
+          "data-focus": `add:${envName}:${service.uuid}`,
+          onclick: () => onAdd(envName, service)
+        },
+        h("span", { "aria-hidden": "true", class: "plus" }, "+ "),
+        "Add credential"
+      ),
+      h("p", { class: `hint${atLimit ? " hint-limit" : ""}`, id: limitId }, limitText(service, count, pending))
+    ),
+    serviceSettings(envName, service)
+  )
+}
+
+function credentialRow(envName, service, cred) {
+  const removing = isRemovalStaged(state.staged, envName, service.uuid, cred.client_id)
+  const key = `cred:${envName}:${service.uuid}:${cred.client_id}`
+  const action = removing
+    ? h(
+        "button",
+        {
+          type: "button",
+          class: "btn btn-small",
+          "aria-label": `Undo removal of ${cred.client_id}`,
+          "data-focus": key,
+          onclick: () => onUndoRemove(envName, service, cred)
+        },
+        "Undo"
+      )
+    : h(
+        "button",
+        {
+          type: "button",
+          class: "btn btn-small btn-danger-outline",
+          "aria-label": `Remove ${cred.client_id}`,
+          "data-focus": key,
+          onclick: (e) => askRemove(envName, service, cred, e.currentTarget)
+        },
+        "Remove"
+      )
+  const code = h("code", { class: "mono client-id" }, cred.client_id)
+  return h(
+    "tr",
+    { class: removing ? "pending-removal" : null },
+    h(
+      "td",
+      { "data-label": "Client ID" },
+      h(
+        "span",
+        { class: "client-id-cell" },
+        code,
+        h(
+          "button",
+          {
+            type: "button",
+            class: "btn btn-small btn-quiet copy-id",
+            "aria-label": `Copy client ID ${cred.client_id}`,
+            "data-focus": `copy:${key}`,
+            onclick: () => copyText(cred.client_id, code, "Client ID")
+          },
+          "Copy"
+        )
+      ),
+      removing ? h("span", { class: "badge badge-danger" }, "pending removal") : null
+    ),
+    h("td", { "data-label": "Created" }, timeEl(cred.created_at)),
+    h("td", { "data-label": "Last used" }, timeEl(cred.last_used_at)),
+    h("td", { class: "cell-action" }, action)
+  )
+}
+
+function pendingAddRow(add, index, total) {
+  const suffix = total > 1 ? ` ${index + 1}` : ""
+  return h(
+    "tr",
+    { class: "pending-add" },
+    h(
+      "td",
+      { "data-label": "Client ID" },
+      h("span", { class: "badge badge-pending" }, "Pending: new credential"),
+      h("span", { class: "muted small block" }, "Client ID and secret are generated when you save.")
+    ),
+    h("td", { "data-label": "Created" }, h("span", { class: "muted" }, "on save")),
+    h("td", { "data-label": "Last used" }, h("span", { class: "muted" }, "—")),
+    h(
+      "td",
+      { class: "cell-action" },
+      h(
+        "button",
+        {
+          type: "button",
+          class: "btn btn-small",
+          "aria-label": `Undo new credential${suffix}`,
+          "data-focus": `pending:${add.key}`,
+          onclick: () => onUndoAdd(add)
+        },
+        "Undo"
+      )
+    )
+  )
+}
+
+function onAdd(envName, service) {
+  clearMessages()
+  const next = stageAdd(state.staged, envName, service)
+  if (!next) {
+    showAlert(`A service holds at most ${MAX_CREDENTIALS} credentials. Remove one before adding another.`)
+    return
+  }
+  state.staged = next.changes
+  renderEditor()
+  focusKey(`add:${envName}:${service.uuid}`, `pending:${next.add.key}`)
+  announce(`New credential for ${serviceLabel(service)} staged. Save the profile to create it.`)
+}
+
+function onUndoAdd(add) {
+  clearMessages()
+  state.staged = unstageAdd(state.staged, add.key)
+  renderEditor()
+  focusKey(`add:${add.environment}:${add.service_uuid}`, `svc:${add.environment}:${add.service_uuid}`)
+  announce("Staged credential discarded.")
+}
+
+function askRemove(envName, service, cred, button) {
+  clearMessages()
+  openDialog({
+    title: "Remove this credential?",
+    body: [
+      h(
+        "p",
+        null,
+        "Client ID ",
+        h("code", { class: "mono" }, cred.client_id),
+        " of ",
+        h("strong", null, serviceLabel(service)),
+        ` in environment ${envName}.`
+      ),
+      h(
+        "p",
+        null,
+        "The removal is staged: it takes effect when you save the profile. From then on this credential is refused and every token issued with it stops working."
+      ),
+      cred.last_used_at
+        ? h("p", { class: "muted" }, "Last used ", timeEl(cred.last_used_at), ". Make sure callers have moved to the new credential.")
+        : h("p", { class: "muted" }, "This credential has never been used.")
+    ],
+    confirmLabel: "Remove credential",
+    returnFocus: button,
+    onConfirm: () => {
+      state.staged = stageRemoval(state.staged, envName, service, cred.client_id)
+      renderEditor()
+      focusKey(`cred:${envName}:${service.uuid}:${cred.client_id}`)
+      announce(`Removal of ${cred.client_id} staged. Save the profile to apply it.`)
+    }
+  })
+}
+
+function onUndoRemove(envName, service, cred) {
+  clearMessages()
+  state.staged = unstageRemoval(state.staged, envName, service.uuid, cred.client_id)
+  renderEditor()
+  focusKey(`cred:${envName}:${service.uuid}:${cred.client_id}`)
+  announce(`Removal of ${cred.client_id} undone.`)
+}

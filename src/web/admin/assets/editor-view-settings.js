@@ -1,0 +1,146 @@
+/*
+ * A service's settings in the editor: rename it, set its handler (echo, or proxy to a URL) with
+ * `PUT …/services/{uuid}`, and delete it. These apply at once; they are not staged changes.
+ */
+import { api } from "./editor-api.js"
+import { plural, serviceUpdate } from "./editor-changes.js"
+import { openDialog } from "./editor-dialog.js"
+import { announce, clearMessages, focusEl, focusKey, h } from "./editor-dom.js"
+import { fail } from "./editor-router.js"
+import { enc, profilePath, state } from "./editor-state.js"
+import { reloadProfile } from "./editor-view-editor.js"
+import { serviceLabel } from "./editor-view-service.js"
+
+const servicePath = (envName, uuid) =>
+  `${profilePath(state.doc.profile)}/environments/${enc(envName)}/services/${enc(uuid)}`
+
+/** The "Edit service" disclosure of one service. */
+export function serviceSettings(envName, service) {
+  const id = (what) => `svc-${what}-${envName}-${service.uuid}`
+  const handler = service.handler && typeof service.handler === "object" ? service.handler : { type: "echo" }
+  const nameInput = h("input", {
+    id: id("name"),
+    name: "name",
+    type: "text",
+    required: true,
+    maxlength: "200",
+    autocomplete: "off",
+    value: service.name,
+    "data-keep": true
+  })
+  const urlInput = h("input", {
+    id: id("url"),
+    name: "url",
+    type: "url",
+    maxlength: "2048",
+    autocomplete: "off",
+    spellcheck: "false",
+    placeholder: "https://",
+    value: handler.type === "proxy" ? String(handler.url ?? "") : "",
+    "aria-describedby": id("url-hint"),
+    "data-keep": true
+  })
+  const urlField = h(
+    "div",
+    { class: "field" },
+    h("label", { for: id("url") }, "Proxy URL"),
+    urlInput,
+    h("p", { class: "hint", id: id("url-hint") }, "An absolute http or https URL; the service forwards each call's JSON body to it.")
+  )
+  const showUrl = (type) => {
+    urlField.hidden = type !== "proxy"
+    urlInput.required = type === "proxy"
+  }
+  const handlerSelect = h(
+    "select",
+    { id: id("handler"), name: "handler", "data-keep": true, onchange: (e) => showUrl(e.currentTarget.value) },
+    h("option", { value: "echo" }, "Echo (answers with the request)"),
+    h("option", { value: "proxy" }, "Proxy to a URL")
+  )
+  handlerSelect.value = handler.type === "proxy" ? "proxy" : "echo"
+  showUrl(handlerSelect.value)
+  const button = h("button", { type: "submit", class: "btn", "data-focus": `svc-update:${envName}:${service.uuid}` }, "Update service")
+
+  return h(
+    "details",
+    { class: "service-settings", id: id("settings"), "data-keep": true },
+    h("summary", null, "Edit service"),
+    h(
+      "form",
+      { class: "stack", onsubmit: (e) => updateService(e, envName, service, nameInput, handlerSelect, urlInput, button) },
+      h("div", { class: "field" }, h("label", { for: id("name") }, "Name"), nameInput),
+      h("div", { class: "field" }, h("label", { for: id("handler") }, "Handler"), handlerSelect),
+      urlField,
+      h(
+        "div",
+        { class: "actions settings-actions" },
+        button,
+        h(
+          "button",
+          {
+            type: "button",
+            class: "btn btn-danger-outline",
+            "data-focus": `svc-delete:${envName}:${service.uuid}`,
+            onclick: (e) => askDeleteService(envName, service, e.currentTarget)
+          },
+          "Delete service"
+        )
+      )
+    )
+  )
+}
+
+async function updateService(event, envName, service, nameInput, handlerSelect, urlInput, button) {
+  event.preventDefault()
+  clearMessages()
+  nameInput.value = nameInput.value.trim()
+  urlInput.value = urlInput.value.trim()
+  if (!nameInput.reportValidity() || !urlInput.reportValidity() || !state.doc) return
+  const body = serviceUpdate(service, nameInput.value, handlerSelect.value, urlInput.value)
+  button.disabled = true
+  try {
+    await api("PUT", servicePath(envName, service.uuid), body)
+  } catch (err) {
+    button.disabled = false
+    fail(err, `Could not update service ${serviceLabel(service)}.`)
+    return
+  }
+  // Closed and re-read from the server: the form shows what the server now holds.
+  const settings = document.getElementById(`svc-settings-${envName}-${service.uuid}`)
+  for (const el of settings ? settings.querySelectorAll("[data-keep]") : []) el.removeAttribute("data-keep")
+  if (settings) settings.removeAttribute("data-keep")
+  if (await reloadProfile()) focusKey(`svc:${envName}:${service.uuid}`)
+  announce(`Service ${body.name} updated.`)
+}
+
+function askDeleteService(envName, service, button) {
+  clearMessages()
+  const n = service.credentials.length
+  openDialog({
+    title: "Delete this service?",
+    body: [
+      h("p", null, "Service ", h("strong", null, serviceLabel(service)), ` in environment ${envName}.`),
+      h("code", { class: "mono" }, service.uuid),
+      h(
+        "p",
+        null,
+        n > 0
+          ? `Its ${plural(n, "credential", "credentials")} are deleted with it: every token they issued stops working at once, and calls to the service get 404.`
+          : "Calls to the service get 404 from then on."
+      ),
+      h("p", { class: "muted" }, "This is not a staged change: it happens when you confirm, and cannot be undone.")
+    ],
+    confirmLabel: "Delete service",
+    returnFocus: button,
+    onConfirm: async () => {
+      try {
+        await api("DELETE", servicePath(envName, service.uuid))
+      } catch (err) {
+        fail(err, `Could not delete service ${serviceLabel(service)}.`)
+        return
+      }
+      if (await reloadProfile()) focusEl(document.getElementById("page-title"))
+      announce(`Service ${serviceLabel(service)} deleted.`)
+    }
+  })
+}
