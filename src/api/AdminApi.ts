@@ -26,7 +26,7 @@ import {
   PayloadTooLargeWire,
   StorageUnavailableWire,
   UnauthorizedWire
-} from "./WireErrors.js"
+} from "../domain/Errors.js"
 
 /** Checks `Authorization: Bearer <ADMIN_TOKEN>` on every admin endpoint. */
 export class AdminAuth extends HttpApiMiddleware.Tag<AdminAuth>()("AdminAuth", {

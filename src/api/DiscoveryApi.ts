@@ -1,7 +1,7 @@
 /** Discovery and operations (docs/contract.md §4): JWKS, RFC 8414 metadata, health, and this API's own OpenAPI document. */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { StorageUnavailableWire } from "./WireErrors.js"
+import { StorageUnavailableWire } from "../domain/Errors.js"
 
 export const Jwks = Schema.Struct({
   keys: Schema.Array(

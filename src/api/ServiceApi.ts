@@ -13,7 +13,7 @@ import {
   NotFoundWire,
   PayloadTooLargeWire,
   StorageUnavailableWire
-} from "./WireErrors.js"
+} from "../domain/Errors.js"
 
 export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
   identifier: "JsonObject",

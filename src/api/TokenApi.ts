@@ -13,7 +13,7 @@ import {
   StorageUnavailableWire,
   TooManyAttemptsWire,
   UnsupportedGrantTypeWire
-} from "./WireErrors.js"
+} from "../domain/Errors.js"
 
 export const TokenRequest = Schema.Struct({
   grant_type: Schema.Literal("client_credentials"),

@@ -1,68 +1,205 @@
 /**
- * Typed failures of the domain. Each maps to exactly one wire body
- * (`{"error","error_description"}`) in `src/api/WireErrors.ts`.
+ * Every error the service answers, each declared once: its typed failure (a `Schema.TaggedError`,
+ * what the code fails with), its status and its wire body (exactly `{"error","error_description"}`),
+ * which the OpenAPI document shows and the handlers write. Adding an error touches this file only:
+ * the class, its wire schema, and its entry in `WIRE_ERRORS`.
+ *
+ * A `TaggedError` alone would put `_tag` on the wire, so each wire schema is a transform from the
+ * wire struct to the error class; the distinct literal `error` codes keep the API's error union
+ * unambiguous when decoding (e.g. in a generated client).
  */
+import { HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 
-/** 400 `invalid_request`: a missing or malformed parameter, or an unknown profile/environment/service at the token endpoint. */
-export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {
-  description: Schema.String
-}) {}
+const wireError = <Self extends { readonly _tag: string }, I, Code extends string>(
+  errorClass: Schema.Schema<Self, I>,
+  options: {
+    readonly code: Code
+    readonly status: number
+    readonly identifier: string
+    readonly summary: string
+    readonly describe: (error: Self) => string
+    readonly make: (description: string) => Self
+  }
+) =>
+  Schema.transform(
+    Schema.Struct({ error: Schema.Literal(options.code), error_description: Schema.String }),
+    Schema.typeSchema(errorClass),
+    {
+      strict: true,
+      decode: (wire) => options.make(wire.error_description),
+      encode: (error) => ({ error: options.code, error_description: options.describe(error) })
+    }
+  ).annotations({
+    identifier: options.identifier,
+    description: options.summary,
+    ...HttpApiSchema.annotations({ status: options.status })
+  })
 
-/** 400 `unsupported_grant_type`. */
+/** The fixed descriptions the contract gives some errors (docs/contract.md §1). */
+export const INVALID_REQUEST_DESCRIPTION = "Missing required parameters"
+export const UNSUPPORTED_GRANT_TYPE_DESCRIPTION = "Only client_credentials grant type is supported"
+export const INVALID_CLIENT_DESCRIPTION = "Invalid client credentials"
+export const TOO_MANY_ATTEMPTS_DESCRIPTION = "Too many failed authentication attempts"
+
+/** 400 `invalid_request`: A missing or malformed parameter, or an unknown profile/environment/service at the token endpoint. */
+export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", { description: Schema.String }) {}
+export const InvalidRequestWire = wireError(InvalidRequest, {
+  code: "invalid_request",
+  status: 400,
+  identifier: "InvalidRequestError",
+  summary: "A parameter is missing, repeated or malformed, or the target does not exist (token endpoint).",
+  describe: (e) => e.description,
+  make: (description) => new InvalidRequest({ description })
+})
+
+/** 400 `unsupported_grant_type`: A grant type other than client_credentials. */
 export class UnsupportedGrantType extends Schema.TaggedError<UnsupportedGrantType>()("UnsupportedGrantType", {}) {}
+export const UnsupportedGrantTypeWire = wireError(UnsupportedGrantType, {
+  code: "unsupported_grant_type",
+  status: 400,
+  identifier: "UnsupportedGrantTypeError",
+  summary: "grant_type is not client_credentials.",
+  describe: () => UNSUPPORTED_GRANT_TYPE_DESCRIPTION,
+  make: () => new UnsupportedGrantType()
+})
 
-/** 401 `invalid_client`; `basic` records whether the client authenticated with HTTP Basic (RFC 6749 §5.2 challenge). */
-export class InvalidClient extends Schema.TaggedError<InvalidClient>()("InvalidClient", {
-  basic: Schema.Boolean
-}) {}
+/** 401 `invalid_client`: Client authentication failed; `basic` records whether the client used HTTP Basic (RFC 6749 §5.2 challenge). */
+export class InvalidClient extends Schema.TaggedError<InvalidClient>()("InvalidClient", { basic: Schema.Boolean }) {}
+export const InvalidClientWire = wireError(InvalidClient, {
+  code: "invalid_client",
+  status: 401,
+  identifier: "InvalidClientError",
+  summary: "Unknown client id on this service, wrong secret, or deleted credential.",
+  describe: () => INVALID_CLIENT_DESCRIPTION,
+  make: () => new InvalidClient({ basic: false })
+})
 
-/** 401 `unauthorized`: the admin API was called without the admin token. */
-export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {
-  description: Schema.String
-}) {}
+/** 401 `unauthorized`: The admin API was called without the admin token. */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", { description: Schema.String }) {}
+export const UnauthorizedWire = wireError(Unauthorized, {
+  code: "unauthorized",
+  status: 401,
+  identifier: "UnauthorizedError",
+  summary: "The admin token is missing or wrong.",
+  describe: (e) => e.description,
+  make: (description) => new Unauthorized({ description })
+})
 
-/** 404 `not_found`. */
-export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {
-  description: Schema.String
-}) {}
+/** 404 `not_found`: Nothing at that address. */
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { description: Schema.String }) {}
+export const NotFoundWire = wireError(NotFound, {
+  code: "not_found",
+  status: 404,
+  identifier: "NotFoundError",
+  summary: "The profile, environment, service or credential does not exist.",
+  describe: (e) => e.description,
+  make: (description) => new NotFound({ description })
+})
 
-/** 409 `conflict`: the request contradicts stored state (for example a service uuid taken by another service). */
-export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
-  description: Schema.String
-}) {}
+/** 409 `conflict`: The request contradicts stored state (for example a service uuid taken by another service). */
+export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", { description: Schema.String }) {}
+export const ConflictWire = wireError(Conflict, {
+  code: "conflict",
+  status: 409,
+  identifier: "ConflictError",
+  summary: "The request contradicts the stored state.",
+  describe: (e) => e.description,
+  make: (description) => new Conflict({ description })
+})
 
-/** 409 `credential_limit_exceeded`: a service would hold more than two live credentials. */
-export class CredentialLimitExceeded extends Schema.TaggedError<CredentialLimitExceeded>()("CredentialLimitExceeded", {
-  description: Schema.String
-}) {}
+/** 409 `credential_limit_exceeded`: A service would hold more than two live credentials. */
+export class CredentialLimitExceeded extends Schema.TaggedError<CredentialLimitExceeded>()("CredentialLimitExceeded", { description: Schema.String }) {}
+export const CredentialLimitExceededWire = wireError(CredentialLimitExceeded, {
+  code: "credential_limit_exceeded",
+  status: 409,
+  identifier: "CredentialLimitExceededError",
+  summary: "The service would hold more than 2 credentials.",
+  describe: (e) => e.description,
+  make: (description) => new CredentialLimitExceeded({ description })
+})
 
-/** 413 `invalid_request`: the request body is larger than the configured limit. */
-export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {
-  description: Schema.String
-}) {}
+/** 413 `invalid_request`: The request body is larger than the configured limit. */
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", { description: Schema.String }) {}
+export const PayloadTooLargeWire = wireError(PayloadTooLarge, {
+  code: "invalid_request",
+  status: 413,
+  identifier: "PayloadTooLargeError",
+  summary: "The request body exceeds the size limit.",
+  describe: (e) => e.description,
+  make: (description) => new PayloadTooLarge({ description })
+})
 
-/** 503 `temporarily_unavailable`: the database could not be reached. */
-export class StorageUnavailable extends Schema.TaggedError<StorageUnavailable>()("StorageUnavailable", {
-  description: Schema.String
-}) {}
+/** 503 `temporarily_unavailable`: The database could not be reached (answered with Retry-After). */
+export class StorageUnavailable extends Schema.TaggedError<StorageUnavailable>()("StorageUnavailable", { description: Schema.String }) {}
+export const StorageUnavailableWire = wireError(StorageUnavailable, {
+  code: "temporarily_unavailable",
+  status: 503,
+  identifier: "TemporarilyUnavailableError",
+  summary: "The database cannot be reached; retry later.",
+  describe: (e) => e.description,
+  make: (description) => new StorageUnavailable({ description })
+})
 
-/** 401 `invalid_token` at the service endpoint: malformed, forged, expired or revoked. */
-export class InvalidToken extends Schema.TaggedError<InvalidToken>()("InvalidToken", {
-  description: Schema.String
-}) {}
+/** 401 `invalid_token`: At the service endpoint: a token missing, malformed, forged, expired, for another service or revoked. */
+export class InvalidToken extends Schema.TaggedError<InvalidToken>()("InvalidToken", { description: Schema.String }) {}
+export const InvalidTokenWire = wireError(InvalidToken, {
+  code: "invalid_token",
+  status: 401,
+  identifier: "InvalidTokenError",
+  summary: "The access token is missing, malformed, forged, expired, for another service, or revoked.",
+  describe: (e) => e.description,
+  make: (description) => new InvalidToken({ description })
+})
 
-/** 403 `insufficient_scope`: a genuine token without `service:call`. */
-export class InsufficientScope extends Schema.TaggedError<InsufficientScope>()("InsufficientScope", {
-  description: Schema.String
-}) {}
+/** 403 `insufficient_scope`: A genuine token without `service:call`. */
+export class InsufficientScope extends Schema.TaggedError<InsufficientScope>()("InsufficientScope", { description: Schema.String }) {}
+export const InsufficientScopeWire = wireError(InsufficientScope, {
+  code: "insufficient_scope",
+  status: 403,
+  identifier: "InsufficientScopeError",
+  summary: "The access token lacks the service:call scope.",
+  describe: (e) => e.description,
+  make: (description) => new InsufficientScope({ description })
+})
 
-/** 502 `bad_gateway`: the service's handler failed or its upstream was unreachable or answered badly. */
-export class BadGateway extends Schema.TaggedError<BadGateway>()("BadGateway", {
-  description: Schema.String
-}) {}
+/** 502 `bad_gateway`: The service's handler failed, or its upstream was unreachable or answered badly. */
+export class BadGateway extends Schema.TaggedError<BadGateway>()("BadGateway", { description: Schema.String }) {}
+export const BadGatewayWire = wireError(BadGateway, {
+  code: "bad_gateway",
+  status: 502,
+  identifier: "BadGatewayError",
+  summary: "The service's handler failed, or its upstream was unreachable, timed out or did not answer a JSON object.",
+  describe: (e) => e.description,
+  make: (description) => new BadGateway({ description })
+})
 
-/** 429 `invalid_client`: too many failed client authentications from one address (RFC 6749 §2.3.1). */
-export class TooManyAttempts extends Schema.TaggedError<TooManyAttempts>()("TooManyAttempts", {
-  retryAfterSeconds: Schema.Int
-}) {}
+/** 429 `invalid_client`: Too many failed client authentications from one address (RFC 6749 §2.3.1), answered with Retry-After. */
+export class TooManyAttempts extends Schema.TaggedError<TooManyAttempts>()("TooManyAttempts", { retryAfterSeconds: Schema.Int }) {}
+export const TooManyAttemptsWire = wireError(TooManyAttempts, {
+  code: "invalid_client",
+  status: 429,
+  identifier: "TooManyAttemptsError",
+  summary: "Too many failed client authentications for this client id from this address; see Retry-After.",
+  describe: () => TOO_MANY_ATTEMPTS_DESCRIPTION,
+  make: () => new TooManyAttempts({ retryAfterSeconds: 60 })
+})
+
+/** Every error's wire schema, by tag: how handlers that write their own answers encode it. */
+export const WIRE_ERRORS = {
+  InvalidRequest: InvalidRequestWire,
+  UnsupportedGrantType: UnsupportedGrantTypeWire,
+  InvalidClient: InvalidClientWire,
+  Unauthorized: UnauthorizedWire,
+  NotFound: NotFoundWire,
+  Conflict: ConflictWire,
+  CredentialLimitExceeded: CredentialLimitExceededWire,
+  PayloadTooLarge: PayloadTooLargeWire,
+  StorageUnavailable: StorageUnavailableWire,
+  InvalidToken: InvalidTokenWire,
+  InsufficientScope: InsufficientScopeWire,
+  BadGateway: BadGatewayWire,
+  TooManyAttempts: TooManyAttemptsWire
+} as const
+
+export type ServiceError = Schema.Schema.Type<(typeof WIRE_ERRORS)[keyof typeof WIRE_ERRORS]>
