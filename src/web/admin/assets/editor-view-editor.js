@@ -187,7 +187,7 @@ function askDeleteEnvironment(env, button) {
         "p",
         null,
         credentials > 0
-          ? `Its ${plural(credentials, "credential", "credentials")} are deleted with it: every token they issued stops working at once.`
+          ? `${credentials === 1 ? "Its credential is" : `Its ${credentials} credentials are`} deleted with it: every token issued with ${credentials === 1 ? "it" : "them"} stops working at once.`
           : "It holds no credential."
       ),
       h("p", { class: "muted" }, "This is not a staged change: it happens when you confirm, and cannot be undone.")

@@ -3,7 +3,7 @@
  * `PUT …/services/{uuid}`, and delete it. These apply at once; they are not staged changes.
  */
 import { api } from "./editor-api.js"
-import { plural, serviceUpdate } from "./editor-changes.js"
+import { serviceUpdate } from "./editor-changes.js"
 import { openDialog } from "./editor-dialog.js"
 import { announce, clearMessages, focusEl, focusKey, h } from "./editor-dom.js"
 import { fail } from "./editor-router.js"
@@ -125,7 +125,7 @@ function askDeleteService(envName, service, button) {
         "p",
         null,
         n > 0
-          ? `Its ${plural(n, "credential", "credentials")} are deleted with it: every token they issued stops working at once, and calls to the service get 404.`
+          ? `${n === 1 ? "Its credential is" : `Its ${n} credentials are`} deleted with it: every token issued with ${n === 1 ? "it" : "them"} stops working at once, and calls to the service get 404.`
           : "Calls to the service get 404 from then on."
       ),
       h("p", { class: "muted" }, "This is not a staged change: it happens when you confirm, and cannot be undone.")
