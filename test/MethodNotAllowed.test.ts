@@ -79,6 +79,18 @@ describe("405 method not allowed", () => {
         expect(response.headers["location"]).toBe("/admin")
       }))
 
+    it.effect("only web files of the editor are served: its modules, not what is kept beside them", () =>
+      Effect.gen(function*() {
+        const port = yield* serverPort
+        const module = yield* Effect.promise(() => rawRequest(port, { method: "GET", path: "/admin/assets/editor-changes.js" }))
+        expect(module.status).toBe(200)
+        expect(module.headers["content-type"]).toMatch(/^text\/javascript/)
+        const declarations = yield* Effect.promise(() =>
+          rawRequest(port, { method: "GET", path: "/admin/assets/editor-changes.d.ts" })
+        )
+        expect(declarations.status).toBe(404)
+      }))
+
     it.effect("HEAD where GET is answered is not a 405", () =>
       Effect.gen(function*() {
         const port = yield* serverPort

@@ -44,7 +44,8 @@ export const layer = HttpApiBuilder.group(Api, "web", (handlers) =>
     const page = yield* readOptional(`${WEB_ROOT}index.html`)
     const names = yield* Effect.promise(() => readdir(`${WEB_ROOT}assets`).catch(() => [] as Array<string>))
     const assets = new Map<string, Buffer>()
-    for (const name of names) {
+    // Only web files: anything else kept beside them (type declarations for the tests) is not served.
+    for (const name of names.filter((name) => CONTENT_TYPES[name.split(".").pop() ?? ""] !== undefined)) {
       const content = yield* readOptional(`${WEB_ROOT}assets/${name}`)
       if (content !== undefined) assets.set(name, content)
     }
