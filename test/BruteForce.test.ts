@@ -14,9 +14,8 @@
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Option, TestClock } from "effect"
 import { randomBytes } from "node:crypto"
-import * as NodeHttp from "node:http"
 import { FAILURE_WINDOW_MS, makeAuthFailureLimiter } from "../src/auth/AuthFailureLimiter.js"
-import { basicAuthorization, formEncode, oauthError } from "./support/Http.js"
+import { asJsonResponse, basicAuthorization, formEncode, oauthError, rawRequest } from "./support/Http.js"
 import { admin, createFixture, type Fixture, type JsonResponse, makeTestServer, serverPort, tokenRequest, uniqueName } from "./support/TestServer.js"
 
 const LIMIT = 5
@@ -82,48 +81,16 @@ const secondCredential = (fixture: Fixture) =>
  * server's port. The typed client cannot choose its source address.
  */
 const tokenRequestFrom = (localAddress: string, fields: Record<string, string>, headers: Record<string, string> = {}) =>
-  Effect.gen(function*() {
-    const port = yield* serverPort
-    const body = Object.entries(fields).map(([name, value]) => `${formEncode(name)}=${formEncode(value)}`).join("&")
-    return yield* Effect.async<JsonResponse, Error>((resume) => {
-      const outgoing = NodeHttp.request(
-        {
-          host: "127.0.0.1",
-          port,
-          localAddress,
-          method: "POST",
-          path: "/oauth/token",
-          agent: false,
-          headers: {
-            "content-type": "application/x-www-form-urlencoded",
-            "content-length": String(Buffer.byteLength(body)),
-            ...headers
-          }
-        },
-        (incoming) => {
-          const chunks: Array<Buffer> = []
-          incoming.on("data", (chunk: Buffer) => chunks.push(chunk))
-          incoming.on("error", (error) => resume(Effect.fail(error)))
-          incoming.on("end", () => {
-            const text = Buffer.concat(chunks).toString("utf8")
-            const responseHeaders: Record<string, string> = {}
-            for (const [name, value] of Object.entries(incoming.headers)) {
-              if (value !== undefined) responseHeaders[name] = Array.isArray(value) ? value.join(", ") : value
-            }
-            let parsed: unknown = undefined
-            try {
-              parsed = text === "" ? undefined : JSON.parse(text)
-            } catch {
-              parsed = undefined
-            }
-            resume(Effect.succeed({ status: incoming.statusCode ?? 0, headers: responseHeaders, body: parsed, text }))
-          })
-        }
-      )
-      outgoing.on("error", (error) => resume(Effect.fail(error)))
-      outgoing.end(body)
-    }).pipe(Effect.orDie)
-  })
+  Effect.flatMap(serverPort, (port) =>
+    Effect.promise(() =>
+      rawRequest(port, {
+        method: "POST",
+        path: "/oauth/token",
+        localAddress,
+        headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
+        body: Object.entries(fields).map(([name, value]) => `${formEncode(name)}=${formEncode(value)}`).join("&")
+      })
+    )).pipe(Effect.map(asJsonResponse))
 
 // One `layer(...)` per describe block (in @effect/vitest 0.30 a second `it.layer` would nest).
 describe(`brute force over HTTP (AUTH_FAILURE_LIMIT=${LIMIT})`, () => {

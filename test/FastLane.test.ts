@@ -13,8 +13,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { FastCheck as fc } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { formEncode, type RawRequest, rawRequest, type RawResponse } from "./support/Hostile.js"
-import { basicAuthorization } from "./support/Http.js"
+import { basicAuthorization, formEncode, type RawRequest, rawRequest, type RawResponse } from "./support/Http.js"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
 
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")

@@ -12,7 +12,7 @@ import { CredentialRepo } from "../src/storage/CredentialRepo.js"
 import * as CredentialRepoMemory from "../src/storage/CredentialRepoMemory.js"
 import { FailureCounts } from "../src/storage/FailureCounts.js"
 import { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
-import { rawRequest } from "./support/Hostile.js"
+import { rawRequest } from "./support/Http.js"
 
 /** A repository whose cache "holds" every service, and throws when asked for it. */
 const throwingPeek = Layer.effect(

@@ -11,27 +11,24 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { MAX_JSON_DEPTH } from "../src/http/RequestBody.js"
 import { Effect, FastCheck as fc } from "effect"
+import { bytesWithInvalidUtf8, contentType, deepJson, expectErrorAnswer, expectSafeAnswer, headerBytes, hostileJson, hostileJsonDeep, hostileSegment, INVALID_UTF8, oddAuthorization } from "./support/Hostile.js"
 import {
-  bytesWithInvalidUtf8,
-  contentType,
-  deepJson,
-  expectErrorAnswer,
-  expectSafeAnswer,
+  basicAuthorization,
   formEncode,
-  headerBytes,
-  hostileJson,
-  hostileJsonDeep,
-  hostileSegment,
-  INVALID_UTF8,
   latin1,
-  oddAuthorization,
   type RawRequest,
   rawRequest,
-  type RawResponse,
-  serverPort
-} from "./support/Hostile.js"
-import { basicAuthorization } from "./support/Http.js"
-import { ADMIN_TOKEN, createFixture, type Fixture, issueToken, makeTestServer, tokenRequest } from "./support/TestServer.js"
+  type RawResponse
+} from "./support/Http.js"
+import {
+  ADMIN_TOKEN,
+  createFixture,
+  type Fixture,
+  issueToken,
+  makeTestServer,
+  serverPort,
+  tokenRequest
+} from "./support/TestServer.js"
 
 const MAX_BODY = 1024 * 1024
 const TWO_MIB = 2 * MAX_BODY

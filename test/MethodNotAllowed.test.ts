@@ -4,8 +4,8 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { rawRequest } from "./support/Hostile.js"
 import { ADMIN_TOKEN, makeTestServer, serverPort } from "./support/TestServer.js"
+import { rawRequest } from "./support/Http.js"
 
 const UUID = "6f1c2a3b-4d5e-4f60-8a71-92b3c4d5e6f7"
 const ADMIN = { authorization: `Bearer ${ADMIN_TOKEN}` }

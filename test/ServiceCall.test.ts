@@ -12,7 +12,6 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import * as Jose from "jose"
 import { randomUUID } from "node:crypto"
-import * as NodeHttp from "node:http"
 import { KeyService } from "../src/auth/KeyService.js"
 import {
   admin,
@@ -20,7 +19,6 @@ import {
   type Fixture,
   fixtureOf,
   issueToken,
-  type JsonResponse,
   makeTestServer,
   serverPort,
   tokenRequest,
@@ -39,7 +37,7 @@ import {
   serverNow,
   signWith
 } from "./support/Tokens.js"
-import { collectResponse } from "./support/Http.js"
+import { asJsonResponse, rawRequest } from "./support/Http.js"
 
 /** Creates (or replaces) an oauth service at a fixed address with one credential, and issues its token. */
 const serviceAt = (profile: string, environment: string, uuid: string = randomUUID()) =>
@@ -63,8 +61,8 @@ const withToken = (options: Parameters<typeof createFixture>[0] = {}) =>
   })
 
 /**
- * POSTs a body in chunks with `Transfer-Encoding: chunked` (no Content-Length), with node:http,
- * pausing `pauseMs` between chunks so that the server reads a body that is still arriving.
+ * POSTs a body in chunks with `Transfer-Encoding: chunked` (no Content-Length), pausing `pauseMs`
+ * between chunks so that the server reads a body that is still arriving.
  */
 const chunkedCall = (
   path: string,
@@ -72,36 +70,17 @@ const chunkedCall = (
   chunks: ReadonlyArray<string>,
   pauseMs = 0
 ) =>
-  Effect.gen(function*() {
-    const port = yield* serverPort
-    return yield* Effect.async<JsonResponse, Error>((resume) => {
-      const outgoing = NodeHttp.request(
-        {
-          host: "127.0.0.1",
-          port,
-          method: "POST",
-          path,
-          headers: { "content-type": "application/json", "transfer-encoding": "chunked", ...headers },
-          agent: false
-        },
-        (incoming) => collectResponse(incoming, resume)
-      )
-      // Once an answer has arrived, a failed write of the rest of the body is not a failure here.
-      let answered = false
-      outgoing.on("response", () => (answered = true))
-      outgoing.on("error", (error) => {
-        if (!answered) resume(Effect.fail(error))
+  Effect.flatMap(serverPort, (port) =>
+    Effect.promise(() =>
+      rawRequest(port, {
+        method: "POST",
+        path,
+        headers: { "content-type": "application/json", ...headers },
+        pieces: chunks,
+        pauseMs,
+        timeoutMs: 15_000
       })
-      const writeFrom = (index: number): void => {
-        if (answered || outgoing.destroyed) return
-        if (index >= chunks.length) return void outgoing.end()
-        outgoing.write(chunks[index]!)
-        if (pauseMs === 0) writeFrom(index + 1)
-        else setTimeout(() => writeFrom(index + 1), pauseMs)
-      }
-      writeFrom(0)
-    }).pipe(Effect.orDie)
-  })
+    )).pipe(Effect.map(asJsonResponse))
 
 /** A JSON object of exactly `bytes` bytes. */
 const jsonObjectOfSize = (bytes: number) => {

@@ -14,14 +14,15 @@ import * as CredentialRepoMemory from "../src/storage/CredentialRepoMemory.js"
 import { FailureCounts } from "../src/storage/FailureCounts.js"
 import { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
-import { expectErrorAnswer, formEncode, latin1, type RawRequest, rawRequest, serverPort } from "./support/Hostile.js"
-import { basicAuthorization } from "./support/Http.js"
+import { expectErrorAnswer } from "./support/Hostile.js"
+import { basicAuthorization, formEncode, latin1, type RawRequest, rawRequest } from "./support/Http.js"
 import {
   admin,
   ADMIN_TOKEN,
   createFixture,
   type Fixture,
   makeTestServer,
+  serverPort,
   tokenRequest,
   uniqueName
 } from "./support/TestServer.js"

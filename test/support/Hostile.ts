@@ -1,118 +1,10 @@
 /**
- * Hostile-input helpers: a raw `node:http` client that sends bytes exactly as given (arbitrary
- * bodies, invalid UTF-8, unnormalised paths, odd headers, chunked bodies) with a deadline, the
- * invariant every error answer must satisfy, and FastCheck generators of hostile values.
+ * Hostile-input helpers: the invariant every error answer must satisfy, and FastCheck generators
+ * of hostile values (sent with `rawRequest`, in `Http.ts`).
  */
 import { expect } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
-import * as NodeHttp from "node:http"
-
-export interface RawRequest {
-  readonly method: string
-  /** Sent byte for byte (latin-1 string: use `latin1` to put UTF-8 bytes on the wire). */
-  readonly path: string
-  readonly headers?: Readonly<Record<string, string | ReadonlyArray<string>>>
-  readonly body?: Uint8Array | string
-  /** Send the body with Transfer-Encoding: chunked (no Content-Length), in pieces. */
-  readonly chunked?: boolean
-  readonly timeoutMs?: number
-}
-
-export interface RawResponse {
-  readonly status: number
-  readonly headers: Readonly<Record<string, string>>
-  readonly text: string
-  readonly ms: number
-}
-
-/** A string whose latin-1 code units are the UTF-8 bytes of `value` (what node:http writes as is). */
-export const latin1 = (value: string | Uint8Array): string =>
-  Buffer.from(typeof value === "string" ? Buffer.from(value, "utf8") : value).toString("latin1")
-
-export { serverPort } from "./TestServer.js"
-
-/**
- * One request on its own connection. Resolves with the answer once it is complete; rejects when
- * there is no complete answer within the deadline (a hang) or the connection fails before one.
- * An error while still writing the body after the answer arrived (the server refused early) is
- * ignored: the answer is what counts.
- */
-export const rawRequest = (port: number, request: RawRequest): Promise<RawResponse> =>
-  new Promise<RawResponse>((resolve, reject) => {
-    const started = Date.now()
-    const timeoutMs = request.timeoutMs ?? 5_000
-    let settled = false
-    const finish = (result: RawResponse | Error) => {
-      if (settled) return
-      settled = true
-      clearTimeout(timer)
-      if (result instanceof Error) reject(result)
-      else resolve(result)
-    }
-    const body = request.body === undefined
-      ? undefined
-      : typeof request.body === "string"
-      ? Buffer.from(request.body, "utf8")
-      : Buffer.from(request.body)
-    const headers: Record<string, string | Array<string>> = {}
-    for (const [name, value] of Object.entries(request.headers ?? {})) {
-      headers[name] = typeof value === "string" ? value : [...value]
-    }
-    if (body !== undefined && !request.chunked) headers["content-length"] = String(body.length)
-    if (request.chunked) headers["transfer-encoding"] = "chunked"
-
-    const outgoing = NodeHttp.request(
-      { host: "127.0.0.1", port, method: request.method, path: request.path, headers, agent: false },
-      (incoming) => {
-        const chunks: Array<Buffer> = []
-        incoming.on("data", (chunk: Buffer) => chunks.push(chunk))
-        incoming.on("error", (error) => finish(error))
-        incoming.on("end", () => {
-          const responseHeaders: Record<string, string> = {}
-          for (const [name, value] of Object.entries(incoming.headers)) {
-            if (value !== undefined) responseHeaders[name] = Array.isArray(value) ? value.join(", ") : value
-          }
-          finish({
-            status: incoming.statusCode ?? 0,
-            headers: responseHeaders,
-            text: Buffer.concat(chunks).toString("utf8"),
-            ms: Date.now() - started
-          })
-          outgoing.destroy()
-        })
-      }
-    )
-    const timer = setTimeout(() => {
-      finish(new Error(`no answer within ${timeoutMs} ms: ${request.method} ${request.path.slice(0, 200)}`))
-      outgoing.destroy()
-    }, timeoutMs)
-    outgoing.on("error", (error) => {
-      // EPIPE/ECONNRESET while the body is still being written: wait for the answer (or the deadline).
-      const code = (error as NodeJS.ErrnoException).code
-      if (code === "EPIPE" || code === "ECONNRESET") return
-      finish(error)
-    })
-    if (body === undefined) {
-      outgoing.end()
-    } else if (request.chunked) {
-      const piece = 64 * 1024
-      let offset = 0
-      const pump = () => {
-        while (offset < body.length) {
-          const next = body.subarray(offset, offset + piece)
-          offset += piece
-          if (!outgoing.write(next)) {
-            outgoing.once("drain", pump)
-            return
-          }
-        }
-        outgoing.end()
-      }
-      pump()
-    } else {
-      outgoing.end(body)
-    }
-  })
+import { latin1, type RawRequest, type RawResponse } from "./Http.js"
 
 /** Printable summary of a request for failure messages. */
 export const describeRequest = (request: RawRequest): string => {
@@ -368,7 +260,6 @@ export const hostileSegment = fc.oneof(
   { weight: 1, arbitrary: fc.integer({ min: 1, max: 2500 }).map((n) => "s".repeat(n)) }
 )
 
-export { formEncode } from "./Http.js"
 
 /** Nested JSON `depth` levels deep, e.g. `[[[…]]]` or `{"a":{"a":…}}`, optionally wrapped in an object. */
 export const deepJson = (depth: number, kind: "array" | "object", wrap = false): string => {

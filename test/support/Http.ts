@@ -1,7 +1,8 @@
 /**
- * Raw HTTP helpers for the full-stack tests: requests the typed helpers of `TestServer.ts` cannot
- * express (no Content-Type, arbitrary bodies and Authorization headers, unnormalised paths), HTTP
- * Basic client authentication, and independent decoding and verification of issued JWTs.
+ * Raw HTTP helpers for the full-stack tests: `rawRequest`, the one raw client (node:http, bytes
+ * exactly as given: arbitrary bodies and headers, unnormalised paths, chunked bodies still arriving,
+ * a chosen source address, with a deadline), requests the typed helpers of `TestServer.ts` cannot
+ * express, HTTP Basic client authentication, and independent decoding and verification of JWTs.
  */
 import { HttpBody, HttpClientRequest } from "@effect/platform"
 import { expect } from "@effect/vitest"
@@ -11,29 +12,148 @@ import * as NodeHttp from "node:http"
 import { ADMIN_TOKEN, type JsonResponse, send, serverPort } from "./TestServer.js"
 
 
-/** Reads a raw node response to the end as a `JsonResponse` (body parsed when it is JSON). */
-export const collectResponse = (
-  incoming: NodeHttp.IncomingMessage,
-  resume: (effect: Effect.Effect<JsonResponse, Error>) => void
-): void => {
-  const chunks: Array<Buffer> = []
-  incoming.on("data", (chunk: Buffer) => chunks.push(chunk))
-  incoming.on("error", (error) => resume(Effect.fail(error)))
-  incoming.on("end", () => {
-    const text = Buffer.concat(chunks).toString("utf8")
-    let body: unknown = undefined
-    try {
-      body = text === "" ? undefined : JSON.parse(text)
-    } catch {
-      body = undefined
-    }
-    const headers: Record<string, string> = {}
-    for (const [name, value] of Object.entries(incoming.headers)) {
-      if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(", ") : value
-    }
-    resume(Effect.succeed({ status: incoming.statusCode ?? 0, headers, body, text }))
-  })
+/** A string whose latin-1 code units are the UTF-8 bytes of `value` (what node:http writes as is). */
+export const latin1 = (value: string | Uint8Array): string =>
+  Buffer.from(typeof value === "string" ? Buffer.from(value, "utf8") : value).toString("latin1")
+
+export interface RawRequest {
+  readonly method: string
+  /** Sent byte for byte (latin-1 string: use `latin1` to put UTF-8 bytes on the wire). */
+  readonly path: string
+  readonly headers?: Readonly<Record<string, string | ReadonlyArray<string>>>
+  readonly body?: Uint8Array | string
+  /** Send the body with Transfer-Encoding: chunked (no Content-Length), in pieces. */
+  readonly chunked?: boolean
+  /** Instead of `body`: these pieces, chunked, `pauseMs` apart (a body still arriving), until answered. */
+  readonly pieces?: ReadonlyArray<string>
+  readonly pauseMs?: number
+  /** The local address to connect from (brute-force counting is per address). */
+  readonly localAddress?: string
+  readonly timeoutMs?: number
 }
+
+export interface RawResponse {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  readonly text: string
+  readonly ms: number
+}
+
+/**
+ * One request on its own connection. Resolves with the answer once it is complete; rejects when
+ * there is no complete answer within the deadline (a hang) or the connection fails before one.
+ * An error while still writing the body after the answer arrived (the server refused early) is
+ * ignored: the answer is what counts.
+ */
+export const rawRequest = (port: number, request: RawRequest): Promise<RawResponse> =>
+  new Promise<RawResponse>((resolve, reject) => {
+    const started = Date.now()
+    const timeoutMs = request.timeoutMs ?? 5_000
+    let settled = false
+    const finish = (result: RawResponse | Error) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      if (result instanceof Error) reject(result)
+      else resolve(result)
+    }
+    const body = request.body === undefined
+      ? undefined
+      : typeof request.body === "string"
+      ? Buffer.from(request.body, "utf8")
+      : Buffer.from(request.body)
+    const headers: Record<string, string | Array<string>> = {}
+    for (const [name, value] of Object.entries(request.headers ?? {})) {
+      headers[name] = typeof value === "string" ? value : [...value]
+    }
+    const chunked = request.chunked === true || request.pieces !== undefined
+    if (body !== undefined && !chunked) headers["content-length"] = String(body.length)
+    if (chunked) headers["transfer-encoding"] = "chunked"
+
+    let answered = false
+    const outgoing = NodeHttp.request(
+      {
+        host: "127.0.0.1",
+        port,
+        method: request.method,
+        path: request.path,
+        headers,
+        agent: false,
+        ...(request.localAddress === undefined ? {} : { localAddress: request.localAddress })
+      },
+      (incoming) => {
+        answered = true
+        const chunks: Array<Buffer> = []
+        incoming.on("data", (chunk: Buffer) => chunks.push(chunk))
+        incoming.on("error", (error) => finish(error))
+        incoming.on("end", () => {
+          const responseHeaders: Record<string, string> = {}
+          for (const [name, value] of Object.entries(incoming.headers)) {
+            if (value !== undefined) responseHeaders[name] = Array.isArray(value) ? value.join(", ") : value
+          }
+          finish({
+            status: incoming.statusCode ?? 0,
+            headers: responseHeaders,
+            text: Buffer.concat(chunks).toString("utf8"),
+            ms: Date.now() - started
+          })
+          outgoing.destroy()
+        })
+      }
+    )
+    const timer = setTimeout(() => {
+      finish(new Error(`no answer within ${timeoutMs} ms: ${request.method} ${request.path.slice(0, 200)}`))
+      outgoing.destroy()
+    }, timeoutMs)
+    outgoing.on("error", (error) => {
+      // EPIPE/ECONNRESET while the body is still being written: wait for the answer (or the deadline).
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === "EPIPE" || code === "ECONNRESET") return
+      finish(error)
+    })
+    if (request.pieces !== undefined) {
+      const pieces = request.pieces
+      const writeFrom = (index: number): void => {
+        if (answered || outgoing.destroyed) return
+        if (index >= pieces.length) return void outgoing.end()
+        outgoing.write(pieces[index]!)
+        if ((request.pauseMs ?? 0) === 0) writeFrom(index + 1)
+        else setTimeout(() => writeFrom(index + 1), request.pauseMs)
+      }
+      writeFrom(0)
+    } else if (body === undefined) {
+      outgoing.end()
+    } else if (request.chunked) {
+      const piece = 64 * 1024
+      let offset = 0
+      const pump = () => {
+        while (offset < body.length) {
+          const next = body.subarray(offset, offset + piece)
+          offset += piece
+          if (!outgoing.write(next)) {
+            outgoing.once("drain", pump)
+            return
+          }
+        }
+        outgoing.end()
+      }
+      pump()
+    } else {
+      outgoing.end(body)
+    }
+  })
+
+/** A raw answer as the typed helpers give it: the body parsed when it is JSON. */
+export const asJsonResponse = (answer: RawResponse): JsonResponse => {
+  let body: unknown = undefined
+  try {
+    body = answer.text === "" ? undefined : JSON.parse(answer.text)
+  } catch {
+    body = undefined
+  }
+  return { status: answer.status, headers: answer.headers, body, text: answer.text }
+}
+
 export const NO_STORE_HEADERS = { "cache-control": "no-store", pragma: "no-cache" } as const
 
 /** Any request to the test server: `body` is sent as is, with no Content-Type unless one is given. */
@@ -91,20 +211,12 @@ export const percentEncodeAll = (value: string): string =>
 
 /**
  * A request whose path goes to the server byte for byte. URL parsing (and so the HTTP client)
- * resolves `..` and `%2E%2E` segments before sending; node:http does not.
+ * resolves `..` and `%2E%2E` segments before sending; `rawRequest` does not.
  */
 export const unnormalizedRequest = (method: string, path: string, headers: Record<string, string> = {}) =>
-  Effect.gen(function*() {
-    const port = yield* serverPort
-    return yield* Effect.async<JsonResponse, Error>((resume) => {
-      const outgoing = NodeHttp.request(
-        { host: "127.0.0.1", port, method, path, headers, agent: false },
-        (incoming) => collectResponse(incoming, resume)
-      )
-      outgoing.on("error", (error) => resume(Effect.fail(error)))
-      outgoing.end()
-    }).pipe(Effect.orDie)
-  })
+  Effect.flatMap(serverPort, (port) => Effect.promise(() => rawRequest(port, { method, path, headers }))).pipe(
+    Effect.map(asJsonResponse)
+  )
 
 export interface DecodedJwt {
   readonly header: Record<string, unknown>
