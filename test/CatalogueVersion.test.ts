@@ -38,9 +38,9 @@ const lifeOfAService = Effect.gen(function*() {
     ["putProfile", repo.putProfile(profile, now)],
     ["putEnvironment", repo.putEnvironment(profile, address.environment, now)],
     ["putService", repo.putService(address, { name: "billing", auth_type: "oauth", handler: { type: "echo" } }, "create", now)],
-    ["add credential", repo.applyCredentialChanges(profile, [{ _tag: "Add", environment: address.environment, serviceUuid: address.uuid, clientId: id, secretHash: "x".repeat(64) }], now)],
+    ["add credential", repo.applyCredentialChanges(profile, [{ op: "add_credential", environment: address.environment, service_uuid: address.uuid, client_id: id, secret_hash: "x".repeat(64) }], now)],
     ["putService (upsert)", repo.putService(address, { name: "billing", auth_type: "none", handler: { type: "echo" } }, "upsert", now)],
-    ["remove credential", repo.applyCredentialChanges(profile, [{ _tag: "Remove", environment: address.environment, serviceUuid: address.uuid, clientId: id }], now)],
+    ["remove credential", repo.applyCredentialChanges(profile, [{ op: "remove_credential", environment: address.environment, service_uuid: address.uuid, client_id: id }], now)],
     ["deleteService", repo.deleteService(address, now)],
     ["deleteEnvironment", repo.deleteEnvironment(profile, address.environment, now)],
     ["deleteProfile", repo.deleteProfile(profile, now)]

@@ -70,11 +70,11 @@ describeWithPostgres("the two-credential limit under concurrency (PostgreSQL)", 
             ids.map((clientId) =>
               Effect.either(
                 repo.applyCredentialChanges(address.profile, [{
-                  _tag: "Add",
+                  op: "add_credential",
                   environment: address.environment,
-                  serviceUuid: address.uuid,
-                  clientId,
-                  secretHash: `hash-${clientId}`
+                  service_uuid: address.uuid,
+                  client_id: clientId,
+                  secret_hash: `hash-${clientId}`
                 }], NOW)
               )
             ),

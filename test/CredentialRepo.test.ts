@@ -8,7 +8,7 @@ import { Deferred, Effect, Exit, Fiber, type Layer, Option, Schedule } from "eff
 import { randomBytes, randomUUID } from "node:crypto"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import type { ServiceHandlerConfig } from "../src/domain/Models.js"
-import { type CredentialChange, CredentialRepo, type ServiceAddress } from "../src/storage/CredentialRepo.js"
+import { CredentialRepo, type ServiceAddress, type StoredChange } from "../src/storage/CredentialRepo.js"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { uniqueName } from "./support/TestServer.js"
 
@@ -27,18 +27,18 @@ const newUuid = () => randomUUID() as ServiceUuid
 const newClientId = () => `svc_${randomBytes(16).toString("hex")}` as ClientId
 const hashOf = (clientId: ClientId) => `hash-of-${clientId}`
 
-const add = (environment: EnvironmentName, serviceUuid: ServiceUuid, clientId: ClientId): CredentialChange => ({
-  _tag: "Add",
+const add = (environment: EnvironmentName, serviceUuid: ServiceUuid, clientId: ClientId): StoredChange => ({
+  op: "add_credential",
   environment,
-  serviceUuid,
-  clientId,
-  secretHash: hashOf(clientId)
+  service_uuid: serviceUuid,
+  client_id: clientId,
+  secret_hash: hashOf(clientId)
 })
-const remove = (environment: EnvironmentName, serviceUuid: ServiceUuid, clientId: ClientId): CredentialChange => ({
-  _tag: "Remove",
+const remove = (environment: EnvironmentName, serviceUuid: ServiceUuid, clientId: ClientId): StoredChange => ({
+  op: "remove_credential",
   environment,
-  serviceUuid,
-  clientId
+  service_uuid: serviceUuid,
+  client_id: clientId
 })
 
 /** A fresh profile with one environment and one service (no credentials). */
@@ -408,7 +408,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
         Effect.gen(function*() {
           const repo = yield* CredentialRepo
           const address = yield* givenService()
-          const attempts: ReadonlyArray<[ProfileId, CredentialChange]> = [
+          const attempts: ReadonlyArray<[ProfileId, StoredChange]> = [
             [newProfile(), add(address.environment, address.uuid, newClientId())],
             [address.profile, add(STAGING, address.uuid, newClientId())],
             [address.profile, add(address.environment, newUuid(), newClientId())],

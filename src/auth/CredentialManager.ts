@@ -4,20 +4,11 @@
  */
 import { Context, Effect, Layer, Redacted } from "effect"
 import type { CredentialLimitExceeded, NotFound, StorageUnavailable } from "../domain/Errors.js"
-import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import type { NewCredential, SaveProfileResult } from "../domain/Models.js"
+import type { ClientId, ProfileId } from "../domain/Identifiers.js"
+import type { CredentialChange, NewCredential, SaveProfileResult } from "../domain/Models.js"
 import { currentDate } from "../domain/Time.js"
-import { type CredentialChange, CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
+import { CredentialRepo, type ServiceAddress, type StoredChange } from "../storage/CredentialRepo.js"
 import { ClientSecrets } from "./ClientSecrets.js"
-
-export type StagedChange =
-  | { readonly op: "add_credential"; readonly environment: EnvironmentName; readonly serviceUuid: ServiceUuid }
-  | {
-    readonly op: "remove_credential"
-    readonly environment: EnvironmentName
-    readonly serviceUuid: ServiceUuid
-    readonly clientId: ClientId
-  }
 
 type Failure = NotFound | CredentialLimitExceeded | StorageUnavailable
 
@@ -26,7 +17,7 @@ export interface CredentialManagerShape {
   readonly removeCredential: (address: ServiceAddress, clientId: ClientId) => Effect.Effect<void, Failure>
   readonly saveProfile: (
     profile: ProfileId,
-    changes: ReadonlyArray<StagedChange>
+    changes: ReadonlyArray<CredentialChange>
   ) => Effect.Effect<SaveProfileResult, Failure>
 }
 
@@ -40,29 +31,23 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
       const repo = yield* CredentialRepo
       const secrets = yield* ClientSecrets
 
-      const saveProfile = (profile: ProfileId, staged: ReadonlyArray<StagedChange>) =>
+      const saveProfile = (profile: ProfileId, staged: ReadonlyArray<CredentialChange>) =>
         Effect.gen(function*() {
           const now = yield* currentDate
           const created: Array<SaveProfileResult["created"][number]> = []
           const removed: Array<SaveProfileResult["removed"][number]> = []
-          const changes: Array<CredentialChange> = []
+          const changes: Array<StoredChange> = []
           for (const change of staged) {
             if (change.op === "remove_credential") {
-              changes.push({ _tag: "Remove", environment: change.environment, serviceUuid: change.serviceUuid, clientId: change.clientId })
-              removed.push({ environment: change.environment, service_uuid: change.serviceUuid, client_id: change.clientId })
+              changes.push(change)
+              removed.push({ environment: change.environment, service_uuid: change.service_uuid, client_id: change.client_id })
               continue
             }
             const generated = yield* secrets.generate
-            changes.push({
-              _tag: "Add",
-              environment: change.environment,
-              serviceUuid: change.serviceUuid,
-              clientId: generated.clientId,
-              secretHash: generated.secretHash
-            })
+            changes.push({ ...change, client_id: generated.clientId, secret_hash: generated.secretHash })
             created.push({
               environment: change.environment,
-              service_uuid: change.serviceUuid,
+              service_uuid: change.service_uuid,
               client_id: generated.clientId,
               client_secret: Redacted.value(generated.secret),
               created_at: now
@@ -76,7 +61,7 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
         saveProfile,
         addCredential: (address) =>
           Effect.map(
-            saveProfile(address.profile, [{ op: "add_credential", environment: address.environment, serviceUuid: address.uuid }]),
+            saveProfile(address.profile, [{ op: "add_credential", environment: address.environment, service_uuid: address.uuid }]),
             ({ created: [credential] }) => ({
               client_id: credential!.client_id,
               client_secret: credential!.client_secret,
@@ -88,8 +73,8 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
             saveProfile(address.profile, [{
               op: "remove_credential",
               environment: address.environment,
-              serviceUuid: address.uuid,
-              clientId
+              service_uuid: address.uuid,
+              client_id: clientId
             }])
           )
       })

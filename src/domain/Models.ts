@@ -119,7 +119,12 @@ export const NewCredential = Schema.Struct({
 }).annotations({ identifier: "NewCredential" })
 export type NewCredential = typeof NewCredential.Type
 
-/** A staged change of the profile editor. */
+/**
+ * A change of a profile's credentials: one shape from the profile editor to storage. On the wire
+ * (`ProfileChange`, in a `save`) its fields are plain strings, checked by the handler into
+ * `CredentialChange`; an addition gets its generated credential (`GeneratedAddition`) before
+ * storage writes it.
+ */
 export const AddCredentialChange = Schema.Struct({
   op: Schema.Literal("add_credential"),
   environment: Schema.String,
@@ -135,6 +140,19 @@ export const ProfileChange = Schema.Union(AddCredentialChange, RemoveCredentialC
   identifier: "ProfileChange"
 })
 export type ProfileChange = typeof ProfileChange.Type
+
+export type CredentialChange =
+  | { readonly op: "add_credential"; readonly environment: EnvironmentName; readonly service_uuid: ServiceUuid }
+  | {
+    readonly op: "remove_credential"
+    readonly environment: EnvironmentName
+    readonly service_uuid: ServiceUuid
+    readonly client_id: ClientId
+  }
+export type CredentialAddition = Extract<CredentialChange, { readonly op: "add_credential" }>
+export type CredentialRemoval = Extract<CredentialChange, { readonly op: "remove_credential" }>
+/** An addition with its generated credential: what storage writes (never the secret, only its digest). */
+export type GeneratedAddition = CredentialAddition & { readonly client_id: ClientId; readonly secret_hash: string }
 
 export const SaveProfileRequest = Schema.Struct({
   changes: Schema.Array(ProfileChange).pipe(Schema.maxItems(100))

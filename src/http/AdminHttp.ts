@@ -8,10 +8,11 @@ import { Effect, Layer, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import { AppConfig } from "../AppConfig.js"
 import { Api } from "../api/Api.js"
-import { CredentialManager, type StagedChange } from "../auth/CredentialManager.js"
+import { CredentialManager } from "../auth/CredentialManager.js"
 import { InvalidRequest, NotFound } from "../domain/Errors.js"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import {
+  type CredentialChange,
   defaultHandler,
   EmptyObject,
   EnvironmentDocument,
@@ -85,14 +86,14 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
         Effect.gen(function*() {
           const profile = yield* checkProfile(path.profile)
           const { changes } = yield* body(request, SaveProfileRequest)
-          const staged: Array<StagedChange> = []
+          const staged: Array<CredentialChange> = []
           const removing = new Set<string>()
           for (const [index, change] of changes.entries()) {
             const at = (error: InvalidRequest) => new InvalidRequest({ description: `changes.${index}.${error.description}` })
             const environment = yield* Effect.mapError(checkEnvironment(change.environment), at)
             const serviceUuid = yield* Effect.mapError(checkUuid(change.service_uuid), at)
             if (change.op === "add_credential") {
-              staged.push({ op: change.op, environment, serviceUuid })
+              staged.push({ op: change.op, environment, service_uuid: serviceUuid })
               continue
             }
             const clientId = yield* Effect.mapError(checked(ClientId)(change.client_id), at)
@@ -100,7 +101,7 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
               return yield* new InvalidRequest({ description: `changes.${index}: credential ${clientId} is removed twice` })
             }
             removing.add(clientId)
-            staged.push({ op: change.op, environment, serviceUuid, clientId })
+            staged.push({ op: change.op, environment, service_uuid: serviceUuid, client_id: clientId })
           }
           return yield* manager.saveProfile(profile, staged)
         }))

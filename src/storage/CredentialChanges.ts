@@ -6,7 +6,7 @@
 import { Either } from "effect"
 import { CredentialLimitExceeded, NotFound } from "../domain/Errors.js"
 import type { EnvironmentName, ServiceUuid } from "../domain/Identifiers.js"
-import { type CredentialChange, MAX_CREDENTIALS_PER_SERVICE } from "./CredentialRepo.js"
+import { MAX_CREDENTIALS_PER_SERVICE, type StoredChange } from "./CredentialRepo.js"
 
 /** A touched service as read under lock: its live client ids, or undefined when it does not exist. */
 export type ServiceSnapshot = ReadonlyMap<string, ReadonlyArray<string> | undefined>
@@ -15,39 +15,39 @@ export const serviceKey = (environment: EnvironmentName, uuid: ServiceUuid): str
 
 export const checkCredentialChanges = (
   snapshot: ServiceSnapshot,
-  changes: ReadonlyArray<CredentialChange>
+  changes: ReadonlyArray<StoredChange>
 ): Either.Either<void, NotFound | CredentialLimitExceeded> => {
   const live = new Map<string, Set<string>>()
   for (const change of changes) {
-    const key = serviceKey(change.environment, change.serviceUuid)
+    const key = serviceKey(change.environment, change.service_uuid)
     const existing = snapshot.get(key)
     if (existing === undefined) {
       return Either.left(
         new NotFound({
-          description: `Service ${change.serviceUuid} not found in environment ${change.environment}`
+          description: `Service ${change.service_uuid} not found in environment ${change.environment}`
         })
       )
     }
     if (!live.has(key)) live.set(key, new Set(existing))
   }
   for (const change of changes) {
-    if (change._tag !== "Remove") continue
-    const ids = live.get(serviceKey(change.environment, change.serviceUuid))!
-    if (!ids.delete(change.clientId)) {
+    if (change.op !== "remove_credential") continue
+    const ids = live.get(serviceKey(change.environment, change.service_uuid))!
+    if (!ids.delete(change.client_id)) {
       return Either.left(
-        new NotFound({ description: `Credential ${change.clientId} is not a live credential of service ${change.serviceUuid}` })
+        new NotFound({ description: `Credential ${change.client_id} is not a live credential of service ${change.service_uuid}` })
       )
     }
   }
   for (const change of changes) {
-    if (change._tag !== "Add") continue
-    const ids = live.get(serviceKey(change.environment, change.serviceUuid))!
-    ids.add(change.clientId)
+    if (change.op !== "add_credential") continue
+    const ids = live.get(serviceKey(change.environment, change.service_uuid))!
+    ids.add(change.client_id)
     if (ids.size > MAX_CREDENTIALS_PER_SERVICE) {
       return Either.left(
         new CredentialLimitExceeded({
           description:
-            `Service ${change.serviceUuid} would hold more than ${MAX_CREDENTIALS_PER_SERVICE} credentials; remove one first`
+            `Service ${change.service_uuid} would hold more than ${MAX_CREDENTIALS_PER_SERVICE} credentials; remove one first`
         })
       )
     }

@@ -20,6 +20,8 @@ import {
 } from "../domain/Identifiers.js"
 import type {
   AuthType,
+  CredentialRemoval,
+  GeneratedAddition,
   ProfileDocument,
   ProfileSummary,
   ServiceDocument,
@@ -66,20 +68,8 @@ export interface ServiceRoute {
   readonly credentialLive: boolean
 }
 
-export type CredentialChange =
-  | {
-    readonly _tag: "Add"
-    readonly environment: EnvironmentName
-    readonly serviceUuid: ServiceUuid
-    readonly clientId: ClientId
-    readonly secretHash: string
-  }
-  | {
-    readonly _tag: "Remove"
-    readonly environment: EnvironmentName
-    readonly serviceUuid: ServiceUuid
-    readonly clientId: ClientId
-  }
+/** What a save writes: additions with their generated credentials, and removals. */
+export type StoredChange = GeneratedAddition | CredentialRemoval
 
 export type Upserted<A> = { readonly created: boolean; readonly value: A }
 
@@ -124,7 +114,7 @@ export interface CredentialRepoShape {
    */
   readonly applyCredentialChanges: (
     profile: ProfileId,
-    changes: ReadonlyArray<CredentialChange>,
+    changes: ReadonlyArray<StoredChange>,
     now: Date
   ) => Effect.Effect<void, NotFound | CredentialLimitExceeded | StorageUnavailable>
 

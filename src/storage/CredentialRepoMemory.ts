@@ -166,32 +166,32 @@ export const make = Effect.sync(() => {
         if (!profiles.has(profile)) return Effect.fail(new NotFound({ description: "Profile not found" }))
         const snapshot = new Map<string, ReadonlyArray<string> | undefined>()
         for (const change of changes) {
-          const address = { profile, environment: change.environment, uuid: change.serviceUuid }
+          const address = { profile, environment: change.environment, uuid: change.service_uuid }
           snapshot.set(
-            serviceKey(change.environment, change.serviceUuid),
+            serviceKey(change.environment, change.service_uuid),
             serviceOf(address) === undefined ? undefined : liveCredentialsOf(address).map((c) => c.clientId)
           )
         }
         const checked = checkCredentialChanges(snapshot as ServiceSnapshot, changes)
         if (Either.isLeft(checked)) return Effect.fail(checked.left)
         // Like the SQL primary key: a client id, live or tombstoned, is never reused.
-        const added = changes.flatMap((c) => (c._tag === "Add" ? [c.clientId] : []))
+        const added = changes.flatMap((c) => (c.op === "add_credential" ? [c.client_id] : []))
         const reused = added.find((id, index) => credentials.has(id) || added.indexOf(id) !== index)
         if (reused !== undefined) return Effect.die(new Error(`client id ${reused} already exists`))
         for (const change of changes) {
-          if (change._tag === "Remove") {
-            credentials.get(change.clientId)!.deletedAt = now
+          if (change.op === "remove_credential") {
+            credentials.get(change.client_id)!.deletedAt = now
             continue
           }
           const environment = environmentOf(profile, change.environment)!
-          const service = environment.services.get(change.serviceUuid)!
-          environment.services.set(change.serviceUuid, { ...service, auth_type: "oauth" })
-          credentials.set(change.clientId, {
-            clientId: change.clientId,
+          const service = environment.services.get(change.service_uuid)!
+          environment.services.set(change.service_uuid, { ...service, auth_type: "oauth" })
+          credentials.set(change.client_id, {
+            clientId: change.client_id,
             profile,
             environment: change.environment,
-            serviceUuid: change.serviceUuid,
-            secretHash: change.secretHash,
+            serviceUuid: change.service_uuid,
+            secretHash: change.secret_hash,
             createdAt: now,
             order: sequence++,
             lastUsedAt: null,

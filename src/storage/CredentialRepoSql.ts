@@ -226,10 +226,10 @@ export const make = Effect.gen(function*() {
       Effect.gen(function*() {
         const [found] = yield* sql`SELECT 1 AS found FROM profiles WHERE profile = ${profile} FOR SHARE`
         if (found === undefined) return yield* new NotFound({ description: "Profile not found" })
-        const touched = [...new Map(changes.map((c) => [serviceKey(c.environment, c.serviceUuid), c])).values()]
-          .sort((a, b) => (serviceKey(a.environment, a.serviceUuid) < serviceKey(b.environment, b.serviceUuid) ? -1 : 1))
+        const touched = [...new Map(changes.map((c) => [serviceKey(c.environment, c.service_uuid), c])).values()]
+          .sort((a, b) => (serviceKey(a.environment, a.service_uuid) < serviceKey(b.environment, b.service_uuid) ? -1 : 1))
         const snapshot = new Map<string, ReadonlyArray<string> | undefined>()
-        for (const { environment, serviceUuid } of touched) {
+        for (const { environment, service_uuid: serviceUuid } of touched) {
           const [service] = yield* sql`
             SELECT 1 AS found FROM services
             WHERE profile = ${profile} AND environment = ${environment} AND uuid = ${serviceUuid}
@@ -243,17 +243,17 @@ export const make = Effect.gen(function*() {
         const checked = checkCredentialChanges(snapshot, changes)
         if (Either.isLeft(checked)) return yield* checked.left
         for (const change of changes) {
-          if (change._tag === "Remove") {
-            yield* sql`UPDATE credentials SET deleted_at = ${now} WHERE client_id = ${change.clientId}`
+          if (change.op === "remove_credential") {
+            yield* sql`UPDATE credentials SET deleted_at = ${now} WHERE client_id = ${change.client_id}`
             continue
           }
           yield* sql`
             INSERT INTO credentials (client_id, profile, environment, service_uuid, secret_hash, created_at)
-            VALUES (${change.clientId}, ${profile}, ${change.environment}, ${change.serviceUuid}, ${change.secretHash},
+            VALUES (${change.client_id}, ${profile}, ${change.environment}, ${change.service_uuid}, ${change.secret_hash},
                     ${now})`
           yield* sql`
             UPDATE services SET auth_type = 'oauth'
-            WHERE profile = ${profile} AND environment = ${change.environment} AND uuid = ${change.serviceUuid}`
+            WHERE profile = ${profile} AND environment = ${change.environment} AND uuid = ${change.service_uuid}`
         }
       }).pipe(catalogueWrite, storageOperation),
 
