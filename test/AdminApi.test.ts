@@ -6,8 +6,16 @@
 import { HttpClientRequest } from "@effect/platform"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { randomBytes, randomUUID } from "node:crypto"
-import { basicAuthorization, oauthError, rawAdminRequest, request, unnormalizedRequest } from "./support/Http.js"
+import { randomUUID } from "node:crypto"
+import {
+  basicAuthorization,
+  expectErrorBody,
+  oauthError,
+  rawAdminRequest,
+  request,
+  unknownClientId,
+  unnormalizedRequest
+} from "./support/Http.js"
 import {
   admin,
   ADMIN_TOKEN,
@@ -29,16 +37,12 @@ const TIMESTAMP = expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.
 const expectStatus = (response: JsonResponse, status: number) =>
   expect({ status: response.status, text: response.text }).toEqual({ status, text: expect.any(String) })
 
-const expectError = (response: JsonResponse, status: number, error: string) => {
-  expect({ status: response.status, body: response.body }).toEqual({ status, body: oauthError(error) })
-  expect(response.headers["content-type"]).toMatch(/^application\/json\b/)
-}
+const expectError = (response: JsonResponse, status: number, error: string) =>
+  expectErrorBody(response, status, oauthError(error))
 
 const expectNoContent = (response: JsonResponse) => {
   expect({ status: response.status, text: response.text }).toEqual({ status: 204, text: "" })
 }
-
-const unknownClientId = () => `svc_${randomBytes(16).toString("hex")}`
 
 const paths = {
   profile: (profile: string) => `/admin/profiles/${profile}`,

@@ -6,15 +6,17 @@
 import { HttpClientRequest } from "@effect/platform"
 import { describe, expect, layer } from "@effect/vitest"
 import { Clock, Effect } from "effect"
-import { randomBytes, randomUUID } from "node:crypto"
+import { randomUUID } from "node:crypto"
 import type { JsonWebKey } from "node:crypto"
 import {
   basicAuthorization,
   decodeJwt,
+  expectErrorBody,
   formEncode,
   oauthError,
   percentEncodeAll,
   rawTokenRequest,
+  unknownClientId,
   verifyRs256
 } from "./support/Http.js"
 import {
@@ -43,7 +45,7 @@ const expectNoStore = (response: JsonResponse) => {
 }
 
 const expectError = (response: JsonResponse, status: number, body: ReturnType<typeof oauthError>) => {
-  expect({ status: response.status, body: response.body }).toEqual({ status, body })
+  expectErrorBody(response, status, body)
   expectNoStore(response)
 }
 
@@ -61,9 +63,6 @@ const without = (fields: Record<string, string>, ...names: ReadonlyArray<Field>)
 
 /** The fixture's form without its client credentials, for client_secret_basic. */
 const targetFields = (fixture: Fixture) => without(fixture.tokenFields, "client_id", "client_secret")
-
-/** A well-formed client id no credential has (fresh each time, so no brute-force limit is ever reached). */
-const unknownClientId = () => `svc_${randomBytes(16).toString("hex")}`
 
 const wrongSecret = "d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldC13cm9uZy1zZWNyZXQ"
 

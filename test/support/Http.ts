@@ -7,7 +7,7 @@
 import { HttpBody, HttpClientRequest } from "@effect/platform"
 import { expect } from "@effect/vitest"
 import { Effect } from "effect"
-import { createPublicKey, type JsonWebKey, verify } from "node:crypto"
+import { createPublicKey, type JsonWebKey, randomBytes, verify } from "node:crypto"
 import * as NodeHttp from "node:http"
 import { ADMIN_TOKEN, type JsonResponse, send, serverPort } from "./TestServer.js"
 
@@ -243,6 +243,19 @@ export const verifyRs256 = (token: string, jwk: JsonWebKey): boolean => {
   const { signingInput, signature } = decodeJwt(token)
   const key = createPublicKey({ key: jwk, format: "jwk" })
   return verify("RSA-SHA256", Buffer.from(signingInput, "utf8"), key, signature)
+}
+
+/** A well-formed client id that no credential has: fresh each time, so no brute-force limit is reached. */
+export const unknownClientId = (): string => `svc_${randomBytes(16).toString("hex")}`
+
+/** An answer with this status and exactly this `{"error","error_description"}` body, as JSON. */
+export const expectErrorBody = (
+  response: { readonly status: number; readonly body: unknown; readonly headers: Readonly<Record<string, string | undefined>> },
+  status: number,
+  body: { readonly error: string; readonly error_description: string }
+) => {
+  expect({ status: response.status, body: response.body }).toEqual({ status, body })
+  expect(response.headers["content-type"]).toMatch(/^application\/json\b/)
 }
 
 /** The exact OAuth error body: `{"error","error_description"}`; any description when none is given. */
