@@ -1,10 +1,18 @@
 /**
  * The admin JSON API (docs/contract.md §3): profiles, environments, services and credentials, behind the
- * admin token. Path parameters are plain strings checked by the handlers, and bodies are decoded by
- * the handlers (`handleRaw`), so that every bad input answers `400 invalid_request` in the
- * contract's error body.
+ * admin token. Path parameters and payloads are branded schemas; a decode failure answers
+ * `400 invalid_request` in the contract's error body (see `http/AdminBodies.ts`).
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
+import {
+  HttpApiEndpoint,
+  HttpApiGroup,
+  HttpApiMiddleware,
+  HttpApiSchema,
+  HttpApiSecurity,
+  HttpServerRequest,
+  OpenApi
+} from "@effect/platform"
+import { EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { Schema } from "effect"
 import {
   CredentialInfo,
@@ -34,18 +42,38 @@ export class AdminAuth extends HttpApiMiddleware.Tag<AdminAuth>()("AdminAuth", {
   security: { adminToken: HttpApiSecurity.bearer }
 }) {}
 
-const ProfilePath = Schema.Struct({ profile: Schema.String })
-const EnvironmentPath = Schema.Struct({ profile: Schema.String, environment: Schema.String })
-const ServicePath = Schema.Struct({ profile: Schema.String, environment: Schema.String, uuid: Schema.String })
+/**
+ * Admin bodies are read by the server's own reader (size limit, nesting limit, any Content-Type
+ * read as JSON, no body as `{}`), provided in place of the request's JSON before HttpApi decodes
+ * the payload.
+ */
+export class AdminBodies extends HttpApiMiddleware.Tag<AdminBodies>()("AdminBodies", {
+  provides: HttpServerRequest.HttpServerRequest
+}) {}
+
+/** A service uuid in any case (RFC 9562 §4), stored in lower case. */
+const ServiceUuidInAnyCase = Schema.transform(Schema.String, ServiceUuid, {
+  strict: true,
+  decode: (uuid) => uuid.toLowerCase(),
+  encode: (uuid) => uuid
+}).annotations({
+  description: "The service's UUID (any case).",
+  jsonSchema: { type: "string", format: "uuid", description: "The service's UUID (any case)." }
+})
+
+const ProfilePath = Schema.Struct({ profile: ProfileId })
+const EnvironmentPath = Schema.Struct({ profile: ProfileId, environment: EnvironmentName })
+const ServicePath = Schema.Struct({ profile: ProfileId, environment: EnvironmentName, uuid: ServiceUuidInAnyCase })
+/** A client id that is not one names no credential: 404, checked by the handler, not 400. */
 const CredentialPath = Schema.Struct({
-  profile: Schema.String,
-  environment: Schema.String,
-  uuid: Schema.String,
-  client_id: Schema.String
+  profile: ProfileId,
+  environment: EnvironmentName,
+  uuid: ServiceUuidInAnyCase,
+  client_id: Schema.String.annotations({ description: "The credential's client id." })
 })
 
 const NoContent = HttpApiSchema.Empty(204)
-const created = <S extends Schema.Schema.Any>(schema: S, description: string) =>
+const created = <A, I>(schema: Schema.Schema<A, I>, description: string) =>
   [schema.annotations({ description }), { status: 201 }] as const
 
 export const ProfileList = Schema.Struct({ profiles: Schema.Array(ProfileSummary) }).annotations({
@@ -126,6 +154,7 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
       .addError(InvalidRequestWire)
       .addError(NotFoundWire)
   )
+  .middleware(AdminBodies)
   .middleware(AdminAuth)
   .addError(PayloadTooLargeWire)
   .addError(StorageUnavailableWire)
@@ -219,6 +248,7 @@ export class ServicesApi extends HttpApiGroup.make("services")
       .addError(NotFoundWire)
       .annotate(OpenApi.Description, "Deletes the credential; every token issued with it is refused from now on.")
   )
+  .middleware(AdminBodies)
   .middleware(AdminAuth)
   .addError(ConflictWire)
   .addError(PayloadTooLargeWire)

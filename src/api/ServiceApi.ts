@@ -24,6 +24,7 @@ export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unkn
 export class ServiceApi extends HttpApiGroup.make("service")
   .add(
     HttpApiEndpoint.post("callService", "/service/:profile/:environment/json/:uuid")
+      // Plain strings: a name that cannot exist is a service that does not exist (404), not a 400.
       .setPath(Schema.Struct({ profile: Schema.String, environment: Schema.String, uuid: Schema.String }))
       .setPayload(JsonObject)
       .addSuccess(JsonObject)

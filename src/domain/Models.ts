@@ -87,6 +87,7 @@ export const EmptyObject = Schema.Struct({}).pipe(
     { message: () => "the body must be an empty JSON object" }
   )
 ).annotations({
+  parseOptions: { onExcessProperty: "error" },
   identifier: "EmptyObject",
   description: "An empty JSON object; the body may also be left out.",
   jsonSchema: {
@@ -104,7 +105,7 @@ export const ServiceInput = Schema.Struct({
   }),
   auth_type: AuthType,
   handler: Schema.optional(ServiceHandlerConfig)
-}).annotations({ identifier: "ServiceInput" })
+}).annotations({ identifier: "ServiceInput", parseOptions: { onExcessProperty: "error" } })
 export type ServiceInput = typeof ServiceInput.Type
 
 const ClientSecretText = Schema.String.annotations({
@@ -156,7 +157,7 @@ export type GeneratedAddition = CredentialAddition & { readonly client_id: Clien
 
 export const SaveProfileRequest = Schema.Struct({
   changes: Schema.Array(ProfileChange).pipe(Schema.maxItems(100))
-}).annotations({ identifier: "SaveProfileRequest" })
+}).annotations({ identifier: "SaveProfileRequest", parseOptions: { onExcessProperty: "error" } })
 export type SaveProfileRequest = typeof SaveProfileRequest.Type
 
 export const CreatedCredential = Schema.Struct({

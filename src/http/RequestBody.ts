@@ -2,12 +2,12 @@
  * Reading request bodies ourselves, with a size limit: a declared Content-Length over the limit is
  * refused before anything is read, and a body that grows past it while streaming stops being read
  * (the 413 answer then closes the connection: see `closeAfterPayloadTooLarge`).
- * JSON bodies are decoded here rather than by HttpApi, whose decode failures (and its 500 on
- * invalid JSON) would not be the contract's `{"error","error_description"}` answer.
+ * JSON is parsed here (`parseJson`, with a nesting limit) rather than by the platform, whose
+ * reader answers invalid JSON with a 500; the admin API hands it to HttpApi (`AdminBodies`).
  */
 import type { HttpServerRequest } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Effect, Either, ParseResult, Schema } from "effect"
+import { Effect, Either, ParseResult } from "effect"
 import type { IncomingMessage } from "node:http"
 import { InvalidRequest, PayloadTooLarge } from "../domain/Errors.js"
 
@@ -104,17 +104,3 @@ export const parseJson = (text: string): Either.Either<unknown, InvalidRequest> 
     return Either.left(new InvalidRequest({ description: "The request body is not valid JSON" }))
   }
 }
-
-/** Reads a JSON body (no body counts as `{}`) and decodes it strictly: unknown fields are refused. */
-export const decodeJsonBody = <A, I>(
-  request: HttpServerRequest.HttpServerRequest,
-  schema: Schema.Schema<A, I>,
-  maxBytes: number
-): Effect.Effect<A, PayloadTooLarge | InvalidRequest> =>
-  Effect.gen(function*() {
-    const text = yield* readBodyText(request, maxBytes)
-    const json = text.trim() === "" ? {} : yield* parseJson(text)
-    return yield* Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "first" })(json).pipe(
-      Effect.mapError((error) => new InvalidRequest({ description: describeParseError(error) }))
-    )
-  })

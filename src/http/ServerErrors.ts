@@ -4,9 +4,11 @@
  * (a bug) answers a JSON 500 without detail while it is logged once. No stack trace or SQL ever
  * reaches a client, and the log never echoes what the client sent (see `describeDefect`).
  */
-import { HttpApi, HttpApiBuilder, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApi, HttpApiBuilder, type HttpApiError, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect } from "effect"
 import { Api } from "../api/Api.js"
+import { BodyRefused, decodeFailureAnswer } from "./AdminBodies.js"
+import { errorResponse } from "./ErrorResponses.js"
 
 export const notFound = (method: string) =>
   HttpServerResponse.unsafeJson(
@@ -80,6 +82,13 @@ const jsonErrors = (app: HttpApp.Default): HttpApp.Default =>
           ? methodNotAllowed(request.method, allowed, pathname)
           : notFound(request.method)
       }
+      // A path parameter or payload that does not decode: the contract's 400, said once for all.
+      if (failure._tag === "Some" && (failure.value as { _tag?: string })._tag === "HttpApiDecodeError") {
+        return errorResponse(decodeFailureAnswer(failure.value as HttpApiError.HttpApiDecodeError))
+      }
+      // A body the admin API's reader refused, passed through HttpApi as a defect (AdminBodies).
+      const refused = Cause.dieOption(cause)
+      if (refused._tag === "Some" && refused.value instanceof BodyRefused) return errorResponse(refused.value.error)
       // Typed failures are encoded by HttpApi from the endpoints' error schemas.
       if (failure._tag === "Some" || Cause.isInterruptedOnly(cause)) return yield* Effect.failCause(cause)
       yield* Effect.logError(`Unhandled failure answering a ${request.method} request: ${describeDefect(cause)}`)

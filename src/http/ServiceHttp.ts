@@ -16,7 +16,6 @@ import { type JsonObject, ServiceHandlers } from "../gateway/ServiceHandlers.js"
 import { CredentialRepo, serviceAddress } from "../storage/CredentialRepo.js"
 import { parseAuthorization } from "./AuthorizationHeader.js"
 import { errorResponse } from "./ErrorResponses.js"
-import { requiring } from "./GroupRequirements.js"
 import { describeDefect } from "./ServerErrors.js"
 import { parseJson, readBodyText } from "./RequestBody.js"
 
@@ -125,5 +124,6 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
       Effect.catchAll((failure) => Effect.succeed(errorResponse(failure)))
     )
 
+    // Raw: the token is checked before the body is read (RFC 6750), and every answer is written here.
     return handlers.handleRaw("callService", ({ path, request }) => callService(request, path))
-  })).pipe(requiring<AppConfig | CredentialRepo | TokenService | ServiceHandlers>())
+  }))

@@ -133,4 +133,5 @@ export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
   )
 
 export const layer = HttpApiBuilder.group(Api, "token", (handlers) =>
+  // Raw: a form body whose repeated, empty or non-form fields must all answer the OAuth error body.
   handlers.handleRaw("issueToken", ({ request }) => issueToken(request)))

@@ -1,0 +1,54 @@
+/**
+ * How the admin API reads bodies and answers what it cannot decode, so that its handlers are typed
+ * HttpApi handlers and every answer stays the contract's:
+ *
+ * - `layer` (the `AdminBodies` middleware) provides, in place of the request, one whose JSON is
+ *   read by `readBodyText` and `parseJson`: the size limit (413 before anything is read when the
+ *   declared length is over it), the nesting limit, any Content-Type read as JSON, no body as `{}`.
+ *   Nothing is read until HttpApi decodes the payload, after the admin token and the path. A body
+ *   refused there reaches HttpApi as a defect (it reads JSON with `orDie`), `BodyRefused`.
+ * - `decodeFailureAnswer` turns HttpApi's decode failure (a path parameter or the payload) into the
+ *   contract's `400 invalid_request` with the first problem as `path: message`, never the value
+ *   sent; a path parameter's problem is its message alone, as it always was.
+ */
+import { type HttpApiError, HttpServerRequest } from "@effect/platform"
+import { Data, Effect, Layer } from "effect"
+import { AppConfig } from "../AppConfig.js"
+import { AdminBodies } from "../api/AdminApi.js"
+import { InvalidRequest, type PayloadTooLarge } from "../domain/Errors.js"
+import { parseJson, readBodyText } from "./RequestBody.js"
+
+/** A body the reader refused, on its way through HttpApi's payload decoding. */
+export class BodyRefused extends Data.TaggedError("BodyRefused")<{ readonly error: InvalidRequest | PayloadTooLarge }> {}
+
+const readJson = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) =>
+  Effect.gen(function*() {
+    const text = yield* readBodyText(request, maxBytes)
+    return text.trim() === "" ? {} : yield* parseJson(text)
+  }).pipe(Effect.mapError((error) => new BodyRefused({ error })))
+
+export const layer = Layer.effect(
+  AdminBodies,
+  Effect.map(AppConfig, ({ maxBodyBytes }) =>
+    Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
+      // The request itself, but for its JSON and the media type HttpApi chooses its reader by.
+      Object.create(request, {
+        json: { get: () => readJson(request, maxBodyBytes) },
+        headers: { get: () => ({ ...request.headers, "content-type": "application/json" }) }
+      }) as HttpServerRequest.HttpServerRequest
+    ))
+)
+
+/** Names of the admin API's path parameters: a problem of one of them is reported without its name. */
+const PATH_PARAMETERS = new Set(["profile", "environment", "uuid", "client_id"])
+
+export const decodeFailureAnswer = (failure: HttpApiError.HttpApiDecodeError): InvalidRequest => {
+  const [first] = failure.issues
+  if (first === undefined) return new InvalidRequest({ description: "Invalid request" })
+  const message = first.message.replace(/, actual [\s\S]*$/, "").slice(0, 300)
+  const path = first.path.map(String)
+  const description = path.length === 0 || (path.length === 1 && PATH_PARAMETERS.has(path[0]!))
+    ? message
+    : `${path.join(".")}: ${message}`
+  return new InvalidRequest({ description })
+}
