@@ -5,10 +5,11 @@
  * call authenticate (their handlers parse `Authorization` themselves, docs/contract.md §1-2), which
  * bodies may be left out, the headers answers carry, and where a local server listens.
  *
- * HttpApi documents its own decode error (400 `HttpApiDecodeError`) on every endpoint. Our handlers
- * never let it reach a client (every 400 is the contract's `{"error","error_description"}` body),
- * so it is removed here: from unions where it sits beside our errors, and as a whole response
- * where it is the only 400.
+ * HttpApi declares its own decode error (400 `HttpApiDecodeError`) on every endpoint, and offers no
+ * way not to. The server never sends it: a path or payload that does not decode is answered as the
+ * contract's `400 invalid_request` (`http/ServerErrors.ts`). So the document shows that instead:
+ * the framework's error is removed from unions where it sits beside ours, and where it is the only
+ * 400 the response says `invalid_request`.
  */
 import { OpenApi } from "@effect/platform"
 import { Api } from "./Api.js"
