@@ -27,6 +27,7 @@ import {
   issueToken,
   makeTestServer,
   serverPort,
+  sharedFixture,
   tokenRequest
 } from "./support/TestServer.js"
 
@@ -45,16 +46,12 @@ interface Ready extends Fixture {
 }
 
 /** A fixture (profile, environment, oauth service, credential, token) created once per server. */
-const fixtureOnce = () => {
-  let ready: Ready | undefined
-  return Effect.gen(function*() {
-    if (ready !== undefined) return ready
+const fixtureOnce = () =>
+  sharedFixture(Effect.gen(function*() {
     const fixture = yield* createFixture()
     const token = yield* issueToken(fixture)
-    ready = { ...fixture, token, port: yield* serverPort }
-    return ready
-  })
-}
+    return { ...fixture, token, port: yield* serverPort } satisfies Ready
+  }))
 
 const send = (port: number, request: RawRequest): Promise<RawResponse> => rawRequest(port, request)
 

@@ -21,6 +21,7 @@ import {
   issueToken,
   makeTestServer,
   serverPort,
+  sharedFixture,
   tokenRequest,
   uniqueName
 } from "./support/TestServer.js"
@@ -90,9 +91,12 @@ const jsonObjectOfSize = (bytes: number) => {
 
 describe("POST /service/…: not found (404 not_found)", () => {
   layer(makeTestServer())((it) => {
+    // Every case here only reads its fixture: one per kind for the whole block.
+    const withSharedToken = sharedFixture(withToken())
+
     it.effect("unknown profile, without and with a valid token", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         const path = callPath({ ...fixture, profile: uniqueName("nowhere") })
         expectServiceError(yield* callService(path), 404, "not_found")
         expectServiceError(yield* callService(path, { token }), 404, "not_found")
@@ -100,7 +104,7 @@ describe("POST /service/…: not found (404 not_found)", () => {
 
     it.effect("unknown environment, without and with a valid token", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         const path = callPath({ ...fixture, environment: "staging" })
         expectServiceError(yield* callService(path), 404, "not_found")
         expectServiceError(yield* callService(path, { token }), 404, "not_found")
@@ -108,7 +112,7 @@ describe("POST /service/…: not found (404 not_found)", () => {
 
     it.effect("unknown service uuid, without and with a valid token", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         const path = callPath({ ...fixture, uuid: randomUUID() })
         expectServiceError(yield* callService(path), 404, "not_found")
         expectServiceError(yield* callService(path, { token }), 404, "not_found")
@@ -116,7 +120,7 @@ describe("POST /service/…: not found (404 not_found)", () => {
 
     it.effect("a last segment that is not a uuid", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         for (const uuid of ["not-a-uuid", "123", `${fixture.uuid}0`, fixture.uuid.replace(/-/g, "")]) {
           expectServiceError(yield* callService(callPath({ ...fixture, uuid })), 404, "not_found")
           expectServiceError(yield* callService(callPath({ ...fixture, uuid }), { token }), 404, "not_found")
@@ -125,7 +129,7 @@ describe("POST /service/…: not found (404 not_found)", () => {
 
     it.effect("a service of another profile is not found under this one", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         const other = yield* createFixture()
         const path = callPath({ ...other, uuid: fixture.uuid })
         expectServiceError(yield* callService(path, { token }), 404, "not_found")
@@ -135,9 +139,13 @@ describe("POST /service/…: not found (404 not_found)", () => {
 
 describe("POST /service/…: the Authorization header (RFC 6750 §3)", () => {
   layer(makeTestServer())((it) => {
+    // Every case here only reads its fixture: one per kind for the whole block.
+    const withSharedToken = sharedFixture(withToken())
+    const sharedOauth = sharedFixture(createFixture())
+
     it.effect("oauth service without Authorization → 401 invalid_token, challenge without an error code", () =>
       Effect.gen(function*() {
-        const fixture = yield* createFixture()
+        const fixture = yield* sharedOauth
         const response = yield* callService(callPath(fixture))
         expectServiceError(response, 401, "invalid_token", CHALLENGE.bare)
         expect(response.headers["www-authenticate"]).toBe(`Bearer realm="service"`)
@@ -145,7 +153,7 @@ describe("POST /service/…: the Authorization header (RFC 6750 §3)", () => {
 
     it.effect("a header that is not `Bearer <token>` → 400 invalid_request with the invalid_request challenge", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         for (
           const authorization of [
             "Basic xyz",
@@ -168,7 +176,7 @@ describe("POST /service/…: the Authorization header (RFC 6750 §3)", () => {
 
     it.effect("the scheme is case-insensitive: bearer and BEARER", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         expectEcho(yield* callService(callPath(fixture), { authorization: `bearer ${token}` }), fixture, fixture.clientId)
         expectEcho(yield* callService(callPath(fixture), { authorization: `BEARER ${token}` }), fixture, fixture.clientId)
         expectEcho(yield* callService(callPath(fixture), { authorization: `BeArEr ${token}` }), fixture, fixture.clientId)
@@ -176,7 +184,7 @@ describe("POST /service/…: the Authorization header (RFC 6750 §3)", () => {
 
     it.effect("a valid token → 200 with exactly the echo {service_uuid, profile, environment, client_id, body}", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         const body = { amount: 42, nested: { list: [1, "two", null, true], empty: {} }, text: "héllo ☃" }
         const response = yield* callService(callPath(fixture), { token, body: JSON.stringify(body) })
         expectEcho(response, fixture, fixture.clientId, body)
@@ -186,13 +194,13 @@ describe("POST /service/…: the Authorization header (RFC 6750 §3)", () => {
 
     it.effect("an empty object body is echoed as {}", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         expectEcho(yield* callService(callPath(fixture), { token, body: "{}" }), fixture, fixture.clientId, {})
       }))
 
     it.effect("a token that is not a JWT at all → 401 invalid_token", () =>
       Effect.gen(function*() {
-        const fixture = yield* createFixture()
+        const fixture = yield* sharedOauth
         for (const token of ["abc", "a.b.c", "eyJhbGciOiJSUzI1NiJ9.e30.c2ln", fixture.clientSecret]) {
           expectInvalidToken(yield* callService(callPath(fixture), { token }))
         }
@@ -324,9 +332,13 @@ describe("POST /service/…: the body must be a JSON object", () => {
   const NOT_OBJECTS = ["[]", "[1,2]", `"text"`, "42", "null", "true", "{", "{\"a\":", "not json", "", "  "]
 
   layer(makeTestServer())((it) => {
+    // Every case here only reads its fixture: one per kind for the whole block.
+    const withSharedToken = sharedFixture(withToken())
+    const sharedOpen = sharedFixture(createFixture({ authType: "none" }))
+
     it.effect("authorized, a body that is not a JSON object → 400 invalid_request (no challenge)", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         for (const body of NOT_OBJECTS) {
           const response = yield* callService(callPath(fixture), { token, body })
           expectServiceError(response, 400, "invalid_request")
@@ -335,13 +347,13 @@ describe("POST /service/…: the body must be a JSON object", () => {
 
     it.effect("authorized, no body at all → 400 invalid_request", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         expectServiceError(yield* callService(callPath(fixture), { token, body: null }), 400, "invalid_request")
       }))
 
     it.effect("auth_type none: 200 without a token, client_id null in the echo", () =>
       Effect.gen(function*() {
-        const fixture = yield* createFixture({ authType: "none" })
+        const fixture = yield* sharedOpen
         const service = yield* admin.get(`/admin/profiles/${fixture.profile}`)
         expect(service.body.environments[0].services[0].auth_type).toBe("none")
         expectEcho(yield* callService(callPath(fixture), { body: `{"x":1}` }), fixture, null, { x: 1 })
@@ -349,7 +361,7 @@ describe("POST /service/…: the body must be a JSON object", () => {
 
     it.effect("auth_type none, a body that is not a JSON object → 400 invalid_request", () =>
       Effect.gen(function*() {
-        const fixture = yield* createFixture({ authType: "none" })
+        const fixture = yield* sharedOpen
         for (const body of NOT_OBJECTS) {
           expectServiceError(yield* callService(callPath(fixture), { body }), 400, "invalid_request")
         }
@@ -359,9 +371,12 @@ describe("POST /service/…: the body must be a JSON object", () => {
 
 describe("POST /service/…: authentication is checked before the body is read", () => {
   layer(makeTestServer())((it) => {
+    // Every case here only reads its fixture: one per kind for the whole block.
+    const sharedOauth = sharedFixture(createFixture())
+
     it.effect("no token and an invalid body → 401 invalid_token (bare challenge), not 400", () =>
       Effect.gen(function*() {
-        const fixture = yield* createFixture()
+        const fixture = yield* sharedOauth
         for (const body of ["[]", "{", "null", ""]) {
           expectServiceError(yield* callService(callPath(fixture), { body }), 401, "invalid_token", CHALLENGE.bare)
         }
@@ -369,14 +384,14 @@ describe("POST /service/…: authentication is checked before the body is read",
 
     it.effect("a malformed header and an invalid body → 400 with the invalid_request challenge", () =>
       Effect.gen(function*() {
-        const fixture = yield* createFixture()
+        const fixture = yield* sharedOauth
         const response = yield* callService(callPath(fixture), { authorization: "Basic xyz", body: "{" })
         expectServiceError(response, 400, "invalid_request", CHALLENGE.invalidRequest)
       }))
 
     it.effect("a bad token and an invalid body → 401 invalid_token", () =>
       Effect.gen(function*() {
-        const fixture = yield* createFixture()
+        const fixture = yield* sharedOauth
         expectInvalidToken(yield* callService(callPath(fixture), { token: "a.b.c", body: "[]" }))
       }))
   })
@@ -384,9 +399,14 @@ describe("POST /service/…: authentication is checked before the body is read",
 
 describe("POST /service/…: body size limit (maxBodyBytes 1024)", () => {
   layer(makeTestServer({ config: { maxBodyBytes: 1024 } }))((it) => {
+    // Every case here only reads its fixture: one per kind for the whole block.
+    const withSharedToken = sharedFixture(withToken())
+    const sharedOauth = sharedFixture(createFixture())
+    const sharedOpen = sharedFixture(createFixture({ authType: "none" }))
+
     it.effect("authorized, a 2 KB JSON object → 413 invalid_request", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         const response = yield* callService(callPath(fixture), { token, body: jsonObjectOfSize(2048) })
         expectServiceError(response, 413, "invalid_request")
       }))
@@ -397,7 +417,7 @@ describe("POST /service/…: body size limit (maxBodyBytes 1024)", () => {
     // Marked `fails` until fixed: remove `.fails` then.
     it.effect("authorized, a 2 KB body sent chunked (no Content-Length) → 413 invalid_request", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         const body = jsonObjectOfSize(2048)
         const response = yield* chunkedCall(
           callPath(fixture),
@@ -410,7 +430,7 @@ describe("POST /service/…: body size limit (maxBodyBytes 1024)", () => {
 
     it.effect("authorized, exactly 1024 bytes is within the limit → 200", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         const body = jsonObjectOfSize(1024)
         expect(Buffer.byteLength(body)).toBe(1024)
         expectEcho(yield* callService(callPath(fixture), { token, body }), fixture, fixture.clientId, JSON.parse(body))
@@ -418,7 +438,7 @@ describe("POST /service/…: body size limit (maxBodyBytes 1024)", () => {
 
     it.effect("authorized, 1025 bytes → 413 invalid_request", () =>
       Effect.gen(function*() {
-        const { fixture, token } = yield* withToken()
+        const { fixture, token } = yield* withSharedToken
         const body = jsonObjectOfSize(1025)
         expect(Buffer.byteLength(body)).toBe(1025)
         expectServiceError(yield* callService(callPath(fixture), { token, body }), 413, "invalid_request")
@@ -426,14 +446,14 @@ describe("POST /service/…: body size limit (maxBodyBytes 1024)", () => {
 
     it.effect("no token and a 2 KB body → 401 invalid_token with the bare challenge, not 413", () =>
       Effect.gen(function*() {
-        const fixture = yield* createFixture()
+        const fixture = yield* sharedOauth
         const response = yield* callService(callPath(fixture), { body: jsonObjectOfSize(2048) })
         expectServiceError(response, 401, "invalid_token", CHALLENGE.bare)
       }))
 
     it.effect("no token and a 2 KB body sent chunked → 401, not 413", () =>
       Effect.gen(function*() {
-        const fixture = yield* createFixture()
+        const fixture = yield* sharedOauth
         const body = jsonObjectOfSize(2048)
         const response = yield* chunkedCall(callPath(fixture), {}, [body.slice(0, 1000), body.slice(1000)])
         expectServiceError(response, 401, "invalid_token", CHALLENGE.bare)
@@ -441,19 +461,19 @@ describe("POST /service/…: body size limit (maxBodyBytes 1024)", () => {
 
     it.effect("a bad token and a 2 KB body → 401 invalid_token, not 413", () =>
       Effect.gen(function*() {
-        const fixture = yield* createFixture()
+        const fixture = yield* sharedOauth
         expectInvalidToken(yield* callService(callPath(fixture), { token: "a.b.c", body: jsonObjectOfSize(2048) }))
       }))
 
     it.effect("auth_type none and a 2 KB body → 413 invalid_request", () =>
       Effect.gen(function*() {
-        const fixture = yield* createFixture({ authType: "none" })
+        const fixture = yield* sharedOpen
         expectServiceError(yield* callService(callPath(fixture), { body: jsonObjectOfSize(2048) }), 413, "invalid_request")
       }))
 
     it.effect("unknown service and a 2 KB body → 404 not_found", () =>
       Effect.gen(function*() {
-        const fixture = yield* createFixture()
+        const fixture = yield* sharedOauth
         const path = callPath({ ...fixture, uuid: randomUUID() })
         expectServiceError(yield* callService(path, { body: jsonObjectOfSize(2048) }), 404, "not_found")
       }))

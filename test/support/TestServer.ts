@@ -36,6 +36,17 @@ export const serverPort = Effect.gen(function*() {
   return address.port
 })
 
+/**
+ * One fixture for the cases of a describe block that only read it: made on first use, then reused.
+ * Cases that change what they use (delete it, exhaust a limit) make their own.
+ */
+export const sharedFixture = <A, E, R>(make: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  let made: { readonly value: A } | undefined
+  return Effect.suspend(() =>
+    made !== undefined ? Effect.succeed(made.value) : Effect.tap(make, (value) => Effect.sync(() => void (made = { value })))
+  )
+}
+
 /** A fresh, unique name, so tests sharing a database never collide. */
 export const uniqueName = (prefix: string) => `${prefix}-${randomBytes(6).toString("hex")}`
 
