@@ -34,6 +34,8 @@ export interface AppConfigShape {
   /** How long SIGTERM waits for requests in flight before closing their connections. */
   readonly shutdownGraceMs: number
   readonly logLevel: LogLevel.LogLevel
+  /** `text` (the default, for people) or `json` (one object per line, for log pipelines). */
+  readonly logFormat: "text" | "json"
 }
 
 export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, AppConfigShape>() {
@@ -84,6 +86,15 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         }),
         Config.map((value) => logLevelOf(value === "" ? "info" : value as typeof LOG_LEVELS[number])),
         Config.withDefault(LogLevel.Info)
+      ),
+      logFormat: yield* Config.string("LOG_FORMAT").pipe(
+        Config.map((value) => value.toLowerCase()),
+        Config.validate({
+          message: "LOG_FORMAT must be text or json",
+          validation: (value: string) => value === "" || value === "text" || value === "json"
+        }),
+        Config.map((value): "text" | "json" => (value === "json" ? "json" : "text")),
+        Config.withDefault<"text" | "json">("text")
       )
     })
   }).pipe(Effect.mapError(fromConfigError))
@@ -109,6 +120,7 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         authFailureLimit: 20,
         shutdownGraceMs: 10_000,
         logLevel: LogLevel.Info,
+        logFormat: "text",
         ...overrides
       })
     )

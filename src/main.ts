@@ -12,6 +12,7 @@ import { layerDomain, layerServe } from "./AppLayer.js"
 import { readSigningKeyFile } from "./auth/KeyService.js"
 import * as FastLane from "./http/FastLane.js"
 import * as NodeServer from "./http/NodeServer.js"
+import * as Logging from "./Logging.js"
 import { StartupError } from "./StartupError.js"
 import * as Storage from "./storage/Storage.js"
 
@@ -21,7 +22,10 @@ const announce = (config: AppConfigShape) =>
       // Printed once, on purpose and whatever LOG_LEVEL says: the operator needs it, and it changes
       // with every start. Set ADMIN_TOKEN to keep it out of the output.
       yield* Effect.sync(() =>
-        console.log(`ADMIN_TOKEN is not set; generated one for this run: ${Redacted.value(config.adminToken)}`)
+        Logging.printAlways(
+          config.logFormat,
+          `ADMIN_TOKEN is not set; generated one for this run: ${Redacted.value(config.adminToken)}`
+        )
       )
     }
     yield* Effect.logInfo(
@@ -73,6 +77,7 @@ const program = Effect.gen(function*() {
   if (Option.isSome(config.signingKeyFile)) yield* readSigningKeyFile(config.signingKeyFile.value)
   return yield* Layer.launch(serverLayer(config)).pipe(
     Logger.withMinimumLogLevel(config.logLevel),
+    Effect.provide(Logging.layer(config.logFormat)),
     // No trace exporter is configured: spans would be built on every request for nobody.
     Effect.withTracerEnabled(false),
     HttpMiddleware.withTracerDisabledWhenEffect(() => true)

@@ -151,6 +151,7 @@ describe("start-up failures: one clear line, a non-zero exit within 5 s", () => 
       return { DATA_DIR: join(freshDir(), "data"), SIGNING_KEY_FILE: file }
     }, /SIGNING_KEY_FILE .*key\.pem is not a usable signing key/],
     ["LOG_LEVEL is not a level", () => ({ LOG_LEVEL: "loud", DATA_DIR: join(freshDir(), "data") }), /invalid setting: LOG_LEVEL must be one of trace, debug, info, warning, error, none/],
+    ["LOG_FORMAT is not a format", () => ({ LOG_FORMAT: "xml", DATA_DIR: join(freshDir(), "data") }), /invalid setting: LOG_FORMAT must be text or json/],
     ["PORT is not a port", () => ({ PORT: "http", DATA_DIR: join(freshDir(), "data") }), /invalid setting: PORT/],
     ["MAX_BODY_BYTES is not positive", () => ({ MAX_BODY_BYTES: "0", DATA_DIR: join(freshDir(), "data") }), /invalid setting: MAX_BODY_BYTES must be a positive integer/],
     ["DATA_DIR cannot be created", () => ({ DATA_DIR: "/etc/hostname/data" }), /cannot use DATA_DIR \/etc\/hostname\/data: a part of the path is not a directory/],

@@ -1,9 +1,12 @@
 /**
- * One debug line per request: method, path, status and duration. Never the query string, headers
- * or body, which is where secrets and tokens travel.
+ * One debug line per request: method, path, status and duration, and as fields (what LOG_FORMAT=json
+ * shows) a request id, the route template, the status and the duration. Never the query string,
+ * headers or body, which is where secrets and tokens travel.
  */
 import { type HttpApp, HttpServerRequest } from "@effect/platform"
 import { Clock, Effect } from "effect"
+import { randomBytes } from "node:crypto"
+import { routeTemplate } from "./Routes.js"
 
 export const requestLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
   Effect.gen(function*() {
@@ -12,6 +15,14 @@ export const requestLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E,
     const response = yield* app
     const elapsed = (yield* Clock.currentTimeMillis) - started
     const path = request.url.split("?")[0]!.slice(0, 200)
-    yield* Effect.logDebug(`${request.method} ${path} ${response.status} ${elapsed}ms`)
+    yield* Effect.logDebug(`${request.method} ${path} ${response.status} ${elapsed}ms`).pipe(
+      Effect.annotateLogs({
+        request_id: randomBytes(8).toString("hex"),
+        method: request.method,
+        route: routeTemplate(path) ?? "unknown",
+        status: response.status,
+        duration_ms: elapsed
+      })
+    )
     return response
   })

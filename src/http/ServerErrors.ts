@@ -4,11 +4,11 @@
  * (a bug) answers a JSON 500 without detail while it is logged once. No stack trace or SQL ever
  * reaches a client, and the log never echoes what the client sent (see `describeDefect`).
  */
-import { HttpApi, HttpApiBuilder, type HttpApiError, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, type HttpApiError, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect } from "effect"
-import { Api } from "../api/Api.js"
 import { BodyRefused, decodeFailureAnswer } from "./AdminBodies.js"
 import { errorResponse } from "./ErrorResponses.js"
+import { allowedMethods } from "./Routes.js"
 
 export const notFound = (method: string) =>
   HttpServerResponse.unsafeJson(
@@ -16,34 +16,6 @@ export const notFound = (method: string) =>
     { status: 404 }
   )
 
-/** Every path of the API as a pattern, with the methods it answers (HEAD wherever GET is). */
-const ROUTES = (() => {
-  const byPath = new Map<string, Set<string>>()
-  HttpApi.reflect(Api, {
-    onGroup: () => {},
-    onEndpoint: ({ endpoint }) => {
-      const methods = byPath.get(endpoint.path) ?? new Set<string>()
-      methods.add(endpoint.method)
-      if (endpoint.method === "GET") methods.add("HEAD")
-      byPath.set(endpoint.path, methods)
-    }
-  })
-  const escape = (literal: string) => literal.replace(/[.*+?^$|()[\]{}\\]/g, "\\$&")
-  const segment = (part: string) => (part.startsWith(":") ? "[^/]+" : escape(part))
-  return [...byPath].map(([path, methods]) => ({
-    pattern: new RegExp(`^${path.split("/").map(segment).join("/")}$`),
-    methods
-  }))
-})()
-
-const METHOD_ORDER = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-
-/** The methods the API answers at `pathname`; none for a path it does not have. */
-const allowedMethods = (pathname: string): ReadonlyArray<string> => {
-  const allowed = new Set<string>()
-  for (const route of ROUTES) if (route.pattern.test(pathname)) route.methods.forEach((m) => allowed.add(m))
-  return METHOD_ORDER.filter((method) => allowed.has(method))
-}
 
 /** RFC 9110 §15.5.6: the path exists, the method does not; `Allow` lists what it does answer. */
 const methodNotAllowed = (method: string, allowed: ReadonlyArray<string>, pathname: string) =>

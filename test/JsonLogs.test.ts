@@ -1,0 +1,90 @@
+/**
+ * LOG_FORMAT=json: every line the server writes is one JSON object with `time`, `level` and
+ * `message`; each request's line (LOG_LEVEL=debug) carries a request id, the method, the route
+ * template (never the raw path), the status and the duration. No secret, token or client secret
+ * is ever in it. The real server (`npm start`) on an embedded database.
+ */
+import { randomBytes } from "node:crypto"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type ServerProcess, startServer } from "./support/ServerProcess.js"
+
+const ADMIN_TOKEN = randomBytes(24).toString("base64url")
+
+describe("LOG_FORMAT=json", () => {
+  let server: ServerProcess
+  const dir = mkdtempSync(join(tmpdir(), "json-logs-"))
+
+  beforeAll(async () => {
+    server = await startServer({ ADMIN_TOKEN, DATA_DIR: join(dir, "data"), LOG_FORMAT: "json", LOG_LEVEL: "debug" })
+  }, 60_000)
+
+  afterAll(async () => {
+    await server?.stop()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  const admin = async (method: string, path: string, body?: unknown) =>
+    (await fetch(`${server.base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })).json() as Promise<any>
+
+  it("writes one JSON object per line, with request fields and no secret", async () => {
+    const profile = `logs-${randomBytes(4).toString("hex")}`
+    await admin("PUT", `/admin/profiles/${profile}`)
+    await admin("PUT", `/admin/profiles/${profile}/environments/prod`)
+    const service = await admin("POST", `/admin/profiles/${profile}/environments/prod/services`, { auth_type: "oauth" })
+    const credential = await admin("POST", `/admin/profiles/${profile}/environments/prod/services/${service.uuid}/credentials`)
+    const token = await (await fetch(`${server.base}/oauth/token?client_secret=${credential.client_secret}`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({
+        grant_type: "client_credentials",
+        client_id: credential.client_id,
+        client_secret: credential.client_secret,
+        profile,
+        environment: "prod",
+        service_uuid: service.uuid
+      })
+    })).json() as { access_token: string }
+    const call = await fetch(`${server.base}/service/${profile}/prod/json/${service.uuid}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token.access_token}`, "content-type": "application/json" },
+      body: JSON.stringify({ hello: "world" })
+    })
+    expect(call.status).toBe(200)
+    await new Promise((resolve) => setTimeout(resolve, 300))
+
+    const lines = server.log().split("\n").filter((line) => line.trim() !== "")
+    expect(lines.length).toBeGreaterThan(5)
+    const entries = lines.map((line) => {
+      const entry = JSON.parse(line) as Record<string, unknown>
+      expect(entry, line).toMatchObject({ time: expect.any(String), level: expect.any(String), message: expect.any(String) })
+      expect(Number.isNaN(Date.parse(entry.time as string)), line).toBe(false)
+      return entry
+    })
+
+    const requests = entries.filter((entry) => typeof entry.request_id === "string")
+    const tokenLine = requests.find((entry) => entry.route === "/oauth/token")
+    expect(tokenLine).toMatchObject({ method: "POST", status: 200, duration_ms: expect.any(Number), level: "DEBUG" })
+    expect(requests.find((entry) => entry.route === "/service/{profile}/{environment}/json/{uuid}")).toMatchObject({
+      status: 200
+    })
+    expect(requests.find((entry) => entry.route === "/admin/profiles/{profile}")).toMatchObject({ method: "PUT" })
+    expect(new Set(requests.map((entry) => entry.request_id)).size).toBe(requests.length)
+    // Routes are templates: no profile name or uuid a client sent is a route.
+    for (const entry of requests) {
+      expect(String(entry.route)).not.toContain(profile)
+      expect(String(entry.route)).not.toContain(service.uuid)
+    }
+
+    const text = server.log()
+    for (const secret of [ADMIN_TOKEN, credential.client_secret, token.access_token, token.access_token.split(".")[2]!]) {
+      expect(text).not.toContain(secret)
+    }
+  }, 60_000)
+})
