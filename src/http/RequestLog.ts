@@ -15,14 +15,20 @@ export const requestLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E,
     const response = yield* app
     const elapsed = (yield* Clock.currentTimeMillis) - started
     const path = request.url.split("?")[0]!.slice(0, 200)
-    yield* Effect.logDebug(`${request.method} ${path} ${response.status} ${elapsed}ms`).pipe(
-      Effect.annotateLogs({
-        request_id: randomBytes(8).toString("hex"),
-        method: request.method,
-        route: routeTemplate(path) ?? "unknown",
-        status: response.status,
-        duration_ms: elapsed
-      })
+    // Built only when debug lines are written: the id and the route cost something on every request.
+    yield* Effect.whenLogLevel(
+      Effect.suspend(() =>
+        Effect.logDebug(`${request.method} ${path} ${response.status} ${elapsed}ms`).pipe(
+          Effect.annotateLogs({
+            request_id: randomBytes(8).toString("hex"),
+            method: request.method,
+            route: routeTemplate(path) ?? "unknown",
+            status: response.status,
+            duration_ms: elapsed
+          })
+        )
+      ),
+      "Debug"
     )
     return response
   })
