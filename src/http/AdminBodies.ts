@@ -16,7 +16,7 @@ import { Data, Effect, Layer } from "effect"
 import { AppConfig } from "../AppConfig.js"
 import { AdminBodies } from "../api/AdminApi.js"
 import { InvalidRequest, type PayloadTooLarge } from "../domain/Errors.js"
-import { parseJson, readBodyText } from "./RequestBody.js"
+import { describeIssue, parseJson, readBodyText } from "./RequestBody.js"
 
 /** A body the reader refused, on its way through HttpApi's payload decoding. */
 export class BodyRefused extends Data.TaggedError("BodyRefused")<{ readonly error: InvalidRequest | PayloadTooLarge }> {}
@@ -45,10 +45,6 @@ const PATH_PARAMETERS = new Set(["profile", "environment", "uuid", "client_id"])
 export const decodeFailureAnswer = (failure: HttpApiError.HttpApiDecodeError): InvalidRequest => {
   const [first] = failure.issues
   if (first === undefined) return new InvalidRequest({ description: "Invalid request" })
-  const message = first.message.replace(/, actual [\s\S]*$/, "").slice(0, 300)
-  const path = first.path.map(String)
-  const description = path.length === 0 || (path.length === 1 && PATH_PARAMETERS.has(path[0]!))
-    ? message
-    : `${path.join(".")}: ${message}`
-  return new InvalidRequest({ description })
+  const pathParameter = first.path.length === 1 && PATH_PARAMETERS.has(String(first.path[0]))
+  return new InvalidRequest({ description: describeIssue(pathParameter ? { ...first, path: [] } : first) })
 }

@@ -74,9 +74,13 @@ export const readBodyText = (
  */
 export const describeParseError = (error: ParseResult.ParseError): string => {
   const [first] = ParseResult.ArrayFormatter.formatErrorSync(error)
-  if (first === undefined) return "Invalid request body"
-  const message = first.message.replace(/, actual [\s\S]*$/, "").slice(0, 300)
-  return first.path.length > 0 ? `${first.path.join(".")}: ${message}` : message
+  return first === undefined ? "Invalid request body" : describeIssue(first)
+}
+
+/** One problem of a decode failure as `path: message` (the message alone at the root), without the value. */
+export const describeIssue = (issue: { readonly path: ReadonlyArray<PropertyKey>; readonly message: string }): string => {
+  const message = issue.message.replace(/, actual [\s\S]*$/, "").slice(0, 300)
+  return issue.path.length > 0 ? `${issue.path.map(String).join(".")}: ${message}` : message
 }
 
 /** Deeper JSON is refused: nothing we accept nests beyond a few levels, and recursion has limits. */
