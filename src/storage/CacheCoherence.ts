@@ -39,6 +39,7 @@ const decodeRenewal = Schema.decodeUnknownSync(
 )
 
 class ListenerLost extends Data.TaggedError("ListenerLost")<{ readonly reason: string }> {}
+const lostBecause = (cause: unknown) => new ListenerLost({ reason: cause instanceof Error ? cause.message : String(cause) })
 
 /** Closes a client for good, even one whose server has stopped answering (`end` would wait). */
 const destroy = (client: pg.Client) => {
@@ -72,7 +73,7 @@ export const make = (url: Redacted.Redacted<string>) =>
     const query = (client: pg.Client, text: string, values?: ReadonlyArray<unknown>) =>
       Effect.tryPromise({
         try: () => client.query(text, values as Array<unknown> | undefined),
-        catch: (cause) => new ListenerLost({ reason: cause instanceof Error ? cause.message : String(cause) })
+        catch: lostBecause
       }).pipe(
         Effect.timeoutFail({ duration: QUERY_TIMEOUT, onTimeout: () => new ListenerLost({ reason: "no answer" }) })
       )
@@ -134,7 +135,7 @@ export const make = (url: Redacted.Redacted<string>) =>
               keepAlive: true
             })
             // Always listened to: an unhandled `error` event would stop the process.
-            client.on("error", (cause) => Deferred.unsafeDone(lost, Effect.fail(new ListenerLost({ reason: cause.message }))))
+            client.on("error", (cause) => Deferred.unsafeDone(lost, Effect.fail(lostBecause(cause))))
             client.on("end", () => Deferred.unsafeDone(lost, Effect.fail(new ListenerLost({ reason: "closed" }))))
             try {
               await client.connect()
@@ -144,7 +145,7 @@ export const make = (url: Redacted.Redacted<string>) =>
             }
             return client
           },
-          catch: (cause) => new ListenerLost({ reason: cause instanceof Error ? cause.message : String(cause) })
+          catch: lostBecause
         }),
         (client) => Effect.sync(() => destroy(client))
       )

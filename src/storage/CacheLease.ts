@@ -1,6 +1,6 @@
 /**
  * When an instance on PostgreSQL may trust its cache: the state of its lease, as a state machine
- * over a monotonic clock (Effect's `Clock`, so `TestClock` drives it in tests). The connection
+ * over the monotonic clock it is given (`performance.now()` in the server, `TestClock` in tests). The connection
  * that keeps the lease and listens for changes is `CacheCoherence`; the argument that no
  * interleaving breaks the invariant is docs/cache-coherence.md.
  *
