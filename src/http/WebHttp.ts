@@ -23,6 +23,9 @@ const CONTENT_TYPES: Record<string, string> = {
   ico: "image/x-icon"
 }
 
+/** A web file's content type by its extension; undefined for anything else, which is never served. */
+const contentTypeOf = (name: string): string | undefined => CONTENT_TYPES[name.split(".").pop() ?? ""]
+
 const SECURITY_HEADERS = {
   "content-security-policy":
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
@@ -45,13 +48,13 @@ export const layer = HttpApiBuilder.group(Api, "web", (handlers) =>
     const names = yield* Effect.promise(() => readdir(`${WEB_ROOT}assets`).catch(() => [] as Array<string>))
     const assets = new Map<string, Buffer>()
     // Only web files: anything else kept beside them (type declarations for the tests) is not served.
-    for (const name of names.filter((name) => CONTENT_TYPES[name.split(".").pop() ?? ""] !== undefined)) {
+    for (const name of names.filter((name) => contentTypeOf(name) !== undefined)) {
       const content = yield* readOptional(`${WEB_ROOT}assets/${name}`)
       if (content !== undefined) assets.set(name, content)
     }
     const respond = (content: Buffer, name: string) =>
       HttpServerResponse.uint8Array(content, {
-        contentType: CONTENT_TYPES[name.split(".").pop() ?? ""] ?? "application/octet-stream",
+        contentType: contentTypeOf(name),
         headers: SECURITY_HEADERS
       })
     return handlers
