@@ -6,12 +6,15 @@
  */
 import { Cause, HashMap, Inspectable, Layer, Logger } from "effect"
 
+/** One line of the JSON format: time, level and message first, then any fields. */
+const jsonText = (date: Date, level: string, message: string, fields: Record<string, unknown> = {}) =>
+  JSON.stringify({ time: date.toISOString(), level, message, ...fields })
+
 const jsonLine = Logger.make(({ annotations, cause, date, logLevel, message }) => {
   const text = Array.isArray(message) ? message.map(Inspectable.toStringUnknown).join(" ") : Inspectable.toStringUnknown(message)
-  const line: Record<string, unknown> = { time: date.toISOString(), level: logLevel.label, message: text }
-  for (const [key, value] of HashMap.toEntries(annotations)) line[key] = value
-  if (!Cause.isEmpty(cause)) line.cause = Cause.pretty(cause)
-  globalThis.console.log(JSON.stringify(line))
+  const fields: Record<string, unknown> = Object.fromEntries(HashMap.toEntries(annotations))
+  if (!Cause.isEmpty(cause)) fields.cause = Cause.pretty(cause)
+  globalThis.console.log(jsonText(date, logLevel.label, text, fields))
 })
 
 /** The logger for `format`, in place of the default one. */
@@ -20,6 +23,4 @@ export const layer = (format: "text" | "json") =>
 
 /** A line printed whatever LOG_LEVEL says (the generated admin token), in the log's format. */
 export const printAlways = (format: "text" | "json", message: string) =>
-  globalThis.console.log(
-    format === "json" ? JSON.stringify({ time: new Date().toISOString(), level: "WARN", message }) : message
-  )
+  globalThis.console.log(format === "json" ? jsonText(new Date(), "WARN", message) : message)
