@@ -36,6 +36,8 @@ export interface AppConfigShape {
   readonly logLevel: LogLevel.LogLevel
   /** `text` (the default, for people) or `json` (one object per line, for log pipelines). */
   readonly logFormat: "text" | "json"
+  /** When set, `GET /metrics` requires it as a Bearer token. */
+  readonly metricsToken: Option.Option<Redacted.Redacted<string>>
 }
 
 export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, AppConfigShape>() {
@@ -95,6 +97,10 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         }),
         Config.map((value): "text" | "json" => (value === "json" ? "json" : "text")),
         Config.withDefault<"text" | "json">("text")
+      ),
+      metricsToken: Option.filter(
+        yield* Config.option(Config.redacted("METRICS_TOKEN")),
+        (token) => Redacted.value(token).length > 0
       )
     })
   }).pipe(Effect.mapError(fromConfigError))
@@ -121,6 +127,7 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         shutdownGraceMs: 10_000,
         logLevel: LogLevel.Info,
         logFormat: "text",
+        metricsToken: Option.none(),
         ...overrides
       })
     )

@@ -19,7 +19,9 @@ import { TokenService } from "./auth/TokenService.js"
 import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
 import * as AdminHttp from "./http/AdminHttp.js"
 import * as DiscoveryHttp from "./http/DiscoveryHttp.js"
+import * as MetricsHttp from "./http/MetricsHttp.js"
 import { requestLog } from "./http/RequestLog.js"
+import { requestMetrics } from "./http/RequestMetrics.js"
 import { closeAfterPayloadTooLarge, layerJsonErrors } from "./http/ServerErrors.js"
 import * as ServiceHttp from "./http/ServiceHttp.js"
 import * as TokenHttp from "./http/TokenHttp.js"
@@ -49,7 +51,8 @@ export const layerHttpApi = Layer.merge(
       AdminHttp.layerProfiles,
       AdminHttp.layerServices,
       DiscoveryHttp.layer,
-      WebHttp.layer
+      WebHttp.layer,
+      MetricsHttp.layer
     ])
   ),
   layerJsonErrors
@@ -60,7 +63,9 @@ export const layerHttpApi = Layer.merge(
  * (the router's default of 100 would turn a long name into a route miss instead of a 400 that says
  * what is wrong with it).
  */
-export const layerServe = HttpApiBuilder.serve((app) => requestLog(closeAfterPayloadTooLarge(app))).pipe(
+export const layerServe = HttpApiBuilder.serve((app) =>
+  requestMetrics(requestLog(closeAfterPayloadTooLarge(app)))
+).pipe(
   Layer.provide(layerHttpApi),
   Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 1024 }))
 )

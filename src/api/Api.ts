@@ -5,6 +5,7 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import * as AdminApi from "./AdminApi.js"
 import { DiscoveryApi } from "./DiscoveryApi.js"
+import { MetricsApi } from "./MetricsApi.js"
 import { ServiceApi } from "./ServiceApi.js"
 import { TokenApi } from "./TokenApi.js"
 import { WebApi } from "./WebApi.js"
@@ -16,6 +17,7 @@ export class Api extends HttpApi.make("service-auth")
   .add(AdminApi.ServicesApi)
   .add(DiscoveryApi)
   .add(WebApi)
+  .add(MetricsApi)
   .annotate(OpenApi.Title, "service-auth")
   .annotate(OpenApi.Version, "0.1.0")
   .annotate(

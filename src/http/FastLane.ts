@@ -13,10 +13,12 @@
  * always: every failure, every storage read or write (a cache miss, `last_used_at` to record),
  * proxies and handlers registered in code, chunked or oversized bodies, odd paths. A body the lane
  * has already read is handed over with the request (`rememberBody`). With LOG_LEVEL=debug the lane
- * is off, so every request is logged by the app.
+ * is off, so every request is logged by the app. What the lane answers it also records in the
+ * metrics (`ServiceMetrics`), as the app records what it answers: each request is counted once.
  */
 import { Context, Effect, Either, Layer, LogLevel, Option } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
+import { performance } from "node:perf_hooks"
 import { AppConfig } from "../AppConfig.js"
 import { AuthFailureLimiter } from "../auth/AuthFailureLimiter.js"
 import { lastUsedIsStale } from "../auth/ClientCredentialsGrant.js"
@@ -24,8 +26,10 @@ import { ClientSecrets } from "../auth/ClientSecrets.js"
 import { TokenService } from "../auth/TokenService.js"
 import { type ClientId, isClientId } from "../domain/Identifiers.js"
 import { echo, ServiceHandlers } from "../gateway/ServiceHandlers.js"
+import { recordDuration, recordServiceCall, recordTokenRequest } from "../metrics/ServiceMetrics.js"
 import { CredentialRepo, serviceAddress } from "../storage/CredentialRepo.js"
 import { mediaTypeOf, rememberBody } from "./RequestBody.js"
+import { SERVICE_ROUTE, TOKEN_ROUTE } from "./RequestMetrics.js"
 import { jsonObject, presentedCredentials, SERVICE_ANSWER_HEADERS } from "./ServiceHttp.js"
 import { clientCredentials, formFields, NO_STORE, tokenAnswer } from "./TokenHttp.js"
 
@@ -92,7 +96,13 @@ const make = Effect.gen(function*() {
   const peek = repo.peek
   const enabled = peek !== undefined && LogLevel.greaterThan(config.logLevel, LogLevel.Debug)
 
-  const serviceCall = (request: IncomingMessage, response: ServerResponse, next: () => void, path: RegExpExecArray) => {
+  const serviceCall = (
+    request: IncomingMessage,
+    response: ServerResponse,
+    next: () => void,
+    path: RegExpExecArray,
+    started: number
+  ) => {
     const address = serviceAddress(path[1]!, path[2]!, path[3]!)
     if (address === undefined || peek === undefined || declaredLength(request, config.maxBodyBytes) === undefined) {
       return next()
@@ -123,10 +133,12 @@ const make = Effect.gen(function*() {
         client_id: caller,
         body: body.right
       })
+      recordServiceCall(200)
+      recordDuration(SERVICE_ROUTE, (performance.now() - started) / 1000)
     })
   }
 
-  const token = (request: IncomingMessage, response: ServerResponse, next: () => void) => {
+  const token = (request: IncomingMessage, response: ServerResponse, next: () => void, started: number) => {
     if (
       peek === undefined || mediaTypeOf(request.headers["content-type"]) !== "application/x-www-form-urlencoded" ||
       declaredLength(request, config.maxBodyBytes) === undefined
@@ -156,7 +168,12 @@ const make = Effect.gen(function*() {
         lastUsedIsStale(credential.lastUsedAt, now)
       ) return next()
       tokens.issueAt(credential.clientId, address, now).then(
-        (issued) => guarded(response, next, () => answerJson(response, NO_STORE, tokenAnswer(issued))),
+        (issued) =>
+          guarded(response, next, () => {
+            answerJson(response, NO_STORE, tokenAnswer(issued))
+            recordTokenRequest("issued")
+            recordDuration(TOKEN_ROUTE, (performance.now() - started) / 1000)
+          }),
         () => next()
       )
     })
@@ -171,11 +188,12 @@ const make = Effect.gen(function*() {
       handedOver = true
       next()
     }
+    const started = performance.now()
     guarded(response, handOver, () => {
       const url = request.url ?? ""
-      if (url === "/oauth/token") return token(request, response, handOver)
+      if (url === "/oauth/token") return token(request, response, handOver, started)
       const path = SERVICE_PATH.exec(url)
-      return path === null ? handOver() : serviceCall(request, response, handOver, path)
+      return path === null ? handOver() : serviceCall(request, response, handOver, path, started)
     })
   }
   return lane

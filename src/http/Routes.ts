@@ -6,6 +6,9 @@
 import { HttpApi } from "@effect/platform"
 import { Api } from "../api/Api.js"
 
+/** A router path as OpenAPI writes it: /admin/profiles/:profile is /admin/profiles/{profile}. */
+const toTemplate = (path: string) => path.replace(/:([A-Za-z_]+)/g, "{$1}")
+
 /** Every path of the API as a pattern, with the methods it answers (HEAD wherever GET is). */
 const ROUTES = (() => {
   const byPath = new Map<string, Set<string>>()
@@ -22,8 +25,7 @@ const ROUTES = (() => {
   const segment = (part: string) => (part.startsWith(":") ? "[^/]+" : escape(part))
   return [...byPath].map(([path, methods]) => ({
     pattern: new RegExp(`^${path.split("/").map(segment).join("/")}$`),
-    // As OpenAPI writes it: /admin/profiles/{profile}
-    template: path.replace(/:([A-Za-z_]+)/g, "{$1}"),
+    template: toTemplate(path),
     methods
   }))
 })()
@@ -36,6 +38,20 @@ export const allowedMethods = (pathname: string): ReadonlyArray<string> => {
   for (const route of ROUTES) if (route.pattern.test(pathname)) route.methods.forEach((m) => allowed.add(m))
   return METHOD_ORDER.filter((method) => allowed.has(method))
 }
+
+/** The template of an endpoint's path, by the endpoint's name in the API (`issueToken`). */
+export const endpointTemplate = (() => {
+  const byName = new Map<string, string>()
+  HttpApi.reflect(Api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => byName.set(endpoint.name, toTemplate(endpoint.path))
+  })
+  return (name: string): string => {
+    const template = byName.get(name)
+    if (template === undefined) throw new Error(`no endpoint named ${name}`)
+    return template
+  }
+})()
 
 /** The template of the route `pathname` belongs to (`/admin/profiles/{profile}`), or undefined. */
 export const routeTemplate = (pathname: string): string | undefined =>

@@ -73,8 +73,17 @@ export type StoredChange = GeneratedAddition | CredentialRemoval
 
 export type Upserted<A> = { readonly created: boolean; readonly value: A }
 
+/** How much the catalogue holds (live credentials only): the metrics' gauges. */
+export interface CatalogueCounts {
+  readonly profiles: number
+  readonly environments: number
+  readonly services: number
+  readonly credentials: number
+}
+
 export interface CredentialRepoShape {
   readonly ping: Effect.Effect<void, StorageUnavailable>
+  readonly countCatalogue: Effect.Effect<CatalogueCounts, StorageUnavailable>
 
   readonly listProfiles: Effect.Effect<ReadonlyArray<ProfileSummary>, StorageUnavailable>
   readonly getProfile: (profile: ProfileId) => Effect.Effect<Option.Option<ProfileDocument>, StorageUnavailable>

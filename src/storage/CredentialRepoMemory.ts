@@ -81,6 +81,16 @@ export const make = Effect.sync(() => {
   return CredentialRepo.of({
     ping: Effect.void,
 
+    countCatalogue: Effect.sync(() => {
+      const environments = [...profiles.values()].flatMap((profile) => [...profile.environments.values()])
+      return {
+        profiles: profiles.size,
+        environments: environments.length,
+        services: environments.reduce((total, environment) => total + environment.services.size, 0),
+        credentials: [...credentials.values()].filter((credential) => credential.deletedAt === null).length
+      }
+    }),
+
     listProfiles: Effect.sync(() =>
       [...profiles.entries()].sort(byName).map(([profile, stored]) => ({ profile, created_at: stored.createdAt }))
     ),

@@ -41,6 +41,12 @@ const ProfileRow = Schema.Struct({ profile: ProfileId, created_at: Schema.DateFr
 const CreatedAtRow = Schema.Struct({ created_at: Schema.DateFromSelf })
 const NameRow = Schema.Struct({ name: EnvironmentName })
 const ClientIdRow = Schema.Struct({ client_id: ClientId })
+const CountsRow = Schema.Struct({
+  profiles: Schema.Number,
+  environments: Schema.Number,
+  services: Schema.Number,
+  credentials: Schema.Number
+})
 
 const TokenTargetRow = Schema.Struct({
   auth_type: AuthType,
@@ -99,6 +105,16 @@ export const make = Effect.gen(function*() {
 
   const repo: CredentialRepoShape = {
     ping: storageOperation(Effect.asVoid(sql`SELECT 1`)),
+
+    countCatalogue: sql`SELECT
+        (SELECT count(*) FROM profiles)::int AS profiles,
+        (SELECT count(*) FROM environments)::int AS environments,
+        (SELECT count(*) FROM services)::int AS services,
+        (SELECT count(*) FROM credentials WHERE deleted_at IS NULL)::int AS credentials`.pipe(
+      decodeRows(CountsRow),
+      Effect.map((rows) => rows[0]!),
+      storageOperation
+    ),
 
     listProfiles: sql`SELECT profile, created_at FROM profiles ORDER BY profile`.pipe(
       decodeRows(ProfileRow),

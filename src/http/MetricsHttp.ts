@@ -1,0 +1,80 @@
+/**
+ * `GET /metrics`: samples the process figures and counts the catalogue, then writes every metric of
+ * this server in the Prometheus text format. With METRICS_TOKEN set, the scrape must present it as
+ * `Authorization: Bearer <token>` (compared in constant time); otherwise 401 with the admin API's
+ * error body and a Bearer challenge. When storage does not answer, the catalogue gauges are left
+ * out of that scrape (a stale count would read as a real one) and the rest is still served.
+ */
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer, Metric, Option, Redacted } from "effect"
+import { createHash, timingSafeEqual } from "node:crypto"
+import { AppConfig } from "../AppConfig.js"
+import { Api } from "../api/Api.js"
+import { Unauthorized } from "../domain/Errors.js"
+import { ProcessMetrics } from "../metrics/ProcessMetrics.js"
+import * as Prometheus from "../metrics/Prometheus.js"
+import { registerKnownSeries } from "../metrics/ServiceMetrics.js"
+import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { parseAuthorization } from "./AuthorizationHeader.js"
+import { errorResponse } from "./ErrorResponses.js"
+
+const PREFIXES = ["service_auth_", "process_", "nodejs_"]
+
+const gauge = (name: string, description: string) => Metric.gauge(name, { description })
+const CATALOGUE = {
+  profiles: gauge("service_auth_profiles", "Profiles in the catalogue."),
+  environments: gauge("service_auth_environments", "Environments in the catalogue, across profiles."),
+  services: gauge("service_auth_services", "Services in the catalogue, across profiles and environments."),
+  credentials: gauge("service_auth_credentials", "Live (not deleted) credentials, across services.")
+}
+const CATALOGUE_NAMES = new Set(Object.keys(CATALOGUE).map((key) => `service_auth_${key}`))
+
+const sha256 = (value: string) => createHash("sha256").update(value, "utf8").digest()
+
+const unauthorized = (description: string) =>
+  errorResponse(new Unauthorized({ description }), { "www-authenticate": `Bearer realm="metrics"` })
+
+export const layer = HttpApiBuilder.group(Api, "metrics", (handlers) =>
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const repo = yield* CredentialRepo
+    const processMetrics = yield* ProcessMetrics
+    const expected = Option.map(config.metricsToken, (token) => sha256(Redacted.value(token)))
+    registerKnownSeries()
+
+    const authorized = (header: string | undefined) => {
+      if (Option.isNone(expected)) return true
+      const credentials = header === undefined ? undefined : parseAuthorization(header)
+      return credentials?.scheme === "bearer" && timingSafeEqual(sha256(credentials.value), expected.value)
+    }
+
+    const scrape = Effect.gen(function*() {
+      yield* processMetrics.sample
+      const counts = yield* Effect.option(repo.countCatalogue)
+      if (Option.isSome(counts)) {
+        for (const [key, metric] of Object.entries(CATALOGUE)) {
+          metric.unsafeUpdate(counts.value[key as keyof typeof CATALOGUE], [])
+        }
+      }
+      const snapshot = yield* Metric.snapshot
+      const shown = Option.isSome(counts)
+        ? snapshot
+        : snapshot.filter((pair) => !CATALOGUE_NAMES.has(pair.metricKey.name))
+      return HttpServerResponse.text(Prometheus.render(shown, PREFIXES), {
+        contentType: Prometheus.CONTENT_TYPE,
+        headers: { "cache-control": "no-store" }
+      })
+    })
+
+    return handlers.handle("metrics", () =>
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+        if (authorized(request.headers["authorization"])) return scrape
+        return Effect.succeed(
+          unauthorized(
+            request.headers["authorization"] === undefined
+              ? "Send the metrics token as Authorization: Bearer <token>"
+              : "The metrics token is not valid"
+          )
+        )
+      }))
+  })).pipe(Layer.provide(ProcessMetrics.layer))
