@@ -26,7 +26,7 @@ import { ClientSecrets } from "../auth/ClientSecrets.js"
 import { TokenService } from "../auth/TokenService.js"
 import { type ClientId, isClientId } from "../domain/Identifiers.js"
 import { echo, ServiceHandlers } from "../gateway/ServiceHandlers.js"
-import { recordDuration, recordServiceCall, recordTokenRequest } from "../metrics/ServiceMetrics.js"
+import { recorderOf } from "../metrics/ServiceMetrics.js"
 import { CredentialRepo, serviceAddress } from "../storage/CredentialRepo.js"
 import { mediaTypeOf, rememberBody } from "./RequestBody.js"
 import { SERVICE_ROUTE, TOKEN_ROUTE } from "./RequestMetrics.js"
@@ -95,6 +95,8 @@ const make = Effect.gen(function*() {
   const handlers = yield* ServiceHandlers
   const peek = repo.peek
   const enabled = peek !== undefined && LogLevel.greaterThan(config.logLevel, LogLevel.Debug)
+  const recordIssuedToken = recorderOf({ route: TOKEN_ROUTE, counter: "token" })
+  const recordServedCall = recorderOf({ route: SERVICE_ROUTE, counter: "call" })
 
   const serviceCall = (
     request: IncomingMessage,
@@ -133,8 +135,7 @@ const make = Effect.gen(function*() {
         client_id: caller,
         body: body.right
       })
-      recordServiceCall(200)
-      recordDuration(SERVICE_ROUTE, (performance.now() - started) / 1000)
+      recordServedCall((performance.now() - started) / 1000)
     })
   }
 
@@ -171,8 +172,7 @@ const make = Effect.gen(function*() {
         (issued) =>
           guarded(response, next, () => {
             answerJson(response, NO_STORE, tokenAnswer(issued))
-            recordTokenRequest("issued")
-            recordDuration(TOKEN_ROUTE, (performance.now() - started) / 1000)
+            recordIssuedToken((performance.now() - started) / 1000)
           }),
         () => next()
       )
