@@ -12,16 +12,18 @@ import { dirname, join } from "node:path"
 import { promisify } from "node:util"
 import { gzip } from "node:zlib"
 
-export const SCRIPT_PATH = "/docs/scalar.js"
+const SCRIPT_PATH = "/docs/scalar.js"
 
 /**
  * Scalar works under nothing stricter than this (tried in Chromium, Scalar 1.39.3):
  * - `'wasm-unsafe-eval'`: it hashes with xxhash compiled from WebAssembly bytes in the bundle, and
  *   renders nothing when that is refused. It allows WebAssembly only, not `eval` of JavaScript.
  * - `style-src 'unsafe-inline'`: it injects five `<style>` elements at run time (its components'
- *   CSS, the theme, toasts, the code editor) and sets `style` attributes; their text depends on the
- *   Scalar version, the configuration and which parts of the page are opened, so hashes could not
- *   be pinned. Styles only: scripts stay `'self'`.
+ *   CSS, the theme, toasts, the code editor) and sets `style` attributes on dozens of elements as
+ *   it renders, with computed values no hash can foresee; the elements' text changes with Scalar's
+ *   version and configuration. Styles only: scripts stay `'self'`.
+ * It still tries `new Function("")` once (its validation library asking whether it may compile);
+ * the refusal is caught, and it interprets instead: `'unsafe-eval'` is not needed.
  * `connect-src 'self'` lets it read `/openapi.yaml` and send test requests here, and nowhere else.
  */
 const CONTENT_SECURITY_POLICY =
@@ -61,6 +63,8 @@ const PAGE = `<!doctype html>
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <meta name="referrer" content="no-referrer">
+  <!-- No icon: otherwise the browser asks for /favicon.ico, which is not found. -->
+  <link rel="icon" href="data:,">
   <title>API reference · service-auth</title>
 </head>
 <body>
