@@ -4,7 +4,7 @@
  * that configures Scalar through data attributes (no inline script) and loads the bundle from
  * `GET /docs/scalar.js`, so its Content-Security-Policy can keep every other origin out.
  */
-import { Headers, HttpServerResponse } from "@effect/platform"
+import { type Headers, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import { createRequire } from "node:module"
@@ -57,13 +57,13 @@ const escapeAttribute = (text: string) =>
 
 // Paths without a host, so the page works under any ISSUER or Host header; absolute paths, because
 // the router serves this page at "/docs/" too, where "openapi.yaml" would mean /docs/openapi.yaml.
+// The empty icon spares the browser asking for a /favicon.ico this server does not have.
 const PAGE = `<!doctype html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <meta name="referrer" content="no-referrer">
-  <!-- No icon: otherwise the browser asks for /favicon.ico, which is not found. -->
   <link rel="icon" href="data:,">
   <title>API reference · service-auth</title>
 </head>
