@@ -1,6 +1,7 @@
 /**
  * Serves the profile editor (`src/web/admin`) at `GET /admin` and its assets at
- * `GET /admin/assets/:file`; `GET /` redirects to the editor. Files are read once at start; only names found there are served, so no
+ * `GET /admin/assets/:file`; `GET /` redirects to the editor; the API reference (ApiReference.ts)
+ * is at `GET /docs`. Files are read once at start; only names found there are served, so no
  * path can reach outside the folder.
  */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
@@ -9,6 +10,7 @@ import { readdir, readFile } from "node:fs/promises"
 import { join } from "node:path"
 import { Api } from "../api/Api.js"
 import { PACKAGE_ROOT } from "../PackageRoot.js"
+import * as ApiReference from "./ApiReference.js"
 import { notFound as unknownPath } from "./ServerErrors.js"
 
 /** Served from the sources: the pages are not compiled, so `dist/` holds no copy of them. */
@@ -52,6 +54,7 @@ export const layer = HttpApiBuilder.group(Api, "web", (handlers) =>
       const content = yield* readOptional(`${WEB_ROOT}assets/${name}`)
       if (content !== undefined) assets.set(name, content)
     }
+    const scalarScript = yield* Effect.cached(ApiReference.loadScalarScript)
     const respond = (content: Buffer, name: string) =>
       HttpServerResponse.uint8Array(content, {
         contentType: contentTypeOf(name),
@@ -70,4 +73,7 @@ export const layer = HttpApiBuilder.group(Api, "web", (handlers) =>
         const content = assets.get(path.file)
         return Effect.succeed(content === undefined ? notFound : respond(content, path.file))
       })
+      .handle("apiReference", () => Effect.succeed(ApiReference.pageResponse))
+      .handle("apiReferenceScript", ({ request }) =>
+        Effect.map(scalarScript, (script) => ApiReference.scriptResponse(script, request.headers)))
   }))
