@@ -5,6 +5,7 @@
 import { Config, Context, Effect, Layer, LogLevel, Option, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { fromConfigError } from "./StartupError.js"
+import { settingsFromEnv as tracingFromEnv, type TracingSettings } from "./Tracing.js"
 
 /** LOG_LEVEL values, case-insensitive. */
 const LOG_LEVELS = ["all", "trace", "debug", "info", "warning", "error", "fatal", "none"] as const
@@ -36,6 +37,8 @@ export interface AppConfigShape {
   readonly logLevel: LogLevel.LogLevel
   /** `text` (the default, for people) or `json` (one object per line, for log pipelines). */
   readonly logFormat: "text" | "json"
+  /** Where spans are exported (OTEL_EXPORTER_OTLP_*); none: tracing is off. */
+  readonly tracing: Option.Option<TracingSettings>
 }
 
 export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, AppConfigShape>() {
@@ -95,7 +98,8 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         }),
         Config.map((value): "text" | "json" => (value === "json" ? "json" : "text")),
         Config.withDefault<"text" | "json">("text")
-      )
+      ),
+      tracing: yield* tracingFromEnv
     })
   }).pipe(Effect.mapError(fromConfigError))
 
@@ -121,6 +125,7 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         shutdownGraceMs: 10_000,
         logLevel: LogLevel.Info,
         logFormat: "text",
+        tracing: Option.none(),
         ...overrides
       })
     )

@@ -20,6 +20,7 @@ import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
 import * as AdminHttp from "./http/AdminHttp.js"
 import * as DiscoveryHttp from "./http/DiscoveryHttp.js"
 import { requestLog } from "./http/RequestLog.js"
+import { requestSpan } from "./http/RequestSpan.js"
 import { closeAfterPayloadTooLarge, layerJsonErrors } from "./http/ServerErrors.js"
 import * as ServiceHttp from "./http/ServiceHttp.js"
 import * as TokenHttp from "./http/TokenHttp.js"
@@ -60,7 +61,9 @@ export const layerHttpApi = Layer.merge(
  * (the router's default of 100 would turn a long name into a route miss instead of a 400 that says
  * what is wrong with it).
  */
-export const layerServe = HttpApiBuilder.serve((app) => requestLog(closeAfterPayloadTooLarge(app))).pipe(
+export const layerServe = HttpApiBuilder.serve((app) =>
+  requestSpan(requestLog(closeAfterPayloadTooLarge(app)))
+).pipe(
   Layer.provide(layerHttpApi),
   Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 1024 }))
 )
