@@ -66,10 +66,14 @@ const layerProvider = (settings: TracingSettings) =>
       const resource = yield* Resource.Resource
       return yield* Effect.acquireRelease(
         Effect.sync(() => new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] })),
+        // The deadline is the promise's own: this runs while the interrupted server shuts down, where
+        // an interruptible region (which Effect's timeouts need) would end at once, before flushing.
         (provider) =>
-          Effect.promise(() => provider.forceFlush().then(() => provider.shutdown())).pipe(
-            Effect.timeoutOption(FLUSH_TIMEOUT_MS),
-            Effect.interruptible
+          Effect.promise(() =>
+            Promise.race([
+              provider.forceFlush().then(() => provider.shutdown()).catch(() => {}),
+              new Promise<void>((resolve) => setTimeout(resolve, FLUSH_TIMEOUT_MS).unref())
+            ])
           )
       )
     })
