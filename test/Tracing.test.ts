@@ -70,7 +70,7 @@ const attributesOf = (list: ReadonlyArray<OtlpAttribute> | undefined) =>
 
 /** The spans of every JSON export received so far. */
 const spansOf = (receiver: Receiver): Array<Span> =>
-  receiver.exports.flatMap((e) =>
+  receiver.exports.filter((e) => e.path === "/v1/traces").flatMap((e) =>
     (JSON.parse(e.body.toString("utf8")).resourceSpans as Array<any>).flatMap((resourceSpans) =>
       (resourceSpans.scopeSpans as Array<any>).flatMap((scopeSpans) =>
         (scopeSpans.spans as Array<any>).map((span) => ({
@@ -120,7 +120,7 @@ const SIGNING_KEY_FILE = (() => {
 const serverSettings = () => ({ ...NO_OTEL, ADMIN_TOKEN, SIGNING_KEY_FILE, DATA_DIR: dataDir() })
 
 /** A service with a credential, a token for it (sent with `tokenHeaders`), and one call of it. */
-const tokenAndCall = async (base: string, tokenHeaders: Record<string, string> = {}) => {
+const tokenAndCall = async (base: string, tokenHeaders: Record<string, string> = {}, handler?: unknown) => {
   const admin = async (method: string, path: string, body?: unknown) => {
     const response = await fetch(`${base}${path}`, {
       method,
@@ -133,7 +133,10 @@ const tokenAndCall = async (base: string, tokenHeaders: Record<string, string> =
   const profile = `tr-${randomBytes(4).toString("hex")}`
   await admin("PUT", `/admin/profiles/${profile}`)
   await admin("PUT", `/admin/profiles/${profile}/environments/prod`)
-  const service = await admin("POST", `/admin/profiles/${profile}/environments/prod/services`, { auth_type: "oauth" })
+  const service = await admin("POST", `/admin/profiles/${profile}/environments/prod/services`, {
+    auth_type: "oauth",
+    ...(handler === undefined ? {} : { handler })
+  })
   const credential = await admin("POST", `/admin/profiles/${profile}/environments/prod/services/${service.uuid}/credentials`)
   const form = new URLSearchParams({
     grant_type: "client_credentials",
@@ -205,13 +208,14 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
       "ServiceHandlers.call",
       "CredentialRepoCache.findServiceRoute"
     ]
+    // The second token request is a cache hit the fast lane would have answered: it is off while tracing.
     const spans = await waitFor("the spans of the token request and the call", () => {
       const spans = spansOf(receiver)
       const hits = spans.filter((s) => s.name === "CredentialRepoCache.findTokenTarget" && s.attributes["cache.hit"] === true)
       return names.every((name) => spans.some((s) => s.name === name)) && hits.length > 0 ? spans : undefined
     })
 
-    expect(receiver.exports.every((e) => e.path === "/v1/traces")).toBe(true)
+    expect(receiver.exports[0]!.path).toBe("/v1/traces")
     expect(receiver.exports[0]!.headers["content-type"]).toBe("application/json")
     expect(receiver.exports[0]!.headers["x-collector-key"]).toBe("collector-secret")
     for (const span of spans) expect(span.resource["service.name"]).toBe("service-auth")
@@ -253,10 +257,29 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
       attributes: { "service_auth.handler.configured": "echo" }
     })
 
+    // A proxy's upstream (the receiver again, answering {}) continues the trace of the call.
+    const proxied = await tokenAndCall(server.base, {}, { type: "proxy", url: `${receiver.endpoint}/upstream?key=upstream-key` })
+    const upstream = receiver.exports.find((e) => e.path.startsWith("/upstream"))!
+    const proxySpan = await waitFor("the proxy's span", () =>
+      spansOf(receiver).find((s) =>
+        s.name === "ServiceHandlers.proxy" && s.attributes["http.response.status_code"] === 200
+      ))
+    expect(upstream.headers["traceparent"]).toBe(`00-${proxySpan.traceId}-${proxySpan.spanId}-01`)
+    expect(proxySpan.attributes).toEqual({
+      "http.request.method": "POST",
+      "server.address": "127.0.0.1",
+      "server.port": Number(new URL(receiver.endpoint).port),
+      "http.response.status_code": 200
+    })
+    await waitFor("the spans of the proxied call", () =>
+      spansOf(receiver).some((s) => s.name === "ServiceHttp.callService" && s.attributes["service_auth.service_uuid"] === proxied.service.uuid)
+        ? true
+        : undefined)
+
     // Nothing secret anywhere in what was exported: not the client secret (sent in the form and the
     // query string), the tokens, the admin token, nor the exporter's own header.
-    const payload = receiver.exports.map((e) => e.body.toString("utf8")).join("\n")
-    for (const secret of [credential.client_secret, token, again, ADMIN_TOKEN, "collector-secret"]) {
+    const payload = receiver.exports.filter((e) => e.path === "/v1/traces").map((e) => e.body.toString("utf8")).join("\n")
+    for (const secret of [credential.client_secret, token, again, ADMIN_TOKEN, "collector-secret", "upstream-key"]) {
       expect(payload.includes(secret)).toBe(false)
     }
     expect(payload).not.toContain("client_secret=")
