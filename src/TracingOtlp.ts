@@ -20,6 +20,13 @@ import type { TracingSettings } from "./Tracing.js"
 /** `ExportResultCode.SUCCESS` of @opentelemetry/core. */
 const EXPORT_SUCCEEDED = 0
 
+/**
+ * How often a batch leaves, unless OTEL_BSP_SCHEDULE_DELAY says: a second rather than the
+ * OpenTelemetry default of five, so that a trace is there to look at as soon as it is asked for.
+ */
+const batchDelay = (): { readonly scheduledDelayMillis?: number } =>
+  (process.env.OTEL_BSP_SCHEDULE_DELAY ?? "").trim() === "" ? { scheduledDelayMillis: 1_000 } : {}
+
 /** How long the shutdown waits for the last spans to reach the collector. */
 const FLUSH_TIMEOUT_MS = 3_000
 
@@ -65,7 +72,7 @@ const layerProvider = (settings: TracingSettings) =>
       const exporter = warningOnce(yield* Effect.promise(() => makeExporter(settings)), new URL(settings.tracesUrl).host, warn)
       const resource = yield* Resource.Resource
       return yield* Effect.acquireRelease(
-        Effect.sync(() => new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] })),
+        Effect.sync(() => new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter, batchDelay())] })),
         // The deadline is the promise's own: this runs while the interrupted server shuts down, where
         // an interruptible region (which Effect's timeouts need) would end at once, before flushing.
         (provider) =>
