@@ -161,7 +161,8 @@ export interface CredentialRepoPeek {
 
 /**
  * Each storage operation in a span `CredentialRepo.<operation>` (its SQL statements are spans of
- * their own below it). Installed only when traces are exported.
+ * their own below it). Installed only where the tracer is on: the server turns it on only when it
+ * exports traces.
  */
 export const withSpans = (repo: CredentialRepoShape): CredentialRepoShape => {
   const spanned = <A, E, R>(operation: string, effect: Effect.Effect<A, E, R>) =>
