@@ -1,7 +1,10 @@
 // Compiles src/ into dist/ with tsc (tsconfig.build.json), then bundles the server that `npm start`
 // runs into dist/service-auth.mjs (and the CLI into dist/cli.mjs) with esbuild: the Effect packages' index modules load a thousand
 // files each start, which took 0.65 s of a 1.6 s start-up; the bundle holds only what is used.
-// PGlite, jose, pg and yaml stay external (PGlite finds its WebAssembly files beside its module).
+// PGlite, jose, pg, yaml and the OpenTelemetry packages stay external (PGlite finds its WebAssembly
+// files beside its module). The server's trace exporter (src/TracingOtlp.ts, with
+// @effect/opentelemetry) is a chunk of its own, imported only when traces are exported: a start
+// without them does not parse it, and it shares the one copy of Effect with the server.
 // With --if-stale (npm's prestart), it compiles only when a source or compiler setting is newer than
 // the last build, so a start on an up-to-date build compiles nothing. Plain JavaScript: it runs
 // before anything is compiled.
@@ -44,13 +47,17 @@ if (result.status !== 0) {
 const { build } = await import("esbuild")
 const bundle = (entry, outfile, banner = "") =>
   build({
-    entryPoints: [join(DIST, entry)],
-    outfile: join(DIST, outfile),
+    // Named entry and chunks beside it in dist/: a chunk holding PackageRoot must sit where the bundle does.
+    entryPoints: { [outfile.replace(/\.mjs$/, "")]: join(DIST, entry) },
+    outdir: DIST,
+    outExtension: { ".js": ".mjs" },
+    splitting: true,
+    chunkNames: "[name]-[hash]",
     bundle: true,
     platform: "node",
     format: "esm",
     target: "node20",
-    external: ["@electric-sql/pglite", "jose", "pg", "yaml"],
+    external: ["@electric-sql/pglite", "jose", "pg", "yaml", "@opentelemetry/*"],
     // Bundled CommonJS dependencies (ws) call `require`, which an ES module does not have.
     banner: {
       js: `${banner}import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);`

@@ -5,6 +5,7 @@
 import { Config, Context, Effect, Layer, LogLevel, Option, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { fromConfigError } from "./StartupError.js"
+import { settingsFromEnv as tracingFromEnv, type TracingSettings } from "./Tracing.js"
 
 /** LOG_LEVEL values, case-insensitive. */
 const LOG_LEVELS = ["all", "trace", "debug", "info", "warning", "error", "fatal", "none"] as const
@@ -38,6 +39,8 @@ export interface AppConfigShape {
   readonly logFormat: "text" | "json"
   /** When set, `GET /metrics` requires it as a Bearer token. */
   readonly metricsToken: Option.Option<Redacted.Redacted<string>>
+  /** Where spans are exported (OTEL_EXPORTER_OTLP_*); none: tracing is off. */
+  readonly tracing: Option.Option<TracingSettings>
 }
 
 export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, AppConfigShape>() {
@@ -101,7 +104,8 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
       metricsToken: Option.filter(
         yield* Config.option(Config.redacted("METRICS_TOKEN")),
         (token) => Redacted.value(token).length > 0
-      )
+      ),
+      tracing: yield* tracingFromEnv
     })
   }).pipe(Effect.mapError(fromConfigError))
 
@@ -128,6 +132,7 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         logLevel: LogLevel.Info,
         logFormat: "text",
         metricsToken: Option.none(),
+        tracing: Option.none(),
         ...overrides
       })
     )

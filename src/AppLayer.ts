@@ -22,6 +22,7 @@ import * as DiscoveryHttp from "./http/DiscoveryHttp.js"
 import * as MetricsHttp from "./http/MetricsHttp.js"
 import { requestLog } from "./http/RequestLog.js"
 import { requestMetrics } from "./http/RequestMetrics.js"
+import { requestSpan } from "./http/RequestSpan.js"
 import { closeAfterPayloadTooLarge, layerJsonErrors } from "./http/ServerErrors.js"
 import * as ServiceHttp from "./http/ServiceHttp.js"
 import * as TokenHttp from "./http/TokenHttp.js"
@@ -64,7 +65,7 @@ export const layerHttpApi = Layer.merge(
  * what is wrong with it).
  */
 export const layerServe = HttpApiBuilder.serve((app) =>
-  requestMetrics(requestLog(closeAfterPayloadTooLarge(app)))
+  requestSpan(requestMetrics(requestLog(closeAfterPayloadTooLarge(app))))
 ).pipe(
   Layer.provide(layerHttpApi),
   Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 1024 }))

@@ -2,7 +2,7 @@
  * `npm start` (`node dist/service-auth.mjs`, this file bundled): reads the configuration, opens the storage it names, migrates
  * it and loads the keys, and only then opens the port (`NodeServer`). SIGTERM or SIGINT drains the
  * requests in flight, closes the database and exits 0. A start that fails prints one line naming
- * what is wrong and exits 1.
+ * what is wrong and exits 1. With an OTLP endpoint configured, spans are exported (`Tracing`).
  */
 import { HttpMiddleware } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
@@ -15,6 +15,7 @@ import * as NodeServer from "./http/NodeServer.js"
 import * as Logging from "./Logging.js"
 import { StartupError } from "./StartupError.js"
 import * as Storage from "./storage/Storage.js"
+import * as Tracing from "./Tracing.js"
 
 const announce = (config: AppConfigShape) =>
   Effect.gen(function*() {
@@ -76,10 +77,12 @@ const program = Effect.gen(function*() {
   yield* NodeServer.checkPortFree(config)
   if (Option.isSome(config.signingKeyFile)) yield* readSigningKeyFile(config.signingKeyFile.value)
   return yield* Layer.launch(serverLayer(config)).pipe(
+    // Outside the server: spans are flushed once it has drained and closed its storage.
+    Effect.provide(Tracing.layer(config.tracing)),
     Logger.withMinimumLogLevel(config.logLevel),
     Effect.provide(Logging.layer(config.logFormat)),
-    // No trace exporter is configured: spans would be built on every request for nobody.
-    Effect.withTracerEnabled(false),
+    Tracing.disabledUnless(config.tracing),
+    // The platform's request span records the query string and every header; `requestSpan` is ours.
     HttpMiddleware.withTracerDisabledWhenEffect(() => true)
   )
 }).pipe(Effect.tapErrorCause(reportFailure))

@@ -7,7 +7,7 @@ import { Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
 import { InvalidClient, InvalidRequest, type StorageUnavailable, TooManyAttempts } from "../domain/Errors.js"
 import { isClientId } from "../domain/Identifiers.js"
 import { currentDate } from "../domain/Time.js"
-import { CredentialRepo, serviceAddress } from "../storage/CredentialRepo.js"
+import { CredentialRepo, serviceAddress, spanAttributes } from "../storage/CredentialRepo.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
 import { ClientSecrets } from "./ClientSecrets.js"
 import { type IssuedToken, TokenService } from "./TokenService.js"
@@ -59,7 +59,9 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
           const address = serviceAddress(request.profile, request.environment, request.serviceUuid)
           if (address === undefined) return yield* targetNotFound
           // A client id that is not of our form names no credential: row 5, like any unknown one.
-          const target = yield* repo.findTokenTarget(address, Option.liftPredicate(request.clientId, isClientId))
+          const clientId = Option.liftPredicate(request.clientId, isClientId)
+          yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
+          const target = yield* repo.findTokenTarget(address, clientId)
           if (Option.isNone(target) || target.value.authType !== "oauth") return yield* targetNotFound
 
           const credential = Option.getOrUndefined(target.value.credential)

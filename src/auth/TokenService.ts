@@ -125,7 +125,9 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
       const issue = Effect.fn("TokenService.issue", { captureStackTrace: false })(
         function*(clientId: ClientId, address: ServiceAddress) {
           const now = yield* Clock.currentTimeMillis
-          return yield* Effect.promise(() => issueAt(clientId, address, now))
+          return yield* Effect.promise(() => issueAt(clientId, address, now)).pipe(
+            Effect.withSpan("TokenService.sign", { captureStackTrace: false, attributes: { "jwt.alg": SIGNING_ALGORITHM } })
+          )
         }
       )
 

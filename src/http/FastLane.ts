@@ -13,7 +13,8 @@
  * always: every failure, every storage read or write (a cache miss, `last_used_at` to record),
  * proxies and handlers registered in code, chunked or oversized bodies, odd paths. A body the lane
  * has already read is handed over with the request (`rememberBody`). With LOG_LEVEL=debug the lane
- * is off, so every request is logged by the app. What the lane answers it also records in the
+ * is off, so every request is logged by the app; so it is while traces are exported (an OTLP
+ * endpoint is set), so every request has its spans. What the lane answers it also records in the
  * metrics (`ServiceMetrics`), as the app records what it answers: each request is counted once.
  */
 import { Context, Effect, Either, Layer, LogLevel, Option } from "effect"
@@ -94,7 +95,8 @@ const make = Effect.gen(function*() {
   const limiter = yield* AuthFailureLimiter
   const handlers = yield* ServiceHandlers
   const peek = repo.peek
-  const enabled = peek !== undefined && LogLevel.greaterThan(config.logLevel, LogLevel.Debug)
+  const enabled = peek !== undefined && LogLevel.greaterThan(config.logLevel, LogLevel.Debug) &&
+    Option.isNone(config.tracing)
   const recordIssuedToken = recorderOf({ route: TOKEN_ROUTE, counter: "token" })
   const recordServedCall = recorderOf({ route: SERVICE_ROUTE, counter: "call" })
 

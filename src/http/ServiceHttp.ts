@@ -13,7 +13,7 @@ import { Api } from "../api/Api.js"
 import { TokenService } from "../auth/TokenService.js"
 import { BadGateway, InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
 import { type JsonObject, ServiceHandlers } from "../gateway/ServiceHandlers.js"
-import { CredentialRepo, serviceAddress } from "../storage/CredentialRepo.js"
+import { CredentialRepo, serviceAddress, spanAttributes } from "../storage/CredentialRepo.js"
 import { parseAuthorization } from "./AuthorizationHeader.js"
 import { errorResponse } from "./ErrorResponses.js"
 import { describeDefect } from "./ServerErrors.js"
@@ -73,6 +73,7 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
           ? Option.some(verified.right.client_id)
           : Option.none()
 
+        yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
         const route = yield* repo.findServiceRoute(address, clientId)
         if (Option.isNone(route)) return errorResponse(serviceNotFound)
 
@@ -111,6 +112,11 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
         const answer = yield* Effect.suspend(() =>
           serviceHandlers.resolve(address, route.value.handler)({ address, clientId: caller, body })
         ).pipe(
+          // The stored handler type: a handler registered in code for this uuid runs in its place.
+          Effect.withSpan("ServiceHandlers.call", {
+            captureStackTrace: false,
+            attributes: { "service_auth.handler.configured": route.value.handler.type }
+          }),
           // A handler registered in code that throws has failed, like one that fails: 502, not 500.
           Effect.catchAllDefect((defect) =>
             Effect.zipRight(

@@ -7,7 +7,7 @@
  * never reused and a token of a deleted credential can never verify again, even if its service is
  * re-created under the same uuid.
  */
-import { Context, type Effect, type Option } from "effect"
+import { Context, Effect, type Option } from "effect"
 import type { Conflict, CredentialLimitExceeded, NotFound, StorageUnavailable } from "../domain/Errors.js"
 import {
   canonicalServiceUuid,
@@ -42,6 +42,17 @@ export const serviceAddress = (profile: string, environment: string, uuid: strin
     ? { profile, environment, uuid: canonical }
     : undefined
 }
+
+/**
+ * What a span records of a request's target: the service's address and the client id (an
+ * identifier, not a secret; only one of our form, so nothing a client made up).
+ */
+export const spanAttributes = (address: ServiceAddress, clientId: Option.Option<ClientId>): Record<string, unknown> => ({
+  "service_auth.profile": address.profile,
+  "service_auth.environment": address.environment,
+  "service_auth.service_uuid": address.uuid,
+  ...(clientId._tag === "Some" ? { "service_auth.client_id": clientId.value } : {})
+})
 
 export interface ServiceFields {
   readonly name: string
@@ -155,6 +166,25 @@ export interface CredentialRepoShape {
 export interface CredentialRepoPeek {
   readonly tokenTarget: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<TokenTarget> | undefined
   readonly serviceRoute: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<ServiceRoute> | undefined
+}
+
+/**
+ * Each storage operation in a span `CredentialRepo.<operation>` (its SQL statements are spans of
+ * their own below it). Installed only where the tracer is on: the server turns it on only when it
+ * exports traces.
+ */
+export const withSpans = (repo: CredentialRepoShape): CredentialRepoShape => {
+  const spanned = <A, E, R>(operation: string, effect: Effect.Effect<A, E, R>) =>
+    Effect.withSpan(effect, `CredentialRepo.${operation}`, { captureStackTrace: false })
+  // Every member is an operation (an effect, or a function returning one) except the synchronous `peek`.
+  const entries = Object.entries(repo).map(([operation, member]) =>
+    operation === "peek"
+      ? [operation, member]
+      : Effect.isEffect(member)
+      ? [operation, spanned(operation, member)]
+      : [operation, (...args: Array<unknown>) => spanned(operation, (member as Function)(...args))]
+  )
+  return Object.fromEntries(entries) as unknown as CredentialRepoShape
 }
 
 export class CredentialRepo extends Context.Tag("service-auth/CredentialRepo")<CredentialRepo, CredentialRepoShape>() {}

@@ -43,7 +43,11 @@ export const localGuard = (): CacheGuard => {
 /** Entries kept at most; unknown names sent by clients must not grow memory without bound. */
 const MAX_ENTRIES = 10_000
 
-export const withReadCache = (repo: CredentialRepoShape, guard: CacheGuard): CredentialRepoShape => {
+/**
+ * `traced`: each hot read in a span `CredentialRepoCache.<read>` whose `cache.hit` says whether the
+ * cache answered (only when traces are exported: a hit must cost next to nothing).
+ */
+export const withReadCache = (repo: CredentialRepoShape, guard: CacheGuard, traced = false): CredentialRepoShape => {
   let heldGeneration = -1
   const targets = new Map<string, Option.Option<TokenTarget>>()
   const routes = new Map<string, Option.Option<ServiceRoute>>()
@@ -67,12 +71,13 @@ export const withReadCache = (repo: CredentialRepoShape, guard: CacheGuard): Cre
     })).pipe(Effect.tap(() => guard.settle))
 
   /** `read` is only called on a miss: building the SQL effect is most of the cost of a hit otherwise. */
-  const cached = <A, E, R>(cache: Map<string, A>, key: string, read: () => Effect.Effect<A, E, R>) =>
+  const lookup = <A, E, R>(cache: Map<string, A>, key: string, read: () => Effect.Effect<A, E, R>, hit: (hit: boolean) => void) =>
     Effect.suspend(() => {
       const startedAt = usable()
+      const held = startedAt === undefined ? undefined : cache.get(key)
+      hit(held !== undefined)
+      if (held !== undefined) return Effect.succeed(held)
       if (startedAt === undefined) return read()
-      const hit = cache.get(key)
-      if (hit !== undefined) return Effect.succeed(hit)
       return Effect.tap(read(), (value) =>
         Effect.sync(() => {
           if (usable() !== startedAt) return
@@ -80,6 +85,16 @@ export const withReadCache = (repo: CredentialRepoShape, guard: CacheGuard): Cre
           cache.set(key, value)
         }))
     })
+
+  const noRecord = () => {}
+  const cached = <A, E, R>(name: string, cache: Map<string, A>, key: string, read: () => Effect.Effect<A, E, R>) =>
+    traced
+      ? Effect.useSpan(
+        `CredentialRepoCache.${name}`,
+        { captureStackTrace: false },
+        (span) => Effect.withParentSpan(lookup(cache, key, read, (hit) => span.attribute("cache.hit", hit)), span)
+      )
+      : lookup(cache, key, read, noRecord)
 
   const key = (address: { profile: string; environment: string; uuid: string }, clientId: Option.Option<string>) =>
     `${address.profile}\u0000${address.environment}\u0000${address.uuid}\u0000${Option.getOrElse(clientId, () => "")}`
@@ -108,9 +123,9 @@ export const withReadCache = (repo: CredentialRepoShape, guard: CacheGuard): Cre
     touchCredential: (clientId, now) =>
       Effect.tap(repo.touchCredential(clientId, now), () => Effect.sync(() => touched(clientId, now))),
     findTokenTarget: (address, clientId) =>
-      cached(targets, key(address, clientId), () => repo.findTokenTarget(address, clientId)),
+      cached("findTokenTarget", targets, key(address, clientId), () => repo.findTokenTarget(address, clientId)),
     findServiceRoute: (address, clientId) =>
-      cached(routes, key(address, clientId), () => repo.findServiceRoute(address, clientId)),
+      cached("findServiceRoute", routes, key(address, clientId), () => repo.findServiceRoute(address, clientId)),
     peek: {
       tokenTarget: (address, clientId) => usable() === undefined ? undefined : targets.get(key(address, clientId)),
       serviceRoute: (address, clientId) => usable() === undefined ? undefined : routes.get(key(address, clientId))

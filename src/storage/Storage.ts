@@ -7,9 +7,9 @@ import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { AppConfig } from "../AppConfig.js"
-import { CredentialRepo } from "./CredentialRepo.js"
+import { CredentialRepo, withSpans } from "./CredentialRepo.js"
 import * as CacheCoherence from "./CacheCoherence.js"
-import { localGuard, withReadCache } from "./CredentialRepoCache.js"
+import { type CacheGuard, localGuard, withReadCache } from "./CredentialRepoCache.js"
 import * as CredentialRepoMemory from "./CredentialRepoMemory.js"
 import * as CredentialRepoSql from "./CredentialRepoSql.js"
 import { lockDataDir } from "./DataDirLock.js"
@@ -20,6 +20,18 @@ import { makeDataDirPrivate, tightenDataDir } from "./PrivateDataDir.js"
 import { StartupError } from "../StartupError.js"
 import { STORAGE_TIMEOUT } from "./StorageErrors.js"
 import { ServerKeyStore } from "./ServerKeyStore.js"
+import { tracerEnabled } from "../Tracing.js"
+
+/**
+ * The SQL repository behind its read cache; when traces are exported (read as the layer is built),
+ * with a span for each storage operation and each cache read.
+ */
+const cachedRepo = <E, R>(guard: Effect.Effect<CacheGuard, E, R>) =>
+  Effect.gen(function*() {
+    const traced = yield* tracerEnabled
+    const repo = yield* CredentialRepoSql.make
+    return withReadCache(traced ? withSpans(repo) : repo, yield* guard, traced)
+  })
 
 /** Repositories over whatever `SqlClient` is provided, after migrating it. */
 const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>, failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>) =>
@@ -31,16 +43,13 @@ const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>, failureCounts: 
  */
 const layerSqlReposCoherent = (url: Redacted.Redacted<string>) =>
   sqlRepos(
-    Layer.scoped(
-      CredentialRepo,
-      Effect.zipWith(CredentialRepoSql.make, CacheCoherence.make(url), withReadCache)
-    ),
+    Layer.scoped(CredentialRepo, cachedRepo(CacheCoherence.make(url))),
     FailureCounts.layerSql
   )
 
 /** With the hot reads cached and failures counted locally: only for a database this process alone writes. */
 const layerSqlReposCached = sqlRepos(
-  Layer.effect(CredentialRepo, Effect.map(CredentialRepoSql.make, (repo) => withReadCache(repo, localGuard()))),
+  Layer.scoped(CredentialRepo, cachedRepo(Effect.sync(localGuard))),
   FailureCounts.layerLocal
 )
 

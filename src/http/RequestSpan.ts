@@ -1,0 +1,42 @@
+/**
+ * The server span of each request, in place of the platform's (which records the full URL with its
+ * query string and every request and response header): named by the route template
+ * (`POST /service/{profile}/{environment}/json/{uuid}`), it continues an incoming W3C `traceparent`
+ * (or B3) and records the method, route, path, peer address and status. Never a query string,
+ * header or body, where secrets and tokens travel. Nothing at all when the tracer is off.
+ */
+import { type HttpApp, HttpServerError, HttpServerRequest, HttpTraceContext } from "@effect/platform"
+import { Context, Effect, FiberRef, Option } from "effect"
+import { routeTemplate } from "./Routes.js"
+
+export const requestSpan = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.withFiberRuntime((fiber) => {
+    if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return app
+    const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
+    const path = request.url.split("?")[0]!.slice(0, 200)
+    const route = routeTemplate(path)
+    return Effect.useSpan(
+      route === undefined ? request.method : `${request.method} ${route}`,
+      {
+        kind: "server",
+        parent: Option.getOrUndefined(HttpTraceContext.fromHeaders(request.headers)),
+        captureStackTrace: false,
+        attributes: {
+          "http.request.method": request.method,
+          ...(route === undefined ? {} : { "http.route": route }),
+          "url.path": path,
+          "url.scheme": "http",
+          ...Option.match(request.remoteAddress, { onNone: () => ({}), onSome: (address) => ({ "client.address": address }) })
+        }
+      },
+      (span) =>
+        Effect.onExit(Effect.withParentSpan(app, span), (exit) =>
+          Effect.sync(() => {
+            // Again: the router sets its own form of the route (`/admin/profiles/:profile`) meanwhile.
+            if (route !== undefined) span.attribute("http.route", route)
+            const status = HttpServerError.exitResponse(exit).status
+            span.attribute("http.response.status_code", status)
+            if (status >= 500) span.attribute("error.type", String(status))
+          }))
+    )
+  })
