@@ -1,6 +1,6 @@
 /**
  * The admin tokens (docs/contract.md §5): ADMIN_TOKEN, whose actor is `admin`, and ADMIN_TOKENS,
- * comma-separated `name:token` pairs whose actors are their names. A problem is said by the
+ * comma-separated `name:token` pairs whose actors are their names (split at the first ':'). A problem is said by the
  * entry's position, never by quoting it: an entry may hold a token.
  */
 import { Either, Redacted } from "effect"
@@ -15,8 +15,8 @@ export interface AdminTokenEntry {
 /** The actor of ADMIN_TOKEN. */
 export const ADMIN_TOKEN_ACTOR = "admin"
 const NAME = /^[A-Za-z0-9._-]{1,64}$/
-/** A named token is a bearer token (visible ASCII but the list's separator), long enough not to be guessed. */
-const TOKEN = /^[\x21-\x2B\x2D-\x7E]+$/
+/** A named token must be sendable as a bearer token (RFC 6750 b64token), and long enough not to be guessed. */
+const TOKEN = /^[A-Za-z0-9._~+/-]+=*$/
 export const MIN_NAMED_TOKEN_LENGTH = 16
 
 /** Every configured token with its actor; a message naming the problem when the settings are not usable. */
@@ -39,7 +39,8 @@ export const parseAdminTokens = (
     if (!NAME.test(name)) return Either.left(`${at}: the name must be 1-64 letters, digits, '.', '_' or '-'`)
     if (token.length < MIN_NAMED_TOKEN_LENGTH || !TOKEN.test(token)) {
       return Either.left(
-        `${at} (${name}): the token must be at least ${MIN_NAMED_TOKEN_LENGTH} visible ASCII characters, without ','`
+        `${at} (${name}): the token must be at least ${MIN_NAMED_TOKEN_LENGTH} characters of letters, digits, ` +
+          "'-', '.', '_', '~', '+', '/' (and '=' at the end)"
       )
     }
     if (entries.some((entry) => entry.name === name)) {
