@@ -2,8 +2,8 @@
  * Configuration from the environment (docs/contract.md §5). Everything has a default, so a bare
  * `npm start` runs on the embedded database in `./data`.
  */
-import { Config, Context, Effect, Layer, LogLevel, Option, Redacted } from "effect"
-import { randomBytes } from "node:crypto"
+import { Config, ConfigError, Context, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
+import { type AdminTokenEntry, parseAdminTokens } from "./AdminTokens.js"
 import { fromConfigError } from "./StartupError.js"
 import { settingsFromEnv as tracingFromEnv, type TracingSettings } from "./Tracing.js"
 
@@ -17,9 +17,11 @@ export interface AppConfigShape {
   readonly host: string
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
   readonly dataDir: string
-  readonly adminToken: Redacted.Redacted<string>
-  /** True when ADMIN_TOKEN was unset and a random one was generated (printed once at start). */
-  readonly adminTokenGenerated: boolean
+  /**
+   * Every admin token with its actor (ADMIN_TOKEN as `admin`, then ADMIN_TOKENS). Empty only on
+   * the embedded database, until `main.ts` adds the one kept in `DATA_DIR/admin-token`.
+   */
+  readonly adminTokens: ReadonlyArray<AdminTokenEntry>
   /** Public base URL: the `iss` of every token and the base of the discovery document. */
   readonly issuer: string
   /**
@@ -43,27 +45,44 @@ export interface AppConfigShape {
   readonly tracing: Option.Option<TracingSettings>
 }
 
+/**
+ * ADMIN_TOKEN and ADMIN_TOKENS, checked. With PostgreSQL one is required: instances sharing a
+ * database cannot each generate their own.
+ */
+const adminTokensFromEnv = (postgres: boolean) =>
+  Effect.gen(function*() {
+    const read = (name: string) => Effect.map(Config.option(Config.redacted(name)), Option.map(Redacted.value))
+    const parsed = parseAdminTokens(
+      Option.getOrUndefined(yield* read("ADMIN_TOKEN")),
+      Option.getOrUndefined(yield* read("ADMIN_TOKENS"))
+    )
+    if (Either.isLeft(parsed)) return yield* Effect.fail(ConfigError.InvalidData([], parsed.left))
+    if (parsed.right.length === 0 && postgres) {
+      return yield* Effect.fail(ConfigError.InvalidData(
+        [],
+        "ADMIN_TOKEN or ADMIN_TOKENS is required with DATABASE_URL (PostgreSQL): the server generates an admin token only for the embedded database"
+      ))
+    }
+    return parsed.right
+  })
+
 export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, AppConfigShape>() {
   static readonly fromEnv = Effect.gen(function*() {
     const port = yield* Config.port("PORT").pipe(Config.withDefault(3000))
     const host = yield* Config.string("HOST").pipe(Config.withDefault("0.0.0.0"))
-    const configuredAdminToken = yield* Config.option(Config.redacted("ADMIN_TOKEN"))
-    const adminToken = Option.getOrElse(
-      Option.filter(configuredAdminToken, (token) => Redacted.value(token).length > 0),
-      () => Redacted.make(randomBytes(32).toString("base64url"))
+    const databaseUrl = Option.filter(
+      yield* Config.option(Config.redacted("DATABASE_URL")),
+      (url) => Redacted.value(url).length > 0
     )
+    const adminTokens = yield* adminTokensFromEnv(Option.isSome(databaseUrl))
     const configuredIssuer = Option.filter(yield* Config.option(Config.string("ISSUER")), (url) => url.length > 0)
     const issuer = Option.getOrElse(configuredIssuer, () => `http://localhost:${port}`)
     return AppConfig.of({
       port,
       host,
-      databaseUrl: Option.filter(
-        yield* Config.option(Config.redacted("DATABASE_URL")),
-        (url) => Redacted.value(url).length > 0
-      ),
+      databaseUrl,
       dataDir: yield* Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
-      adminToken,
-      adminTokenGenerated: adminToken !== Option.getOrUndefined(configuredAdminToken),
+      adminTokens,
       issuer: issuer.replace(/\/+$/, ""),
       issuerConfigured: Option.isSome(configuredIssuer),
       signingKeyFile: Option.filter(yield* Config.option(Config.string("SIGNING_KEY_FILE")), (f) => f.length > 0),
@@ -120,8 +139,7 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         host: "127.0.0.1",
         databaseUrl: Option.none(),
         dataDir: "./data",
-        adminToken: Redacted.make("test-admin-token"),
-        adminTokenGenerated: false,
+        adminTokens: [{ name: "admin", token: Redacted.make("test-admin-token") }],
         issuer: "http://issuer.test",
         issuerConfigured: true,
         signingKeyFile: Option.none(),

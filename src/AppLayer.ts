@@ -51,6 +51,7 @@ export const layerHttpApi = Layer.merge(
       ServiceHttp.layer,
       AdminHttp.layerProfiles,
       AdminHttp.layerServices,
+      AdminHttp.layerAudit,
       DiscoveryHttp.layer,
       WebHttp.layer,
       MetricsHttp.layer

@@ -6,7 +6,9 @@
  */
 import { HttpMiddleware } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
-import { Cause, Effect, Layer, Logger, Option, Redacted } from "effect"
+import { Cause, Effect, Layer, Logger, Option } from "effect"
+import { loadOrCreateAdminToken } from "./AdminTokenFile.js"
+import { ADMIN_TOKEN_ACTOR } from "./AdminTokens.js"
 import { AppConfig, type AppConfigShape } from "./AppConfig.js"
 import { layerDomain, layerServe } from "./AppLayer.js"
 import { readSigningKeyFile } from "./auth/KeyService.js"
@@ -17,18 +19,26 @@ import { StartupError } from "./StartupError.js"
 import * as Storage from "./storage/Storage.js"
 import * as Tracing from "./Tracing.js"
 
-const announce = (config: AppConfigShape) =>
-  Effect.gen(function*() {
-    if (config.adminTokenGenerated) {
-      // Printed once, on purpose and whatever LOG_LEVEL says: the operator needs it, and it changes
-      // with every start. Set ADMIN_TOKEN to keep it out of the output.
-      yield* Effect.sync(() =>
-        Logging.printAlways(
-          config.logFormat,
-          `ADMIN_TOKEN is not set; generated one for this run: ${Redacted.value(config.adminToken)}`
-        )
+/**
+ * Without any admin token configured (only possible on the embedded database), the one kept in
+ * `DATA_DIR/admin-token`, generated on the first start. The line saying where it is.
+ */
+const withStoredAdminToken = (config: AppConfigShape) =>
+  config.adminTokens.length > 0
+    ? Effect.succeed({ config, tokenLine: Option.none<string>() })
+    : Effect.map(loadOrCreateAdminToken(config.dataDir), (stored) => ({
+      config: { ...config, adminTokens: [{ name: ADMIN_TOKEN_ACTOR, token: stored.token }] },
+      tokenLine: Option.some(
+        stored.created
+          ? `ADMIN_TOKEN is not set: generated an admin token and kept it in ${stored.path} (readable by this user only)`
+          : `ADMIN_TOKEN is not set: the admin token is in ${stored.path}`
       )
-    }
+    }))
+
+const announce = (config: AppConfigShape, tokenLine: Option.Option<string>) =>
+  Effect.gen(function*() {
+    // Printed whatever LOG_LEVEL says: the operator needs to know where the token is (never the token).
+    if (Option.isSome(tokenLine)) yield* Effect.sync(() => Logging.printAlways(config.logFormat, tokenLine.value))
     yield* Effect.logInfo(
       `service-auth listening on http://${config.host}:${config.port} (storage: ${
         config.databaseUrl._tag === "Some" ? "PostgreSQL" : `embedded database in ${config.dataDir}`
@@ -37,13 +47,13 @@ const announce = (config: AppConfigShape) =>
   })
 
 /** Built in this order: storage, the domain on it, the API; the port opens last. */
-const serverLayer = (config: AppConfigShape) =>
+const serverLayer = (config: AppConfigShape, tokenLine: Option.Option<string>) =>
   layerServe.pipe(
     Layer.provide(NodeServer.layer(config).pipe(Layer.provide(FastLane.layer))),
     Layer.provide(layerDomain),
     Layer.provide(Storage.layerFromConfig),
     Layer.provide(Layer.succeed(AppConfig, config)),
-    Layer.tap(() => announce(config))
+    Layer.tap(() => announce(config, tokenLine))
   )
 
 /**
@@ -72,11 +82,12 @@ const reportFailure = (cause: Cause.Cause<unknown>) =>
   })
 
 const program = Effect.gen(function*() {
-  const config = yield* AppConfig.fromEnv
+  const configured = yield* AppConfig.fromEnv
   // What needs no database fails before the database is opened (seconds on a fresh data directory).
-  yield* NodeServer.checkPortFree(config)
-  if (Option.isSome(config.signingKeyFile)) yield* readSigningKeyFile(config.signingKeyFile.value)
-  return yield* Layer.launch(serverLayer(config)).pipe(
+  yield* NodeServer.checkPortFree(configured)
+  if (Option.isSome(configured.signingKeyFile)) yield* readSigningKeyFile(configured.signingKeyFile.value)
+  const { config, tokenLine } = yield* withStoredAdminToken(configured)
+  return yield* Layer.launch(serverLayer(config, tokenLine)).pipe(
     // Outside the server: spans are flushed once it has drained and closed its storage.
     Effect.provide(Tracing.layer(config.tracing)),
     Logger.withMinimumLogLevel(config.logLevel),

@@ -16,7 +16,7 @@ import { LEASE_MS } from "../src/storage/CacheLease.js"
 import { CredentialRepo, type ServiceAddress } from "../src/storage/CredentialRepo.js"
 import { CATALOGUE_CHANNEL } from "../src/storage/CredentialRepoSql.js"
 import { describeWithPostgres, embeddedStorage, postgresStorage, TEST_DATABASE_URL } from "./support/Databases.js"
-import { uniqueName } from "./support/TestServer.js"
+import { TEST_ACTOR, uniqueName } from "./support/TestServer.js"
 
 const version = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   Effect.map(sql<{ version: string }>`SELECT version::text AS version FROM catalogue_version`, ([row]) => BigInt(row!.version)))
@@ -35,15 +35,15 @@ const lifeOfAService = Effect.gen(function*() {
   const { address, profile } = fixture()
   const id = clientId()
   const steps: Array<readonly [string, Effect.Effect<unknown, unknown>]> = [
-    ["putProfile", repo.putProfile(profile, now)],
-    ["putEnvironment", repo.putEnvironment(profile, address.environment, now)],
-    ["putService", repo.putService(address, { name: "billing", auth_type: "oauth", handler: { type: "echo" } }, "create", now)],
-    ["add credential", repo.applyCredentialChanges(profile, [{ op: "add_credential", environment: address.environment, service_uuid: address.uuid, client_id: id, secret_hash: "x".repeat(64) }], now)],
-    ["putService (upsert)", repo.putService(address, { name: "billing", auth_type: "none", handler: { type: "echo" } }, "upsert", now)],
-    ["remove credential", repo.applyCredentialChanges(profile, [{ op: "remove_credential", environment: address.environment, service_uuid: address.uuid, client_id: id }], now)],
-    ["deleteService", repo.deleteService(address, now)],
-    ["deleteEnvironment", repo.deleteEnvironment(profile, address.environment, now)],
-    ["deleteProfile", repo.deleteProfile(profile, now)]
+    ["putProfile", repo.putProfile(profile, now, TEST_ACTOR)],
+    ["putEnvironment", repo.putEnvironment(profile, address.environment, now, TEST_ACTOR)],
+    ["putService", repo.putService(address, { name: "billing", auth_type: "oauth", handler: { type: "echo" } }, "create", now, TEST_ACTOR)],
+    ["add credential", repo.applyCredentialChanges(profile, [{ op: "add_credential", environment: address.environment, service_uuid: address.uuid, client_id: id, secret_hash: "x".repeat(64) }], now, TEST_ACTOR)],
+    ["putService (upsert)", repo.putService(address, { name: "billing", auth_type: "none", handler: { type: "echo" } }, "upsert", now, TEST_ACTOR)],
+    ["remove credential", repo.applyCredentialChanges(profile, [{ op: "remove_credential", environment: address.environment, service_uuid: address.uuid, client_id: id }], now, TEST_ACTOR)],
+    ["deleteService", repo.deleteService(address, now, TEST_ACTOR)],
+    ["deleteEnvironment", repo.deleteEnvironment(profile, address.environment, now, TEST_ACTOR)],
+    ["deleteProfile", repo.deleteProfile(profile, now, TEST_ACTOR)]
   ]
   return steps
 })
@@ -62,10 +62,10 @@ describe("catalogue version on the embedded database", () => {
         const { address, profile } = fixture()
         const before = yield* version
         // Refused writes roll back, their count with them.
-        expect(Either.isLeft(yield* Effect.either(repo.putEnvironment(profile, "prod" as EnvironmentName, now)))).toBe(true)
-        expect(Either.isLeft(yield* Effect.either(repo.applyCredentialChanges(profile, [], now)))).toBe(true)
+        expect(Either.isLeft(yield* Effect.either(repo.putEnvironment(profile, "prod" as EnvironmentName, now, TEST_ACTOR)))).toBe(true)
+        expect(Either.isLeft(yield* Effect.either(repo.applyCredentialChanges(profile, [], now, TEST_ACTOR)))).toBe(true)
         expect(Either.isLeft(yield* Effect.either(
-          repo.putService(address, { name: "x", auth_type: "oauth", handler: { type: "echo" } }, "create", now)
+          repo.putService(address, { name: "x", auth_type: "oauth", handler: { type: "echo" } }, "create", now, TEST_ACTOR)
         ))).toBe(true)
         yield* repo.touchCredential(clientId(), now)
         expect(yield* version).toBe(before)
@@ -107,7 +107,7 @@ describeWithPostgres("catalogue version on PostgreSQL", () => {
                    VALUES (${laggard}, clock_timestamp() + interval '800 milliseconds', 0)`
         const { profile } = fixture()
         const started = Date.now()
-        yield* repo.putProfile(profile, now)
+        yield* repo.putProfile(profile, now, TEST_ACTOR)
         const waited = Date.now() - started
         expect(waited).toBeGreaterThanOrEqual(600)
         expect(waited).toBeLessThan(LEASE_MS + 1_000)
@@ -116,7 +116,7 @@ describeWithPostgres("catalogue version on PostgreSQL", () => {
         yield* sql`UPDATE cache_leases SET expires_at = clock_timestamp() + interval '5 seconds',
                    acked_version = 9000000000000000000 WHERE instance_id = ${laggard}`
         const again = Date.now()
-        yield* repo.deleteProfile(profile, now)
+        yield* repo.deleteProfile(profile, now, TEST_ACTOR)
         expect(Date.now() - again).toBeLessThan(600)
         yield* sql`DELETE FROM cache_leases WHERE instance_id = ${laggard}`
         expect(Option.isNone(yield* repo.getProfile(profile))).toBe(true)

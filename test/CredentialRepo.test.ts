@@ -10,7 +10,7 @@ import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/d
 import type { ServiceHandlerConfig } from "../src/domain/Models.js"
 import { CredentialRepo, type ServiceAddress, type StoredChange } from "../src/storage/CredentialRepo.js"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
-import { uniqueName } from "./support/TestServer.js"
+import { TEST_ACTOR, uniqueName } from "./support/TestServer.js"
 
 const T0 = new Date("2026-01-01T00:00:00.000Z")
 const T1 = new Date("2026-01-02T03:04:05.678Z")
@@ -54,13 +54,13 @@ const givenService = (options: {
       environment: options.environment ?? PRODUCTION,
       uuid: newUuid()
     }
-    yield* repo.putProfile(address.profile, T0)
-    yield* repo.putEnvironment(address.profile, address.environment, T0)
+    yield* repo.putProfile(address.profile, T0, TEST_ACTOR)
+    yield* repo.putEnvironment(address.profile, address.environment, T0, TEST_ACTOR)
     yield* repo.putService(
       address,
       { name: "billing", auth_type: options.authType ?? "oauth", handler: options.handler ?? ECHO },
       "create",
-      T0
+      T0, TEST_ACTOR
     )
     return address
   })
@@ -70,8 +70,8 @@ const givenSibling = (address: ServiceAddress, environment: EnvironmentName = ad
   Effect.gen(function*() {
     const repo = yield* CredentialRepo
     const sibling: ServiceAddress = { profile: address.profile, environment, uuid: newUuid() }
-    yield* repo.putEnvironment(address.profile, environment, T0)
-    yield* repo.putService(sibling, { name: "sibling", auth_type: "oauth", handler: ECHO }, "create", T0)
+    yield* repo.putEnvironment(address.profile, environment, T0, TEST_ACTOR)
+    yield* repo.putService(sibling, { name: "sibling", auth_type: "oauth", handler: ECHO }, "create", T0, TEST_ACTOR)
     return sibling
   })
 
@@ -80,7 +80,7 @@ const givenCredentials = (address: ServiceAddress, count: number, now: Date = T1
   Effect.gen(function*() {
     const repo = yield* CredentialRepo
     const ids = Array.from({ length: count }, newClientId)
-    yield* repo.applyCredentialChanges(address.profile, ids.map((id) => add(address.environment, address.uuid, id)), now)
+    yield* repo.applyCredentialChanges(address.profile, ids.map((id) => add(address.environment, address.uuid, id)), now, TEST_ACTOR)
     return ids
   })
 
@@ -108,8 +108,8 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
         Effect.gen(function*() {
           const repo = yield* CredentialRepo
           const profile = newProfile()
-          expect(yield* repo.putProfile(profile, T0)).toBe(true)
-          expect(yield* repo.putProfile(profile, T1)).toBe(false)
+          expect(yield* repo.putProfile(profile, T0, TEST_ACTOR)).toBe(true)
+          expect(yield* repo.putProfile(profile, T1, TEST_ACTOR)).toBe(false)
           const document = Option.getOrThrow(yield* repo.getProfile(profile))
           expect(document.profile).toBe(profile)
           expect(document.created_at.getTime()).toBe(T0.getTime())
@@ -126,7 +126,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
         Effect.gen(function*() {
           const repo = yield* CredentialRepo
           const profile = newProfile()
-          yield* repo.putProfile(profile, T1)
+          yield* repo.putProfile(profile, T1, TEST_ACTOR)
           const listed = (yield* repo.listProfiles).filter((p) => p.profile === profile)
           expect(listed).toHaveLength(1)
           expect(listed[0]!.created_at.getTime()).toBe(T1.getTime())
@@ -136,19 +136,19 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
         Effect.gen(function*() {
           const repo = yield* CredentialRepo
           const profile = newProfile()
-          yield* repo.putProfile(profile, T0)
+          yield* repo.putProfile(profile, T0, TEST_ACTOR)
           // Created out of name order: environments come back by name.
-          expect(yield* repo.putEnvironment(profile, STAGING, T0)).toBe(true)
-          expect(yield* repo.putEnvironment(profile, PRODUCTION, T0)).toBe(true)
+          expect(yield* repo.putEnvironment(profile, STAGING, T0, TEST_ACTOR)).toBe(true)
+          expect(yield* repo.putEnvironment(profile, PRODUCTION, T0, TEST_ACTOR)).toBe(true)
           // Services and credentials come back in creation order, whatever their ids' order.
           const [firstUuid, secondUuid] = [newUuid(), newUuid()].sort().reverse() as [ServiceUuid, ServiceUuid]
           const first: ServiceAddress = { profile, environment: PRODUCTION, uuid: firstUuid }
           const second: ServiceAddress = { profile, environment: PRODUCTION, uuid: secondUuid }
-          yield* repo.putService(first, { name: "first", auth_type: "oauth", handler: PROXY }, "create", T0)
-          yield* repo.putService(second, { name: "second", auth_type: "none", handler: ECHO }, "create", T0)
+          yield* repo.putService(first, { name: "first", auth_type: "oauth", handler: PROXY }, "create", T0, TEST_ACTOR)
+          yield* repo.putService(second, { name: "second", auth_type: "none", handler: ECHO }, "create", T0, TEST_ACTOR)
           const [olderId, newerId] = [newClientId(), newClientId()].sort().reverse() as [ClientId, ClientId]
-          yield* repo.applyCredentialChanges(profile, [add(PRODUCTION, firstUuid, olderId)], T1)
-          yield* repo.applyCredentialChanges(profile, [add(PRODUCTION, firstUuid, newerId)], T2)
+          yield* repo.applyCredentialChanges(profile, [add(PRODUCTION, firstUuid, olderId)], T1, TEST_ACTOR)
+          yield* repo.applyCredentialChanges(profile, [add(PRODUCTION, firstUuid, newerId)], T2, TEST_ACTOR)
 
           const document = Option.getOrThrow(yield* repo.getProfile(profile))
           expect(document).toEqual({
@@ -184,9 +184,9 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
         Effect.gen(function*() {
           const repo = yield* CredentialRepo
           const profile = newProfile()
-          yield* repo.putProfile(profile, T0)
-          expect(yield* repo.putEnvironment(profile, PRODUCTION, T0)).toBe(true)
-          expect(yield* repo.putEnvironment(profile, PRODUCTION, T1)).toBe(false)
+          yield* repo.putProfile(profile, T0, TEST_ACTOR)
+          expect(yield* repo.putEnvironment(profile, PRODUCTION, T0, TEST_ACTOR)).toBe(true)
+          expect(yield* repo.putEnvironment(profile, PRODUCTION, T1, TEST_ACTOR)).toBe(false)
           const document = Option.getOrThrow(yield* repo.getProfile(profile))
           expect(document.environments.map((e) => e.name)).toEqual([PRODUCTION])
         }))
@@ -195,7 +195,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
         Effect.gen(function*() {
           const repo = yield* CredentialRepo
           const profile = newProfile()
-          const error = yield* Effect.flip(repo.putEnvironment(profile, PRODUCTION, T0))
+          const error = yield* Effect.flip(repo.putEnvironment(profile, PRODUCTION, T0, TEST_ACTOR))
           expect(error._tag).toBe("NotFound")
           expect(Option.isNone(yield* repo.getProfile(profile))).toBe(true)
         }))
@@ -207,7 +207,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const repo = yield* CredentialRepo
           const address = yield* givenService({ handler: PROXY })
           const error = yield* Effect.flip(
-            repo.putService(address, { name: "other", auth_type: "none", handler: ECHO }, "create", T1)
+            repo.putService(address, { name: "other", auth_type: "none", handler: ECHO }, "create", T1, TEST_ACTOR)
           )
           expect(error._tag).toBe("Conflict")
           const service = Option.getOrThrow(yield* repo.getService(address))
@@ -219,7 +219,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const repo = yield* CredentialRepo
           const address = yield* givenService()
           const [clientId] = yield* givenCredentials(address, 1)
-          const created = yield* repo.putService(address, { name: "renamed", auth_type: "none", handler: PROXY }, "upsert", T1)
+          const created = yield* repo.putService(address, { name: "renamed", auth_type: "none", handler: PROXY }, "upsert", T1, TEST_ACTOR)
           expect(created).toBe(false)
           const service = Option.getOrThrow(yield* repo.getService(address))
           expect(service.name).toBe("renamed")
@@ -234,7 +234,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const repo = yield* CredentialRepo
           const existing = yield* givenService()
           const address = { ...existing, uuid: newUuid() }
-          expect(yield* repo.putService(address, { name: "new", auth_type: "none", handler: ECHO }, "upsert", T0)).toBe(true)
+          expect(yield* repo.putService(address, { name: "new", auth_type: "none", handler: ECHO }, "upsert", T0, TEST_ACTOR)).toBe(true)
           expect(Option.getOrThrow(yield* repo.getService(address)).name).toBe("new")
         }))
 
@@ -243,12 +243,12 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const repo = yield* CredentialRepo
           const fields = { name: "x", auth_type: "oauth", handler: ECHO } as const
           const noProfile = yield* Effect.flip(
-            repo.putService({ profile: newProfile(), environment: PRODUCTION, uuid: newUuid() }, fields, "create", T0)
+            repo.putService({ profile: newProfile(), environment: PRODUCTION, uuid: newUuid() }, fields, "create", T0, TEST_ACTOR)
           )
           expect(noProfile._tag).toBe("NotFound")
           const existing = yield* givenService()
           const noEnvironment = yield* Effect.flip(
-            repo.putService({ ...existing, environment: STAGING, uuid: newUuid() }, fields, "upsert", T0)
+            repo.putService({ ...existing, environment: STAGING, uuid: newUuid() }, fields, "upsert", T0, TEST_ACTOR)
           )
           expect(noEnvironment._tag).toBe("NotFound")
         }))
@@ -266,8 +266,8 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const repo = yield* CredentialRepo
           const production = yield* givenService()
           const staging: ServiceAddress = { ...production, environment: STAGING }
-          yield* repo.putEnvironment(production.profile, STAGING, T0)
-          expect(yield* repo.putService(staging, { name: "staging", auth_type: "none", handler: ECHO }, "create", T0))
+          yield* repo.putEnvironment(production.profile, STAGING, T0, TEST_ACTOR)
+          expect(yield* repo.putService(staging, { name: "staging", auth_type: "none", handler: ECHO }, "create", T0, TEST_ACTOR))
             .toBe(true)
           const [productionId] = yield* givenCredentials(production, 1)
           expect(Option.getOrThrow(yield* repo.getService(production)).name).toBe("billing")
@@ -289,7 +289,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const repo = yield* CredentialRepo
           const address = yield* givenService({ authType: "none" })
           const clientId = newClientId()
-          yield* repo.applyCredentialChanges(address.profile, [add(address.environment, address.uuid, clientId)], T1)
+          yield* repo.applyCredentialChanges(address.profile, [add(address.environment, address.uuid, clientId)], T1, TEST_ACTOR)
           const service = Option.getOrThrow(yield* repo.getService(address))
           expect(service.auth_type).toBe("oauth")
           expect(service.credentials).toEqual([{ client_id: clientId, created_at: T1, last_used_at: null }])
@@ -310,7 +310,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const ids = yield* givenCredentials(address, 2)
           const third = newClientId()
           const error = yield* Effect.flip(
-            repo.applyCredentialChanges(address.profile, [add(address.environment, address.uuid, third)], T2)
+            repo.applyCredentialChanges(address.profile, [add(address.environment, address.uuid, third)], T2, TEST_ACTOR)
           )
           expect(error._tag).toBe("CredentialLimitExceeded")
           expect(yield* liveClientIds(address)).toEqual(ids)
@@ -323,7 +323,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const address = yield* givenService({ authType: "none" })
           const ids = [newClientId(), newClientId(), newClientId()]
           const error = yield* Effect.flip(
-            repo.applyCredentialChanges(address.profile, ids.map((id) => add(address.environment, address.uuid, id)), T1)
+            repo.applyCredentialChanges(address.profile, ids.map((id) => add(address.environment, address.uuid, id)), T1, TEST_ACTOR)
           )
           expect(error._tag).toBe("CredentialLimitExceeded")
           const service = Option.getOrThrow(yield* repo.getService(address))
@@ -337,7 +337,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const full = yield* givenService()
           const fullIds = yield* givenCredentials(full, 2)
           const empty = yield* givenSibling(full)
-          yield* repo.putService(empty, { name: "sibling", auth_type: "none", handler: ECHO }, "upsert", T0)
+          yield* repo.putService(empty, { name: "sibling", auth_type: "none", handler: ECHO }, "upsert", T0, TEST_ACTOR)
           const [validAdd, overLimit, validRemove] = [newClientId(), newClientId(), fullIds[0]!]
           const limitError = yield* Effect.flip(
             repo.applyCredentialChanges(full.profile, [
@@ -345,14 +345,14 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
               remove(full.environment, full.uuid, validRemove),
               add(full.environment, full.uuid, overLimit),
               add(full.environment, full.uuid, newClientId())
-            ], T2)
+            ], T2, TEST_ACTOR)
           )
           expect(limitError._tag).toBe("CredentialLimitExceeded")
           const notFoundError = yield* Effect.flip(
             repo.applyCredentialChanges(full.profile, [
               add(empty.environment, empty.uuid, validAdd),
               remove(full.environment, full.uuid, newClientId())
-            ], T2)
+            ], T2, TEST_ACTOR)
           )
           expect(notFoundError._tag).toBe("NotFound")
           expect(yield* liveClientIds(full)).toEqual(fullIds)
@@ -370,11 +370,11 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const sibling = yield* givenSibling(address)
           const [elsewhere] = yield* givenCredentials(sibling, 1)
           const [removed] = yield* givenCredentials(address, 1)
-          yield* repo.applyCredentialChanges(address.profile, [remove(address.environment, address.uuid, removed!)], T2)
+          yield* repo.applyCredentialChanges(address.profile, [remove(address.environment, address.uuid, removed!)], T2, TEST_ACTOR)
 
           for (const clientId of [newClientId(), elsewhere!, removed!]) {
             const error = yield* Effect.flip(
-              repo.applyCredentialChanges(address.profile, [remove(address.environment, address.uuid, clientId)], T3)
+              repo.applyCredentialChanges(address.profile, [remove(address.environment, address.uuid, clientId)], T3, TEST_ACTOR)
             )
             expect(error._tag).toBe("NotFound")
           }
@@ -391,7 +391,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           yield* repo.applyCredentialChanges(address.profile, [
             remove(address.environment, address.uuid, oldest!),
             add(address.environment, address.uuid, replacement)
-          ], T2)
+          ], T2, TEST_ACTOR)
           expect(yield* liveClientIds(address)).toEqual([kept, replacement])
           expect(yield* liveness(address, oldest!)).toEqual({ token: false, route: false })
 
@@ -400,7 +400,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           yield* repo.applyCredentialChanges(address.profile, [
             add(address.environment, address.uuid, another),
             remove(address.environment, address.uuid, kept!)
-          ], T3)
+          ], T3, TEST_ACTOR)
           expect(yield* liveClientIds(address)).toEqual([replacement, another])
         }))
 
@@ -415,7 +415,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
             [address.profile, remove(address.environment, newUuid(), newClientId())]
           ]
           for (const [profile, change] of attempts) {
-            const error = yield* Effect.flip(repo.applyCredentialChanges(profile, [change], T1))
+            const error = yield* Effect.flip(repo.applyCredentialChanges(profile, [change], T1, TEST_ACTOR))
             expect(error._tag).toBe("NotFound")
           }
           expect(yield* liveClientIds(address)).toEqual([])
@@ -426,17 +426,17 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const repo = yield* CredentialRepo
           const address = yield* givenService()
           const [removed] = yield* givenCredentials(address, 1)
-          yield* repo.applyCredentialChanges(address.profile, [remove(address.environment, address.uuid, removed!)], T2)
+          yield* repo.applyCredentialChanges(address.profile, [remove(address.environment, address.uuid, removed!)], T2, TEST_ACTOR)
           const sibling = yield* givenSibling(address)
           const [live] = yield* givenCredentials(sibling, 1)
 
           // A removed id added again, to its own service.
           const readdRemoved = yield* Effect.exit(
-            repo.applyCredentialChanges(address.profile, [add(address.environment, address.uuid, removed!)], T3)
+            repo.applyCredentialChanges(address.profile, [add(address.environment, address.uuid, removed!)], T3, TEST_ACTOR)
           )
           // A live id added to another service.
           const addLiveElsewhere = yield* Effect.exit(
-            repo.applyCredentialChanges(address.profile, [add(address.environment, address.uuid, live!)], T3)
+            repo.applyCredentialChanges(address.profile, [add(address.environment, address.uuid, live!)], T3, TEST_ACTOR)
           )
           expect(yield* liveness(address, removed!)).toEqual({ token: false, route: false })
           expect(yield* liveness(address, live!)).toEqual({ token: false, route: false })
@@ -456,7 +456,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
             repo.applyCredentialChanges(address.profile, [
               add(address.environment, address.uuid, clientId),
               add(sibling.environment, sibling.uuid, clientId)
-            ], T1)
+            ], T1, TEST_ACTOR)
           )
           expect(Exit.isFailure(exit)).toBe(true)
           expect(yield* liveness(address, clientId)).toEqual({ token: false, route: false })
@@ -507,7 +507,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           expect(Option.isNone(Option.getOrThrow(yield* repo.findTokenTarget(address, Option.none())).credential))
             .toBe(true)
 
-          yield* repo.applyCredentialChanges(address.profile, [remove(address.environment, address.uuid, clientId!)], T2)
+          yield* repo.applyCredentialChanges(address.profile, [remove(address.environment, address.uuid, clientId!)], T2, TEST_ACTOR)
           const afterRemoval = Option.getOrThrow(yield* repo.findTokenTarget(address, Option.some(clientId!)))
           expect(afterRemoval.authType).toBe("oauth")
           expect(Option.isNone(afterRemoval.credential)).toBe(true)
@@ -566,7 +566,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           for (const candidate of notLive) {
             expect(Option.getOrThrow(yield* repo.findServiceRoute(address, candidate)).credentialLive).toBe(false)
           }
-          yield* repo.applyCredentialChanges(address.profile, [remove(address.environment, address.uuid, clientId!)], T2)
+          yield* repo.applyCredentialChanges(address.profile, [remove(address.environment, address.uuid, clientId!)], T2, TEST_ACTOR)
           expect(Option.getOrThrow(yield* repo.findServiceRoute(address, Option.some(clientId!))).credentialLive)
             .toBe(false)
         }))
@@ -577,9 +577,9 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
       const recreate = (address: ServiceAddress) =>
         Effect.gen(function*() {
           const repo = yield* CredentialRepo
-          yield* repo.putProfile(address.profile, T3)
-          yield* repo.putEnvironment(address.profile, address.environment, T3)
-          yield* repo.putService(address, { name: "again", auth_type: "oauth", handler: ECHO }, "upsert", T3)
+          yield* repo.putProfile(address.profile, T3, TEST_ACTOR)
+          yield* repo.putEnvironment(address.profile, address.environment, T3, TEST_ACTOR)
+          yield* repo.putService(address, { name: "again", auth_type: "oauth", handler: ECHO }, "upsert", T3, TEST_ACTOR)
         })
 
       const expectDead = (address: ServiceAddress, clientIds: ReadonlyArray<ClientId>) =>
@@ -603,8 +603,8 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const ids = yield* givenCredentials(address, 2)
           const sibling = yield* givenSibling(address)
           const [siblingId] = yield* givenCredentials(sibling, 1)
-          expect(yield* repo.deleteService(address, T2)).toBe(true)
-          expect(yield* repo.deleteService(address, T2)).toBe(false)
+          expect(yield* repo.deleteService(address, T2, TEST_ACTOR)).toBe(true)
+          expect(yield* repo.deleteService(address, T2, TEST_ACTOR)).toBe(false)
           expect(Option.isNone(yield* repo.getService(address))).toBe(true)
           expect(Option.isNone(yield* repo.findTokenTarget(address, Option.some(ids[0]!)))).toBe(true)
           expect(Option.isNone(yield* repo.findServiceRoute(address, Option.some(ids[0]!)))).toBe(true)
@@ -621,8 +621,8 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const ids = yield* givenCredentials(address, 2)
           const staging = yield* givenSibling(address, STAGING)
           const [stagingId] = yield* givenCredentials(staging, 1)
-          expect(yield* repo.deleteEnvironment(address.profile, address.environment, T2)).toBe(true)
-          expect(yield* repo.deleteEnvironment(address.profile, address.environment, T2)).toBe(false)
+          expect(yield* repo.deleteEnvironment(address.profile, address.environment, T2, TEST_ACTOR)).toBe(true)
+          expect(yield* repo.deleteEnvironment(address.profile, address.environment, T2, TEST_ACTOR)).toBe(false)
           const document = Option.getOrThrow(yield* repo.getProfile(address.profile))
           expect(document.environments.map((e) => e.name)).toEqual([STAGING])
           expect(Option.isNone(yield* repo.findTokenTarget(address, Option.some(ids[0]!)))).toBe(true)
@@ -638,8 +638,8 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           const ids = yield* givenCredentials(address, 2)
           const staging = yield* givenSibling(address, STAGING)
           const stagingIds = yield* givenCredentials(staging, 1)
-          expect(yield* repo.deleteProfile(address.profile, T2)).toBe(true)
-          expect(yield* repo.deleteProfile(address.profile, T2)).toBe(false)
+          expect(yield* repo.deleteProfile(address.profile, T2, TEST_ACTOR)).toBe(true)
+          expect(yield* repo.deleteProfile(address.profile, T2, TEST_ACTOR)).toBe(false)
           expect(Option.isNone(yield* repo.getProfile(address.profile))).toBe(true)
           expect((yield* repo.listProfiles).some((p) => p.profile === address.profile)).toBe(false)
           expect(Option.isNone(yield* repo.findTokenTarget(address, Option.some(ids[0]!)))).toBe(true)
@@ -653,10 +653,10 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
         Effect.gen(function*() {
           const repo = yield* CredentialRepo
           const address = yield* givenService()
-          expect(yield* repo.deleteService({ ...address, uuid: newUuid() }, T1)).toBe(false)
-          expect(yield* repo.deleteEnvironment(address.profile, STAGING, T1)).toBe(false)
-          expect(yield* repo.deleteEnvironment(newProfile(), PRODUCTION, T1)).toBe(false)
-          expect(yield* repo.deleteProfile(newProfile(), T1)).toBe(false)
+          expect(yield* repo.deleteService({ ...address, uuid: newUuid() }, T1, TEST_ACTOR)).toBe(false)
+          expect(yield* repo.deleteEnvironment(address.profile, STAGING, T1, TEST_ACTOR)).toBe(false)
+          expect(yield* repo.deleteEnvironment(newProfile(), PRODUCTION, T1, TEST_ACTOR)).toBe(false)
+          expect(yield* repo.deleteProfile(newProfile(), T1, TEST_ACTOR)).toBe(false)
           expect(Option.isSome(yield* repo.getService(address))).toBe(true)
         }))
     })
@@ -716,7 +716,7 @@ describeWithPostgres("PostgreSQL", () => {
           // The blocking insert is in place before the addition starts.
           const blockingPid = yield* Deferred.await(blockerPid)
           const addition = yield* Effect.fork(Effect.exit(
-            repo.applyCredentialChanges(address.profile, [add(address.environment, address.uuid, clientId)], T1)
+            repo.applyCredentialChanges(address.profile, [add(address.environment, address.uuid, clientId)], T1, TEST_ACTOR)
           ))
           const additionPid = yield* waiterOf(blockingPid)
           const deleting = yield* Effect.fork(Effect.exit(deletion))
@@ -737,12 +737,12 @@ describeWithPostgres("PostgreSQL", () => {
     // true, the credential would stay live, and would verify again as soon as the service is
     // re-created under the same uuid.
     const deletions: ReadonlyArray<[string, (address: ServiceAddress) => Effect.Effect<boolean, unknown, CredentialRepo>]> = [
-      ["deleteService", (address) => Effect.flatMap(CredentialRepo, (repo) => repo.deleteService(address, T2))],
+      ["deleteService", (address) => Effect.flatMap(CredentialRepo, (repo) => repo.deleteService(address, T2, TEST_ACTOR))],
       [
         "deleteEnvironment",
-        (address) => Effect.flatMap(CredentialRepo, (repo) => repo.deleteEnvironment(address.profile, address.environment, T2))
+        (address) => Effect.flatMap(CredentialRepo, (repo) => repo.deleteEnvironment(address.profile, address.environment, T2, TEST_ACTOR))
       ],
-      ["deleteProfile", (address) => Effect.flatMap(CredentialRepo, (repo) => repo.deleteProfile(address.profile, T2))]
+      ["deleteProfile", (address) => Effect.flatMap(CredentialRepo, (repo) => repo.deleteProfile(address.profile, T2, TEST_ACTOR))]
     ]
     for (const [method, deletion] of deletions) {
       it.effect(`${method} concurrent with an addition leaves no live credential behind`, () =>
@@ -753,9 +753,9 @@ describeWithPostgres("PostgreSQL", () => {
           // The interleaving happened as intended: both operations went through.
           expect(Exit.isSuccess(added)).toBe(true)
           expect(deleted).toEqual(Exit.succeed(true))
-          yield* repo.putProfile(address.profile, T3)
-          yield* repo.putEnvironment(address.profile, address.environment, T3)
-          yield* repo.putService(address, { name: "again", auth_type: "oauth", handler: ECHO }, "upsert", T3)
+          yield* repo.putProfile(address.profile, T3, TEST_ACTOR)
+          yield* repo.putEnvironment(address.profile, address.environment, T3, TEST_ACTOR)
+          yield* repo.putService(address, { name: "again", auth_type: "oauth", handler: ECHO }, "upsert", T3, TEST_ACTOR)
           expect(yield* liveness(address, clientId)).toEqual({ token: false, route: false })
           expect(yield* liveClientIds(address)).toEqual([])
         }))

@@ -8,7 +8,8 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, FastCheck as fc, Layer, Logger } from "effect"
+import { Context, Effect, FastCheck as fc, Layer, Logger } from "effect"
+import { AuditTrail } from "../src/storage/AuditTrail.js"
 import { CredentialRepo } from "../src/storage/CredentialRepo.js"
 import * as CredentialRepoMemory from "../src/storage/CredentialRepoMemory.js"
 import { FailureCounts } from "../src/storage/FailureCounts.js"
@@ -72,7 +73,7 @@ const expectAnswer = (
   if (body !== undefined) expect(JSON.parse(response.text)).toEqual(body)
 }
 
-const storageSuite = (storage: Layer.Layer<CredentialRepo | ServerKeyStore | FailureCounts, unknown>) =>
+const storageSuite = (storage: Layer.Layer<CredentialRepo | AuditTrail | ServerKeyStore | FailureCounts, unknown>) =>
   layer(makeTestServer({ storage, config: { authFailureLimit: 1_000_000 } }), { timeout: 60_000 })((it) => {
     let ready: (Fixture & { readonly port: number }) | undefined
     const fixture = Effect.gen(function*() {
@@ -313,18 +314,18 @@ describe("an unexpected storage failure", () => {
   const INPUT = "name-the-client-sent"
   // A repository whose write fails the way a statement refused for its data would, quoting the value.
   const failingStorage = Layer.mergeAll(
-    Layer.effect(
-      CredentialRepo,
-      Effect.map(CredentialRepoMemory.make, (repo) => ({
-        ...repo,
-        putService: () =>
-          Effect.die(
-            new SqlError({
-              cause: Object.assign(new Error(`invalid byte sequence for encoding "UTF8": ${INPUT}`), { code: "22021" }),
-              message: "Failed to execute statement"
-            })
-          )
-      }))
+    Layer.effectContext(
+      Effect.map(CredentialRepoMemory.makeWithAuditTrail, ({ auditTrail, repo }) =>
+        Context.make(CredentialRepo, {
+          ...repo,
+          putService: () =>
+            Effect.die(
+              new SqlError({
+                cause: Object.assign(new Error(`invalid byte sequence for encoding "UTF8": ${INPUT}`), { code: "22021" }),
+                message: "Failed to execute statement"
+              })
+            )
+        }).pipe(Context.add(AuditTrail, auditTrail)))
     ),
     ServerKeyStore.layerMemory,
     FailureCounts.layerLocal

@@ -14,6 +14,8 @@ import {
 } from "@effect/platform"
 import { EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { Schema } from "effect"
+import { AdminActor } from "../domain/AdminActor.js"
+import { AUDIT_PAGE_DEFAULT, AUDIT_PAGE_MAX, AuditEventPage, decodeCursor } from "../domain/AuditEvents.js"
 import {
   CredentialInfo,
   EmptyObject,
@@ -27,6 +29,7 @@ import {
   ServiceInput
 } from "../domain/Models.js"
 import {
+  AdminTooManyAttemptsWire,
   ConflictWire,
   CredentialLimitExceededWire,
   InvalidRequestWire,
@@ -36,9 +39,14 @@ import {
   UnauthorizedWire
 } from "../domain/Errors.js"
 
-/** Checks `Authorization: Bearer <ADMIN_TOKEN>` on every admin endpoint. */
+/**
+ * Checks `Authorization: Bearer <token>` against every admin token (ADMIN_TOKEN, ADMIN_TOKENS) on
+ * every admin endpoint, and provides who is asking (`AdminActor`). Failed attempts are throttled
+ * per remote address (429 with Retry-After).
+ */
 export class AdminAuth extends HttpApiMiddleware.Tag<AdminAuth>()("AdminAuth", {
-  failure: UnauthorizedWire,
+  failure: Schema.Union(UnauthorizedWire, AdminTooManyAttemptsWire),
+  provides: AdminActor,
   security: { adminToken: HttpApiSecurity.bearer }
 }) {}
 
@@ -258,5 +266,65 @@ export class ServicesApi extends HttpApiGroup.make("services")
     OpenApi.Description,
     "Services in an environment, and their credentials: at most two live ones per service, so a secret " +
       "can be rotated without downtime. A secret is shown once, when it is generated."
+  )
+{}
+
+/** `limit`: a page of 1 to 500 events (50 when absent). */
+const AuditLimit = Schema.transform(
+  Schema.String.pipe(
+    Schema.filter((raw) => /^[1-9][0-9]{0,2}$/.test(raw) && Number(raw) <= AUDIT_PAGE_MAX, {
+      message: () => `limit must be an integer from 1 to ${AUDIT_PAGE_MAX}`
+    })
+  ),
+  Schema.Number,
+  { strict: true, decode: Number, encode: String }
+).annotations({
+  jsonSchema: {
+    type: "integer",
+    minimum: 1,
+    maximum: AUDIT_PAGE_MAX,
+    default: AUDIT_PAGE_DEFAULT,
+    description: `How many events at most (1-${AUDIT_PAGE_MAX}, default ${AUDIT_PAGE_DEFAULT}).`
+  }
+})
+
+/** `after`: the `next` cursor of an earlier page, decoded to the event id it stands for. */
+const AuditCursor = Schema.transform(
+  Schema.String.pipe(
+    Schema.filter((raw) => decodeCursor(raw) !== undefined, {
+      message: () => "after must be the next cursor of an earlier answer"
+    })
+  ),
+  Schema.String,
+  { strict: true, decode: (raw) => decodeCursor(raw)!, encode: (id) => id }
+).annotations({
+  jsonSchema: { type: "string", description: "The `next` cursor of an earlier answer: the events older than that page." }
+})
+
+export const AuditQueryParams = Schema.Struct({
+  profile: Schema.optional(ProfileId),
+  limit: Schema.optional(AuditLimit),
+  after: Schema.optional(AuditCursor)
+})
+
+export class AuditApi extends HttpApiGroup.make("audit")
+  .add(
+    HttpApiEndpoint.get("listAuditEvents", "/admin/audit")
+      .annotate(OpenApi.Summary, "Read the audit trail")
+      .annotate(
+        OpenApi.Description,
+        "Admin changes, newest first: who (the admin token's name), from where, what, on which profile, " +
+          "environment, service and credential. Optionally one profile's; page with `limit` and `after`. Never a secret."
+      )
+      .setUrlParams(AuditQueryParams)
+      .addSuccess(AuditEventPage)
+      .addError(InvalidRequestWire)
+  )
+  .middleware(AdminAuth)
+  .addError(StorageUnavailableWire)
+  .annotate(OpenApi.Title, "Admin: audit trail")
+  .annotate(
+    OpenApi.Description,
+    "Every admin change is recorded with the change itself, in the same transaction: a change that fails leaves no event."
   )
 {}

@@ -9,6 +9,9 @@
  * count it answers replaces the local one: instances learn of each other's failures as they record
  * their own, so N instances allow the limit for a pair, plus at most one more guess each, not N
  * times the limit.
+ *
+ * Admin authentications are throttled by a limiter of their own (`scope` "admin", see
+ * `AdminAuthHttp`), keyed by the address alone, whose shared counts never meet a client's.
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { createHash } from "node:crypto"
@@ -32,7 +35,7 @@ interface Window {
   readonly resetAt: number
 }
 
-export const makeAuthFailureLimiter = (limit: number, shared?: FailureCountsShape) =>
+export const makeAuthFailureLimiter = (limit: number, shared?: FailureCountsShape, scope = "") =>
   Effect.sync(() => {
     const windows = new Map<string, Window>()
     const key = (clientId: string, address: string) => `${address}\u0000${clientId}`
@@ -68,7 +71,7 @@ export const makeAuthFailureLimiter = (limit: number, shared?: FailureCountsShap
           }
           if (shared === undefined) return
           // Stored as a digest: the client id sent may be any text, and its length is the sender's.
-          const pair = createHash("sha256").update(k).digest("hex")
+          const pair = createHash("sha256").update(scope === "" ? k : `${scope}\u0000${k}`).digest("hex")
           const counted = yield* shared.add(pair, now, FAILURE_WINDOW_MS)
           if (Option.isSome(counted)) windows.set(k, { count: counted.value.count, resetAt: counted.value.resetAt })
         })

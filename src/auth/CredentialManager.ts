@@ -1,8 +1,10 @@
 /**
  * Credential lifecycle for operators (docs/contract.md §0): generate, remove, and the profile editor's
- * all-or-nothing save. Secrets exist in plain text only in the answer that creates them.
+ * all-or-nothing save. Secrets exist in plain text only in the answer that creates them. Each takes
+ * the admin who asks, which the repository records in the audit trail with the change.
  */
 import { Context, Effect, Layer, Redacted } from "effect"
+import type { AdminActorShape } from "../domain/AdminActor.js"
 import type { CredentialLimitExceeded, NotFound, StorageUnavailable } from "../domain/Errors.js"
 import type { ClientId, ProfileId } from "../domain/Identifiers.js"
 import type { CredentialChange, NewCredential, SaveProfileResult } from "../domain/Models.js"
@@ -13,11 +15,17 @@ import { ClientSecrets } from "./ClientSecrets.js"
 type Failure = NotFound | CredentialLimitExceeded | StorageUnavailable
 
 export interface CredentialManagerShape {
-  readonly addCredential: (address: ServiceAddress) => Effect.Effect<NewCredential, Failure>
-  readonly removeCredential: (address: ServiceAddress, clientId: ClientId) => Effect.Effect<void, Failure>
+  readonly addCredential: (address: ServiceAddress, actor: AdminActorShape) => Effect.Effect<NewCredential, Failure>
+  readonly removeCredential: (
+    address: ServiceAddress,
+    clientId: ClientId,
+    actor: AdminActorShape
+  ) => Effect.Effect<void, Failure>
+  /** The profile editor's `save`: recorded as `profile.saved` besides each of its changes. */
   readonly saveProfile: (
     profile: ProfileId,
-    changes: ReadonlyArray<CredentialChange>
+    changes: ReadonlyArray<CredentialChange>,
+    actor: AdminActorShape
   ) => Effect.Effect<SaveProfileResult, Failure>
 }
 
@@ -31,7 +39,12 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
       const repo = yield* CredentialRepo
       const secrets = yield* ClientSecrets
 
-      const saveProfile = (profile: ProfileId, staged: ReadonlyArray<CredentialChange>) =>
+      const apply = (
+        profile: ProfileId,
+        staged: ReadonlyArray<CredentialChange>,
+        actor: AdminActorShape,
+        save: boolean
+      ) =>
         Effect.gen(function*() {
           const now = yield* currentDate
           const created: Array<SaveProfileResult["created"][number]> = []
@@ -53,29 +66,34 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
               created_at: now
             })
           }
-          yield* repo.applyCredentialChanges(profile, changes, now)
+          yield* repo.applyCredentialChanges(profile, changes, now, actor, { save })
           return { created, removed }
         })
 
       return CredentialManager.of({
-        saveProfile,
-        addCredential: (address) =>
+        saveProfile: (profile, staged, actor) => apply(profile, staged, actor, true),
+        addCredential: (address, actor) =>
           Effect.map(
-            saveProfile(address.profile, [{ op: "add_credential", environment: address.environment, service_uuid: address.uuid }]),
+            apply(
+              address.profile,
+              [{ op: "add_credential", environment: address.environment, service_uuid: address.uuid }],
+              actor,
+              false
+            ),
             ({ created: [credential] }) => ({
               client_id: credential!.client_id,
               client_secret: credential!.client_secret,
               created_at: credential!.created_at
             })
           ),
-        removeCredential: (address, clientId) =>
+        removeCredential: (address, clientId, actor) =>
           Effect.asVoid(
-            saveProfile(address.profile, [{
+            apply(address.profile, [{
               op: "remove_credential",
               environment: address.environment,
               service_uuid: address.uuid,
               client_id: clientId
-            }])
+            }], actor, false)
           )
       })
     })

@@ -185,6 +185,18 @@ export const TooManyAttemptsWire = wireError(TooManyAttempts, {
   make: () => new TooManyAttempts({ retryAfterSeconds: 60 })
 })
 
+/** 429 `too_many_attempts`: Too many failed admin authentications from one address, answered with Retry-After. */
+export const ADMIN_TOO_MANY_ATTEMPTS_DESCRIPTION = "Too many failed admin authentication attempts from this address; retry later"
+export class AdminTooManyAttempts extends Schema.TaggedError<AdminTooManyAttempts>()("AdminTooManyAttempts", { retryAfterSeconds: Schema.Int }) {}
+export const AdminTooManyAttemptsWire = wireError(AdminTooManyAttempts, {
+  code: "too_many_attempts",
+  status: 429,
+  identifier: "AdminTooManyAttemptsError",
+  summary: "Too many failed admin authentications from this address (AUTH_FAILURE_LIMIT a minute); see Retry-After.",
+  describe: () => ADMIN_TOO_MANY_ATTEMPTS_DESCRIPTION,
+  make: () => new AdminTooManyAttempts({ retryAfterSeconds: 60 })
+})
+
 /** Every error's wire schema, by tag: how handlers that write their own answers encode it. */
 export const WIRE_ERRORS = {
   InvalidRequest: InvalidRequestWire,
@@ -199,7 +211,8 @@ export const WIRE_ERRORS = {
   InvalidToken: InvalidTokenWire,
   InsufficientScope: InsufficientScopeWire,
   BadGateway: BadGatewayWire,
-  TooManyAttempts: TooManyAttemptsWire
+  TooManyAttempts: TooManyAttemptsWire,
+  AdminTooManyAttempts: AdminTooManyAttemptsWire
 } as const
 
 export type ServiceError = Schema.Schema.Type<(typeof WIRE_ERRORS)[keyof typeof WIRE_ERRORS]>

@@ -1,22 +1,42 @@
 /**
  * The admin token check. The framework's bearer decoding is ignored (it does not check the scheme);
- * the header is parsed here and compared in constant time (both sides hashed to equal length).
+ * the header is parsed here and compared in constant time with every configured token (both sides
+ * hashed to equal length, all compared, no early exit), which names the actor.
+ *
+ * Failed attempts (a bearer token that matches none) are counted per remote address, like client
+ * authentications (AUTH_FAILURE_LIMIT a minute, shared by instances on PostgreSQL): an address over
+ * the limit gets 429 with Retry-After, right token or not, until its minute is over. A success does
+ * not reset the count.
  */
 import { HttpServerRequest } from "@effect/platform"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { AppConfig } from "../AppConfig.js"
 import { AdminAuth } from "../api/AdminApi.js"
-import { Unauthorized } from "../domain/Errors.js"
+import { makeAuthFailureLimiter } from "../auth/AuthFailureLimiter.js"
+import { AdminTooManyAttempts, Unauthorized } from "../domain/Errors.js"
+import { FailureCounts } from "../storage/FailureCounts.js"
 import { parseAuthorization } from "./AuthorizationHeader.js"
 
 const sha256 = (value: string) => createHash("sha256").update(value, "utf8").digest()
+
+/** The limiter's client-id slot: admin failures are keyed by the address alone. */
+const ADMIN = ""
 
 export const layer = Layer.effect(
   AdminAuth,
   Effect.gen(function*() {
     const config = yield* AppConfig
-    const expected = sha256(Redacted.value(config.adminToken))
+    const limiter = yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts, "admin")
+    const expected = config.adminTokens.map(({ name, token }) => ({ name, digest: sha256(Redacted.value(token)) }))
+
+    /** The name of the token presented, comparing it with every token whatever matches. */
+    const actorOf = (presented: string): string | undefined => {
+      const digest = sha256(presented)
+      const matches = expected.map((token) => timingSafeEqual(digest, token.digest))
+      return expected[matches.indexOf(true)]?.name
+    }
+
     return AdminAuth.of({
       adminToken: () =>
         Effect.gen(function*() {
@@ -26,9 +46,16 @@ export const layer = Layer.effect(
           if (credentials === undefined || credentials.scheme !== "bearer") {
             return yield* new Unauthorized({ description: "Send the admin token as Authorization: Bearer <token>" })
           }
-          if (!timingSafeEqual(sha256(credentials.value), expected)) {
+          // The TCP peer: X-Forwarded-For is not trusted (docs/contract.md §3).
+          const source = Option.getOrElse(request.remoteAddress, () => "unknown")
+          const blocked = yield* limiter.blockedFor(ADMIN, source)
+          if (Option.isSome(blocked)) return yield* new AdminTooManyAttempts({ retryAfterSeconds: blocked.value })
+          const name = actorOf(credentials.value)
+          if (name === undefined) {
+            yield* limiter.recordFailure(ADMIN, source)
             return yield* new Unauthorized({ description: "The admin token is not valid" })
           }
+          return { name, source }
         })
     })
   })

@@ -8,6 +8,8 @@ import { Effect, Layer, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import { Api } from "../api/Api.js"
 import { CredentialManager } from "../auth/CredentialManager.js"
+import { AdminActor } from "../domain/AdminActor.js"
+import { AUDIT_PAGE_DEFAULT } from "../domain/AuditEvents.js"
 import { InvalidRequest, NotFound } from "../domain/Errors.js"
 import { ClientId, EnvironmentName, type ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import {
@@ -20,6 +22,7 @@ import {
   type ServiceInput
 } from "../domain/Models.js"
 import { currentDate } from "../domain/Time.js"
+import { AuditTrail } from "../storage/AuditTrail.js"
 import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
 import * as AdminAuthHttp from "./AdminAuthHttp.js"
 import * as AdminBodies from "./AdminBodies.js"
@@ -56,13 +59,13 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
       .handle("listProfiles", () => Effect.map(repo.listProfiles, (profiles) => ({ profiles })))
       .handle("putProfile", ({ path: { profile } }) =>
         Effect.gen(function*() {
-          const created = yield* repo.putProfile(profile, yield* currentDate)
+          const created = yield* repo.putProfile(profile, yield* currentDate, yield* AdminActor)
           return yield* documentResponse(ProfileDocument, yield* getProfile(profile), created ? 201 : 200)
         }))
       .handle("getProfile", ({ path: { profile } }) => getProfile(profile))
       .handle("deleteProfile", ({ path: { profile } }) =>
         Effect.gen(function*() {
-          if (!(yield* repo.deleteProfile(profile, yield* currentDate))) return yield* profileNotFound
+          if (!(yield* repo.deleteProfile(profile, yield* currentDate, yield* AdminActor))) return yield* profileNotFound
         }))
       .handle("saveProfile", ({ path: { profile }, payload: { changes } }) =>
         Effect.gen(function*() {
@@ -83,18 +86,18 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
             removing.add(clientId)
             staged.push({ op: change.op, environment, service_uuid: serviceUuid, client_id: clientId })
           }
-          return yield* manager.saveProfile(profile, staged)
+          return yield* manager.saveProfile(profile, staged, yield* AdminActor)
         }))
       .handle("putEnvironment", ({ path: { environment, profile } }) =>
         Effect.gen(function*() {
-          const created = yield* repo.putEnvironment(profile, environment, yield* currentDate)
+          const created = yield* repo.putEnvironment(profile, environment, yield* currentDate, yield* AdminActor)
           const document = (yield* getProfile(profile)).environments.find((e) => e.name === environment)
           if (document === undefined) return yield* environmentNotFound // deleted concurrently
           return yield* documentResponse(EnvironmentDocument, document, created ? 201 : 200)
         }))
       .handle("deleteEnvironment", ({ path: { environment, profile } }) =>
         Effect.gen(function*() {
-          if (!(yield* repo.deleteEnvironment(profile, environment, yield* currentDate))) {
+          if (!(yield* repo.deleteEnvironment(profile, environment, yield* currentDate, yield* AdminActor))) {
             return yield* environmentNotFound
           }
         }))
@@ -112,7 +115,8 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
           address,
           { name: input.name ?? address.uuid, auth_type: input.auth_type, handler: input.handler ?? defaultHandler },
           mode,
-          yield* currentDate
+          yield* currentDate,
+          yield* AdminActor
         )
         return yield* documentResponse(ServiceDocument, yield* getService(address), created ? 201 : 200)
       })
@@ -124,12 +128,14 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
       .handle("getService", ({ path }) => getService(path))
       .handle("deleteService", ({ path }) =>
         Effect.gen(function*() {
-          if (!(yield* repo.deleteService(path, yield* currentDate))) return yield* serviceNotFound
+          if (!(yield* repo.deleteService(path, yield* currentDate, yield* AdminActor))) return yield* serviceNotFound
         }))
       .handle("listCredentials", ({ path }) =>
         Effect.map(getService(path), (service) => ({ credentials: service.credentials })))
       .handle("createCredential", ({ path }) =>
-        Effect.flatMap(manager.addCredential(path), (credential) => documentResponse(NewCredential, credential, 201)))
+        Effect.flatMap(AdminActor, (actor) => manager.addCredential(path, actor)).pipe(
+          Effect.flatMap((credential) => documentResponse(NewCredential, credential, 201))
+        ))
       .handle("deleteCredential", ({ path: { client_id, ...address } }) =>
         Effect.gen(function*() {
           if (!Schema.is(ClientId)(client_id)) {
@@ -137,6 +143,15 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
             return yield* new NotFound({ description: "No such live credential on this service" })
           }
           // A removal alone can never exceed the limit.
-          yield* manager.removeCredential(address, client_id).pipe(Effect.catchTag("CredentialLimitExceeded", Effect.die))
+          yield* manager.removeCredential(address, client_id, yield* AdminActor).pipe(
+            Effect.catchTag("CredentialLimitExceeded", Effect.die)
+          )
         }))
   })).pipe(Layer.provide(adminMiddleware))
+
+export const layerAudit = HttpApiBuilder.group(Api, "audit", (handlers) =>
+  Effect.gen(function*() {
+    const trail = yield* AuditTrail
+    return handlers.handle("listAuditEvents", ({ urlParams }) =>
+      trail.list({ profile: urlParams.profile, limit: urlParams.limit ?? AUDIT_PAGE_DEFAULT, after: urlParams.after }))
+  })).pipe(Layer.provide(AdminAuthHttp.layer))

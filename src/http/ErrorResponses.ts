@@ -14,7 +14,7 @@ export const errorResponse = (
   const schema = WIRE_ERRORS[error._tag] as unknown as Schema.Schema<ServiceError, unknown>
   const retry = error._tag === "StorageUnavailable"
     ? { "retry-after": "1" }
-    : error._tag === "TooManyAttempts"
+    : error._tag === "TooManyAttempts" || error._tag === "AdminTooManyAttempts"
     ? { "retry-after": String(error.retryAfterSeconds) }
     : {}
   return HttpServerResponse.unsafeJson(Schema.encodeSync(schema)(error), {

@@ -6,6 +6,7 @@
  */
 import { HttpApiBuilder, type HttpApiError, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect } from "effect"
+import type { AdminTooManyAttempts } from "../domain/Errors.js"
 import { BodyRefused, decodeFailureAnswer } from "./AdminBodies.js"
 import { errorResponse } from "./ErrorResponses.js"
 import { allowedMethods } from "./Routes.js"
@@ -61,6 +62,10 @@ const jsonErrors = (app: HttpApp.Default): HttpApp.Default =>
       // A body the admin API's reader refused, passed through HttpApi as a defect (AdminBodies).
       const refused = Cause.dieOption(cause)
       if (refused._tag === "Some" && refused.value instanceof BodyRefused) return errorResponse(refused.value.error)
+      // The admin throttle's 429 carries Retry-After, which HttpApi's encoding of a failure cannot add.
+      if (failure._tag === "Some" && (failure.value as { _tag?: string })._tag === "AdminTooManyAttempts") {
+        return errorResponse(failure.value as AdminTooManyAttempts)
+      }
       // Typed failures are encoded by HttpApi from the endpoints' error schemas.
       if (failure._tag === "Some" || Cause.isInterruptedOnly(cause)) return yield* Effect.failCause(cause)
       yield* Effect.logError(`Unhandled failure answering a ${request.method} request: ${describeDefect(cause)}`)

@@ -6,8 +6,13 @@
  * Deleted credentials are kept as tombstones (`deleted_at`), never removed, so that a client id is
  * never reused and a token of a deleted credential can never verify again, even if its service is
  * re-created under the same uuid.
+ *
+ * Every write takes the admin who makes it and records what it changed in the audit trail
+ * (`AuditTrail`) atomically with the change: a write that fails, or changes nothing (a profile that
+ * already existed, a deletion of something absent), records nothing.
  */
 import { Context, Effect, type Option } from "effect"
+import type { AdminActorShape } from "../domain/AdminActor.js"
 import type { Conflict, CredentialLimitExceeded, NotFound, StorageUnavailable } from "../domain/Errors.js"
 import {
   canonicalServiceUuid,
@@ -99,43 +104,50 @@ export interface CredentialRepoShape {
   readonly listProfiles: Effect.Effect<ReadonlyArray<ProfileSummary>, StorageUnavailable>
   readonly getProfile: (profile: ProfileId) => Effect.Effect<Option.Option<ProfileDocument>, StorageUnavailable>
   /** Creates the profile unless it exists; `created` tells which. */
-  readonly putProfile: (profile: ProfileId, now: Date) => Effect.Effect<boolean, StorageUnavailable>
+  readonly putProfile: (profile: ProfileId, now: Date, actor: AdminActorShape) => Effect.Effect<boolean, StorageUnavailable>
   /** Deletes the profile with everything in it and tombstones its credentials. False when absent. */
-  readonly deleteProfile: (profile: ProfileId, now: Date) => Effect.Effect<boolean, StorageUnavailable>
+  readonly deleteProfile: (profile: ProfileId, now: Date, actor: AdminActorShape) => Effect.Effect<boolean, StorageUnavailable>
 
   readonly putEnvironment: (
     profile: ProfileId,
     environment: EnvironmentName,
-    now: Date
+    now: Date,
+    actor: AdminActorShape
   ) => Effect.Effect<boolean, NotFound | StorageUnavailable>
   readonly deleteEnvironment: (
     profile: ProfileId,
     environment: EnvironmentName,
-    now: Date
+    now: Date,
+    actor: AdminActorShape
   ) => Effect.Effect<boolean, StorageUnavailable>
 
   readonly getService: (address: ServiceAddress) => Effect.Effect<Option.Option<ServiceDocument>, StorageUnavailable>
   /**
    * Creates the service, or replaces its fields when it exists and `mode` is "upsert".
-   * In "create" mode an existing uuid is a `Conflict`.
+   * In "create" mode an existing uuid is a `Conflict`. `service.changed` is recorded only when a
+   * field actually changed.
    */
   readonly putService: (
     address: ServiceAddress,
     fields: ServiceFields,
     mode: "create" | "upsert",
-    now: Date
+    now: Date,
+    actor: AdminActorShape
   ) => Effect.Effect<boolean, NotFound | Conflict | StorageUnavailable>
-  readonly deleteService: (address: ServiceAddress, now: Date) => Effect.Effect<boolean, StorageUnavailable>
+  readonly deleteService: (address: ServiceAddress, now: Date, actor: AdminActorShape) => Effect.Effect<boolean, StorageUnavailable>
 
   /**
    * Applies credential additions and removals of one profile atomically: all or nothing, and never
    * more than two live credentials on a service, whatever runs concurrently. Additions set the
-   * service's `auth_type` to `oauth`.
+   * service's `auth_type` to `oauth`. Each change is recorded (`credential.added`/`credential.removed`);
+   * a `save` of the profile editor (`options.save`) is recorded too, as `profile.saved`.
    */
   readonly applyCredentialChanges: (
     profile: ProfileId,
     changes: ReadonlyArray<StoredChange>,
-    now: Date
+    now: Date,
+    actor: AdminActorShape,
+    options?: { readonly save?: boolean }
   ) => Effect.Effect<void, NotFound | CredentialLimitExceeded | StorageUnavailable>
 
   /**

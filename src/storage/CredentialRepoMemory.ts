@@ -1,11 +1,15 @@
 /**
  * In-memory `CredentialRepo` for unit tests and embedding. Every operation is one synchronous step,
- * so each is atomic under Effect's cooperative scheduling, like a transaction.
+ * so each is atomic under Effect's cooperative scheduling, like a transaction; its audit events are
+ * appended in that same step, to the log of the `AuditTrail` made with it (`layer` provides both).
  */
-import { Effect, Either, Layer, Option } from "effect"
+import { Context, Effect, Either, Layer, Option } from "effect"
+import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId } from "../domain/Identifiers.js"
 import type { CredentialInfo, ServiceDocument } from "../domain/Models.js"
+import { AuditTrail, makeMemoryLog } from "./AuditTrail.js"
+import { credentialEvents, deletionEvents, type RemovedCredential, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey, type ServiceSnapshot } from "./CredentialChanges.js"
 import { CredentialRepo, type ServiceAddress, type ServiceFields } from "./CredentialRepo.js"
 
@@ -32,9 +36,15 @@ interface StoredProfile {
   readonly environments: Map<EnvironmentName, { readonly createdAt: Date; readonly services: Map<string, StoredService> }>
 }
 
+/** Whether a replacement would change nothing (the memory twin of SQL's IS DISTINCT FROM). */
+const sameFields = (a: ServiceFields, b: ServiceFields) =>
+  a.name === b.name && a.auth_type === b.auth_type && JSON.stringify(a.handler) === JSON.stringify(b.handler)
+
 const byName = <A>(a: [string, A], b: [string, A]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)
 
-export const make = Effect.sync(() => {
+/** The repository and the audit trail it records its changes in. */
+export const makeWithAuditTrail = Effect.sync(() => {
+  const log = makeMemoryLog()
   const profiles = new Map<ProfileId, StoredProfile>()
   const credentials = new Map<string, StoredCredential>()
   let sequence = 0
@@ -60,10 +70,16 @@ export const make = Effect.sync(() => {
       : undefined
   }
 
+  /** Tombstones the live credentials that match; answers them, for the audit trail. */
   const tombstone = (now: Date, matches: (c: StoredCredential) => boolean) => {
+    const removed: Array<RemovedCredential> = []
     for (const credential of credentials.values()) {
-      if (credential.deletedAt === null && matches(credential)) credential.deletedAt = now
+      if (credential.deletedAt === null && matches(credential)) {
+        credential.deletedAt = now
+        removed.push({ environment: credential.environment, service_uuid: credential.serviceUuid, client_id: credential.clientId })
+      }
     }
+    return removed.sort((a, b) => (a.client_id < b.client_id ? -1 : 1))
   }
 
   const serviceDocument = (address: ServiceAddress, service: StoredService): ServiceDocument => ({
@@ -78,7 +94,7 @@ export const make = Effect.sync(() => {
     }))
   })
 
-  return CredentialRepo.of({
+  const repo = CredentialRepo.of({
     ping: Effect.void,
 
     countCatalogue: Effect.sync(() => {
@@ -109,33 +125,37 @@ export const make = Effect.sync(() => {
         })))
       ),
 
-    putProfile: (profile, now) =>
+    putProfile: (profile, now, actor) =>
       Effect.sync(() => {
         if (profiles.has(profile)) return false
         profiles.set(profile, { createdAt: now, environments: new Map() })
+        log.append([auditEvent(actor, now, { action: "profile.created", profile })])
         return true
       }),
 
-    deleteProfile: (profile, now) =>
+    deleteProfile: (profile, now, actor) =>
       Effect.sync(() => {
         if (!profiles.delete(profile)) return false
-        tombstone(now, (c) => c.profile === profile)
+        const removed = tombstone(now, (c) => c.profile === profile)
+        log.append(deletionEvents(actor, now, { action: "profile.deleted", profile }, removed))
         return true
       }),
 
-    putEnvironment: (profile, environment, now) =>
+    putEnvironment: (profile, environment, now, actor) =>
       Effect.suspend(() => {
         const stored = profiles.get(profile)
         if (stored === undefined) return Effect.fail(new NotFound({ description: "Profile not found" }))
         if (stored.environments.has(environment)) return Effect.succeed(false)
         stored.environments.set(environment, { createdAt: now, services: new Map() })
+        log.append([auditEvent(actor, now, { action: "environment.created", profile, environment })])
         return Effect.succeed(true)
       }),
 
-    deleteEnvironment: (profile, environment, now) =>
+    deleteEnvironment: (profile, environment, now, actor) =>
       Effect.sync(() => {
         if (!profiles.get(profile)?.environments.delete(environment)) return false
-        tombstone(now, (c) => c.profile === profile && c.environment === environment)
+        const removed = tombstone(now, (c) => c.profile === profile && c.environment === environment)
+        log.append(deletionEvents(actor, now, { action: "environment.deleted", profile, environment }, removed))
         return true
       }),
 
@@ -144,7 +164,7 @@ export const make = Effect.sync(() => {
         Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => serviceDocument(address, service)))
       ),
 
-    putService: (address, fields, mode, now) =>
+    putService: (address, fields, mode, now, actor) =>
       Effect.suspend((): Effect.Effect<boolean, NotFound | Conflict> => {
         const profile = profiles.get(address.profile)
         if (profile === undefined) return Effect.fail(new NotFound({ description: "Profile not found" }))
@@ -160,18 +180,27 @@ export const make = Effect.sync(() => {
           createdAt: existing?.createdAt ?? now,
           order: existing?.order ?? sequence++
         })
+        if (existing === undefined) log.append([serviceEvent(actor, now, "service.created", address, fields)])
+        else if (!sameFields(existing, fields)) log.append([serviceEvent(actor, now, "service.changed", address, fields)])
         return Effect.succeed(existing === undefined)
       }),
 
-    deleteService: (address, now) =>
+    deleteService: (address, now, actor) =>
       Effect.sync(() => {
         if (!environmentOf(address.profile, address.environment)?.services.delete(address.uuid)) return false
-        tombstone(now, (c) =>
+        const removed = tombstone(now, (c) =>
           c.profile === address.profile && c.environment === address.environment && c.serviceUuid === address.uuid)
+        const deletion = {
+          action: "service.deleted",
+          profile: address.profile,
+          environment: address.environment,
+          service_uuid: address.uuid
+        } as const
+        log.append(deletionEvents(actor, now, deletion, removed))
         return true
       }),
 
-    applyCredentialChanges: (profile, changes, now) =>
+    applyCredentialChanges: (profile, changes, now, actor, options) =>
       Effect.suspend(() => {
         if (!profiles.has(profile)) return Effect.fail(new NotFound({ description: "Profile not found" }))
         const snapshot = new Map<string, ReadonlyArray<string> | undefined>()
@@ -208,6 +237,7 @@ export const make = Effect.sync(() => {
             deletedAt: null
           })
         }
+        log.append(credentialEvents(actor, now, profile, changes, options?.save === true))
         return Effect.void
       }),
 
@@ -236,6 +266,14 @@ export const make = Effect.sync(() => {
         })))
       )
   })
+  return { repo, auditTrail: log.trail }
 })
 
-export const layer = Layer.effect(CredentialRepo, make)
+/** The repository alone (its audit trail then unread). */
+export const make = Effect.map(makeWithAuditTrail, ({ repo }) => repo)
+
+/** The repository and its audit trail. */
+export const layer = Layer.effectContext(
+  Effect.map(makeWithAuditTrail, ({ auditTrail, repo }) =>
+    Context.make(CredentialRepo, repo).pipe(Context.add(AuditTrail, auditTrail)))
+)

@@ -8,9 +8,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Either, Layer, Option, Schema } from "effect"
+import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { AuthType, type CredentialInfo, ServiceHandlerConfig, type ServiceDocument } from "../domain/Models.js"
+import { insertAuditEvents } from "./AuditTrail.js"
+import { credentialEvents, deletionEvents, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
 import { CredentialRepo, type CredentialRepoShape } from "./CredentialRepo.js"
 import { decodeRows } from "./Rows.js"
@@ -47,6 +50,7 @@ const CountsRow = Schema.Struct({
   services: Schema.Number,
   credentials: Schema.Number
 })
+const RemovedRow = Schema.Struct({ environment: Schema.String, service_uuid: Schema.String, client_id: Schema.String })
 
 const TokenTargetRow = Schema.Struct({
   auth_type: AuthType,
@@ -69,6 +73,7 @@ const toCredentialInfo = (row: CredentialRow): CredentialInfo => ({
 
 export const make = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
+  const record = insertAuditEvents(sql)
 
   const servicesWithCredentials = (
     services: ReadonlyArray<ServiceRow>,
@@ -97,11 +102,16 @@ export const make = Effect.gen(function*() {
       sql.withTransaction
     )
 
+  /** Tombstones the live credentials under a deleted item; answers them, for the audit trail. */
   const tombstoneCredentials = (now: Date, profile: ProfileId, environment?: EnvironmentName, uuid?: ServiceUuid) =>
     sql`UPDATE credentials SET deleted_at = ${now}
         WHERE profile = ${profile} AND deleted_at IS NULL
         ${environment === undefined ? sql`` : sql`AND environment = ${environment}`}
-        ${uuid === undefined ? sql`` : sql`AND service_uuid = ${uuid}`}`
+        ${uuid === undefined ? sql`` : sql`AND service_uuid = ${uuid}`}
+        RETURNING environment, service_uuid, client_id`.pipe(
+      decodeRows(RemovedRow),
+      Effect.map((rows) => [...rows].sort((a, b) => (a.client_id < b.client_id ? -1 : 1)))
+    )
 
   const repo: CredentialRepoShape = {
     ping: storageOperation(Effect.asVoid(sql`SELECT 1`)),
@@ -145,45 +155,53 @@ export const make = Effect.gen(function*() {
         })
       }).pipe(sql.withTransaction, storageOperation),
 
-    putProfile: (profile, now) =>
-      sql`INSERT INTO profiles (profile, created_at) VALUES (${profile}, ${now})
-          ON CONFLICT (profile) DO NOTHING RETURNING profile`.pipe(
-        Effect.map((rows) => rows.length > 0),
-        catalogueWrite,
-        storageOperation
-      ),
+    putProfile: (profile, now, actor) =>
+      Effect.gen(function*() {
+        const inserted = yield* sql`INSERT INTO profiles (profile, created_at) VALUES (${profile}, ${now})
+          ON CONFLICT (profile) DO NOTHING RETURNING profile`
+        if (inserted.length === 0) return false
+        yield* record([auditEvent(actor, now, { action: "profile.created", profile })])
+        return true
+      }).pipe(catalogueWrite, storageOperation),
 
     // Each delete first locks what a concurrent save locks (the profile, or the services), so a
     // credential added concurrently is either committed before the tombstones are written, or its
     // save waits and then finds its service gone. Never a live credential left behind.
-    deleteProfile: (profile, now) =>
+    deleteProfile: (profile, now, actor) =>
       Effect.gen(function*() {
         yield* sql`SELECT 1 AS found FROM profiles WHERE profile = ${profile} FOR UPDATE`
-        yield* tombstoneCredentials(now, profile)
+        const removed = yield* tombstoneCredentials(now, profile)
         const deleted = yield* sql`DELETE FROM profiles WHERE profile = ${profile} RETURNING profile`
-        return deleted.length > 0
+        if (deleted.length === 0) return false
+        yield* record(deletionEvents(actor, now, { action: "profile.deleted", profile }, removed))
+        return true
       }).pipe(catalogueWrite, storageOperation),
 
-    putEnvironment: (profile, environment, now) =>
+    putEnvironment: (profile, environment, now, actor) =>
       Effect.gen(function*() {
         const inserted = yield* sql`
           INSERT INTO environments (profile, name, created_at)
           SELECT ${profile}, ${environment}, ${now} WHERE EXISTS (SELECT 1 FROM profiles WHERE profile = ${profile})
           ON CONFLICT (profile, name) DO NOTHING RETURNING name`
-        if (inserted.length > 0) return true
+        if (inserted.length > 0) {
+          yield* record([auditEvent(actor, now, { action: "environment.created", profile, environment })])
+          return true
+        }
         const [exists] = yield* sql`SELECT 1 AS found FROM environments WHERE profile = ${profile} AND name = ${environment}`
         if (exists === undefined) return yield* new NotFound({ description: "Profile not found" })
         return false
       }).pipe(catalogueWrite, storageOperation),
 
-    deleteEnvironment: (profile, environment, now) =>
+    deleteEnvironment: (profile, environment, now, actor) =>
       Effect.gen(function*() {
         yield* sql`SELECT uuid FROM services WHERE profile = ${profile} AND environment = ${environment}
                    ORDER BY uuid FOR UPDATE`
-        yield* tombstoneCredentials(now, profile, environment)
+        const removed = yield* tombstoneCredentials(now, profile, environment)
         const deleted = yield* sql`
           DELETE FROM environments WHERE profile = ${profile} AND name = ${environment} RETURNING name`
-        return deleted.length > 0
+        if (deleted.length === 0) return false
+        yield* record(deletionEvents(actor, now, { action: "environment.deleted", profile, environment }, removed))
+        return true
       }).pipe(catalogueWrite, storageOperation),
 
     getService: (address) =>
@@ -202,7 +220,7 @@ export const make = Effect.gen(function*() {
         return Option.fromNullable(servicesWithCredentials(services, credentials)[0])
       }).pipe(sql.withTransaction, storageOperation),
 
-    putService: (address, fields, mode, now) =>
+    putService: (address, fields, mode, now, actor) =>
       Effect.gen(function*() {
         const [environment] = yield* sql`
           SELECT 1 AS found FROM environments WHERE profile = ${address.profile} AND name = ${address.environment}
@@ -217,28 +235,43 @@ export const make = Effect.gen(function*() {
           VALUES (${address.profile}, ${address.environment}, ${address.uuid}, ${fields.name}, ${fields.auth_type},
                   ${handler}::jsonb, ${now})
           ON CONFLICT (profile, environment, uuid) DO NOTHING RETURNING uuid`
-        if (inserted.length > 0) return true
+        if (inserted.length > 0) {
+          yield* record([serviceEvent(actor, now, "service.created", address, fields)])
+          return true
+        }
         if (mode === "create") return yield* new Conflict({ description: "A service with this uuid already exists" })
-        yield* sql`
+        // Only a replacement that changes something is a change (jsonb compares by value).
+        const updated = yield* sql`
           UPDATE services SET name = ${fields.name}, auth_type = ${fields.auth_type}, handler = ${handler}::jsonb
-          WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}`
+          WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}
+            AND (name, auth_type, handler) IS DISTINCT FROM (${fields.name}, ${fields.auth_type}, ${handler}::jsonb)
+          RETURNING uuid`
+        if (updated.length > 0) yield* record([serviceEvent(actor, now, "service.changed", address, fields)])
         return false
       }).pipe(catalogueWrite, storageOperation),
 
-    deleteService: (address, now) =>
+    deleteService: (address, now, actor) =>
       Effect.gen(function*() {
         yield* sql`SELECT 1 AS found FROM services
                    WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}
                    FOR UPDATE`
-        yield* tombstoneCredentials(now, address.profile, address.environment, address.uuid)
+        const removed = yield* tombstoneCredentials(now, address.profile, address.environment, address.uuid)
         const deleted = yield* sql`
           DELETE FROM services
           WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}
           RETURNING uuid`
-        return deleted.length > 0
+        if (deleted.length === 0) return false
+        const deletion = {
+          action: "service.deleted",
+          profile: address.profile,
+          environment: address.environment,
+          service_uuid: address.uuid
+        } as const
+        yield* record(deletionEvents(actor, now, deletion, removed))
+        return true
       }).pipe(catalogueWrite, storageOperation),
 
-    applyCredentialChanges: (profile, changes, now) =>
+    applyCredentialChanges: (profile, changes, now, actor, options) =>
       Effect.gen(function*() {
         const [found] = yield* sql`SELECT 1 AS found FROM profiles WHERE profile = ${profile} FOR SHARE`
         if (found === undefined) return yield* new NotFound({ description: "Profile not found" })
@@ -271,6 +304,7 @@ export const make = Effect.gen(function*() {
             UPDATE services SET auth_type = 'oauth'
             WHERE profile = ${profile} AND environment = ${change.environment} AND uuid = ${change.service_uuid}`
         }
+        yield* record(credentialEvents(actor, now, profile, changes, options?.save === true))
       }).pipe(catalogueWrite, storageOperation),
 
     findTokenTarget: (address, clientId) =>

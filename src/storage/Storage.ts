@@ -1,12 +1,14 @@
 /**
  * The storage a process runs on: PostgreSQL when DATABASE_URL is set, otherwise embedded PGlite
  * persisted in DATA_DIR; migrations are applied before anything else touches the database.
- * `layerMemory` is the in-process store for unit tests and embedding.
+ * `layerMemory` is the in-process store for unit tests and embedding. Each provides the audit trail
+ * next to the repository that records in it.
  */
 import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { AppConfig } from "../AppConfig.js"
+import * as AuditTrail from "./AuditTrail.js"
 import { CredentialRepo, withSpans } from "./CredentialRepo.js"
 import * as CacheCoherence from "./CacheCoherence.js"
 import { type CacheGuard, localGuard, withReadCache } from "./CredentialRepoCache.js"
@@ -35,7 +37,7 @@ const cachedRepo = <E, R>(guard: Effect.Effect<CacheGuard, E, R>) =>
 
 /** Repositories over whatever `SqlClient` is provided, after migrating it. */
 const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>, failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>) =>
-  Layer.mergeAll(repo, ServerKeyStore.layerSql, failureCounts).pipe(Layer.provideMerge(Migrations.layer))
+  Layer.mergeAll(repo, AuditTrail.layerSql, ServerKeyStore.layerSql, failureCounts).pipe(Layer.provideMerge(Migrations.layer))
 
 /**
  * For PostgreSQL, which other instances write too: the hot reads are cached under a lease kept

@@ -25,6 +25,8 @@ const CHROMIUM_ARGS = [
   "--no-first-run"
 ]
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
+/** A named admin token (ADMIN_TOKENS): the history shows its name. */
+const ALICE_TOKEN = randomBytes(24).toString("base64url")
 
 let server: ServerProcess | undefined
 let dataDir: string | undefined
@@ -40,7 +42,7 @@ let page: Page
 beforeAll(async () => {
   await mkdir(RESULTS, { recursive: true })
   dataDir = await mkdtemp(join(tmpdir(), "service-auth-e2e-"))
-  server = await startServer({ DATA_DIR: dataDir, ADMIN_TOKEN }, { healthTimeoutMs: 100_000 })
+  server = await startServer({ DATA_DIR: dataDir, ADMIN_TOKEN, ADMIN_TOKENS: `alice:${ALICE_TOKEN}` }, { healthTimeoutMs: 100_000 })
   base = server.base
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS })
 })
@@ -576,6 +578,48 @@ describe("profile editor", () => {
     await serviceRegion(page, f.serviceName).getByRole("button", { name: `Remove ${old.client_id}` }).click()
     await page.getByRole("dialog").waitFor()
     await page.screenshot({ path: join(RESULTS, "dialog-375.png") })
+  })
+})
+
+describe("history", () => {
+  test("the profile's History shows a credential added and removed, newest first, with who did it", async () => {
+    const f = await fixture("history")
+    await signIn(page, ALICE_TOKEN, `#/profiles/${f.profile}`)
+    await page.getByRole("heading", { level: 1, name: f.profile, exact: true }).waitFor()
+    const history = page.getByRole("region", { name: "History", exact: true })
+    const rows = () => history.getByRole("row").allTextContents()
+    // The fixture was made through the API with ADMIN_TOKEN: actor admin.
+    await expect.poll(async () => (await rows()).some((r) => r.includes("Service created") && r.includes("admin"))).toBe(true)
+
+    const service = serviceRegion(page, f.serviceName)
+    await addButton(service).click()
+    const added = await saveAndReadSecret(page)
+    await page.getByRole("button", { name: "Dismiss", exact: true }).click()
+    const addedRow = history.getByRole("row").filter({ hasText: "Credential added" }).filter({ hasText: added.clientId })
+    await expect.poll(() => addedRow.count()).toBe(1)
+    expect(await addedRow.textContent()).toContain("alice")
+    expect(await addedRow.textContent()).toContain(`${f.env} / ${f.serviceName}`)
+
+    await service.getByRole("button", { name: `Remove ${added.clientId}`, exact: true }).click()
+    await page.getByRole("dialog").getByRole("button", { name: "Remove credential", exact: true }).click()
+    await saveButton(page).click()
+    const removedRow = history.getByRole("row").filter({ hasText: "Credential removed" }).filter({ hasText: added.clientId })
+    await expect.poll(() => removedRow.count()).toBe(1)
+    expect(await removedRow.textContent()).toContain("alice")
+
+    // Newest first: the removal's save, the removal, the addition's save, the addition, then the fixture's.
+    const events = await history.locator("tbody tr td:nth-child(3)").allTextContents()
+    expect(events).toEqual([
+      "Profile saved",
+      "Credential removed",
+      "Profile saved",
+      "Credential added",
+      "Service created",
+      "Environment created",
+      "Profile created"
+    ])
+    expect(await page.content()).not.toContain(added.clientSecret)
+    expect(await page.content()).not.toContain(ALICE_TOKEN)
   })
 })
 

@@ -9,15 +9,18 @@ import { Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { AppConfig, type AppConfigShape } from "../../src/AppConfig.js"
 import { layerDomainTest, layerServe } from "../../src/AppLayer.js"
+import type { AuditTrail } from "../../src/storage/AuditTrail.js"
 import type { CredentialRepo } from "../../src/storage/CredentialRepo.js"
 import type { FailureCounts } from "../../src/storage/FailureCounts.js"
 import type { ServerKeyStore } from "../../src/storage/ServerKeyStore.js"
 import * as Storage from "../../src/storage/Storage.js"
 
 export const ADMIN_TOKEN = "test-admin-token"
+/** Who makes the changes tests write straight into a repository (the audit trail's actor). */
+export const TEST_ACTOR = { name: "test", source: "127.0.0.1" } as const
 
 export const makeTestServer = (options: {
-  readonly storage?: Layer.Layer<CredentialRepo | ServerKeyStore | FailureCounts, unknown>
+  readonly storage?: Layer.Layer<CredentialRepo | AuditTrail | ServerKeyStore | FailureCounts, unknown>
   readonly config?: Partial<AppConfigShape>
 } = {}) =>
   layerServe.pipe(

@@ -59,6 +59,7 @@ export function signOut(options) {
   writeToken(null)
   state.profiles = null
   state.doc = null
+  state.history = null
   route()
   if (rejected) showAlert("Your admin token was rejected; sign in again.")
   else announce("Signed out.")

@@ -26,6 +26,8 @@ export const state = {
   staged: emptyChanges(null),
   secrets: [],
   saving: false,
+  /** The profile's recent history: `{ profile, events, next, error }`. */
+  history: null,
   /** The environment last used in the add forms, preselected in the "New service" form. */
   lastEnvironment: null
 }

@@ -10,6 +10,7 @@ import { fail } from "./editor-router.js"
 import { keepSecrets, secretsPanel } from "./editor-secrets.js"
 import { enc, parseRoute, profilePath, resetStaged, state, updateTitle } from "./editor-state.js"
 import { addForms } from "./editor-view-forms.js"
+import { historySection, refreshHistory } from "./editor-view-history.js"
 import { serviceLabel, serviceSection } from "./editor-view-service.js"
 
 export async function openEditor(profile, focus) {
@@ -29,6 +30,8 @@ export async function loadProfile(profile) {
     if (state.loadingProfile !== profile) return false
     state.doc = normalizeDoc(data, profile)
     state.staged = reconcile(state.staged, state.doc)
+    // Every change the page makes reloads the profile: its history follows.
+    refreshHistory(profile)
     return true
   } catch (err) {
     if (err instanceof ApiError && err.status === 404 && parseRoute(location.hash).profile === profile) {
@@ -120,6 +123,7 @@ export function renderEditor() {
       ? h("p", { class: "empty card" }, "This profile has no environments yet. Add one below, then add services to it.")
       : doc.environments.map(environmentSection),
     addForms(doc),
+    historySection(),
     saveBar()
   ]
   // Only what the operator changed is kept, so fresh values from the server show everywhere else.

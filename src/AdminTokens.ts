@@ -1,0 +1,60 @@
+/**
+ * The admin tokens (docs/contract.md §5): ADMIN_TOKEN, whose actor is `admin`, and ADMIN_TOKENS,
+ * comma-separated `name:token` pairs whose actors are their names (split at the first ':'). A problem is said by the
+ * entry's position, never by quoting it: an entry may hold a token.
+ */
+import { Either, Redacted } from "effect"
+import { createHash } from "node:crypto"
+
+export interface AdminTokenEntry {
+  /** The actor the audit trail records for this token. */
+  readonly name: string
+  readonly token: Redacted.Redacted<string>
+}
+
+/** The actor of ADMIN_TOKEN. */
+export const ADMIN_TOKEN_ACTOR = "admin"
+const NAME = /^[A-Za-z0-9._-]{1,64}$/
+/** A named token must be sendable as a bearer token (RFC 6750 b64token), and long enough not to be guessed. */
+const TOKEN = /^[A-Za-z0-9._~+/-]+=*$/
+export const MIN_NAMED_TOKEN_LENGTH = 16
+
+/** Every configured token with its actor; a message naming the problem when the settings are not usable. */
+export const parseAdminTokens = (
+  adminToken: string | undefined,
+  adminTokens: string | undefined
+): Either.Either<ReadonlyArray<AdminTokenEntry>, string> => {
+  const entries: Array<AdminTokenEntry> = []
+  if (adminToken !== undefined && adminToken !== "") {
+    entries.push({ name: ADMIN_TOKEN_ACTOR, token: Redacted.make(adminToken) })
+  }
+  if (adminTokens === undefined || adminTokens.trim() === "") return Either.right(entries)
+  const pairs = adminTokens.split(",")
+  for (const [index, pair] of pairs.entries()) {
+    const at = `ADMIN_TOKENS entry ${index + 1} of ${pairs.length}`
+    const colon = pair.indexOf(":")
+    if (colon < 0) return Either.left(`${at} is not name:token`)
+    const name = pair.slice(0, colon).trim()
+    const token = pair.slice(colon + 1).trim()
+    if (!NAME.test(name)) return Either.left(`${at}: the name must be 1-64 letters, digits, '.', '_' or '-'`)
+    if (token.length < MIN_NAMED_TOKEN_LENGTH || !TOKEN.test(token)) {
+      return Either.left(
+        `${at} (${name}): the token must be at least ${MIN_NAMED_TOKEN_LENGTH} characters of letters, digits, ` +
+          "'-', '.', '_', '~', '+', '/' (and '=' at the end)"
+      )
+    }
+    if (entries.some((entry) => entry.name === name)) {
+      return Either.left(
+        name === ADMIN_TOKEN_ACTOR
+          ? `${at}: the name admin is ADMIN_TOKEN's; choose another name`
+          : `${at}: the name ${name} is given twice`
+      )
+    }
+    const same = entries.find((entry) => digest(Redacted.value(entry.token)).equals(digest(token)))
+    if (same !== undefined) return Either.left(`${at} (${name}): the token is also ${same.name}'s; give each name its own token`)
+    entries.push({ name, token: Redacted.make(token) })
+  }
+  return Either.right(entries)
+}
+
+const digest = (value: string) => createHash("sha256").update(value, "utf8").digest()

@@ -1,0 +1,76 @@
+/**
+ * What each write of the catalogue records in the audit trail, built once for both repositories
+ * (SQL and memory), from what the write actually did.
+ */
+import type { AdminActorShape } from "../domain/AdminActor.js"
+import { type AuditAction, type AuditEvent, auditEvent } from "../domain/AuditEvents.js"
+import type { ServiceAddress, ServiceFields, StoredChange } from "./CredentialRepo.js"
+
+/** A live credential a deletion tombstoned. */
+export interface RemovedCredential {
+  readonly environment: string
+  readonly service_uuid: string
+  readonly client_id: string
+}
+
+/**
+ * A deletion: one `credential.removed` per live credential it took with it (older events first, so
+ * that the deletion itself is on top of the trail, newest first), then the deletion.
+ */
+export const deletionEvents = (
+  actor: AdminActorShape,
+  now: Date,
+  deletion: { readonly action: AuditAction; readonly profile: string; readonly environment?: string; readonly service_uuid?: string },
+  removed: ReadonlyArray<RemovedCredential>
+): Array<AuditEvent> => [
+  ...removed.map((credential) =>
+    auditEvent(actor, now, {
+      action: "credential.removed",
+      profile: deletion.profile,
+      ...credential,
+      details: { cause: deletion.action }
+    })
+  ),
+  auditEvent(actor, now, deletion)
+]
+
+/** A service created or changed: its name, auth_type and handler type (never a proxy URL). */
+export const serviceEvent = (
+  actor: AdminActorShape,
+  now: Date,
+  action: "service.created" | "service.changed",
+  address: ServiceAddress,
+  fields: ServiceFields
+): AuditEvent =>
+  auditEvent(actor, now, {
+    action,
+    profile: address.profile,
+    environment: address.environment,
+    service_uuid: address.uuid,
+    details: { name: fields.name, auth_type: fields.auth_type, handler: fields.handler.type }
+  })
+
+/** Credential changes, one event each, then the `save` that made them when it was one. */
+export const credentialEvents = (
+  actor: AdminActorShape,
+  now: Date,
+  profile: string,
+  changes: ReadonlyArray<StoredChange>,
+  save: boolean
+): Array<AuditEvent> => {
+  const events = changes.map((change) =>
+    auditEvent(actor, now, {
+      action: change.op === "add_credential" ? "credential.added" : "credential.removed",
+      profile,
+      environment: change.environment,
+      service_uuid: change.service_uuid,
+      client_id: change.client_id
+    })
+  )
+  if (!save) return events
+  const added = changes.filter((change) => change.op === "add_credential").length
+  return [
+    ...events,
+    auditEvent(actor, now, { action: "profile.saved", profile, details: { added, removed: changes.length - added } })
+  ]
+}
