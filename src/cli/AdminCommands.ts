@@ -4,7 +4,7 @@
  * positional in the order profile, environment, service uuid, client id; `--url` and `--json` are
  * on every command. To add a command: a method on `AdminClient`, a handler here, an entry below.
  */
-import { Command, Options, Prompt } from "@effect/cli"
+import { Command, Options, Prompt, ValidationError } from "@effect/cli"
 import { Effect, Option, Schema } from "effect"
 import { CredentialList, ProfileList } from "../api/AdminApi.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
@@ -43,6 +43,20 @@ const describeService = (service: ServiceDocument) =>
 
 const describeHandler = (handler: ServiceDocument["handler"]) =>
   handler.type === "proxy" ? `proxy ${handler.url}` : handler.type
+
+/** A command of subcommands; run without one, it shows its help (which lists them) rather than nothing. */
+const commandGroup = <
+  Name extends string,
+  const Subcommands extends readonly [Command.Command<any, any, any, any>, ...Array<Command.Command<any, any, any, any>>]
+>(name: Name, description: string, subcommands: Subcommands) => {
+  let self: Command.Command<Name, any, any, any> | undefined
+  const group = Command.make(name, {}, () => Effect.fail(ValidationError.helpRequested(self!.descriptor))).pipe(
+    Command.withDescription(description),
+    Command.withSubcommands(subcommands)
+  )
+  self = group
+  return group
+}
 
 // --- profiles ---------------------------------------------------------------------------------
 
@@ -86,9 +100,10 @@ const profilesDelete = Command.make("delete", { profile: profileArg, ...connecti
     })
   )).pipe(Command.withDescription("Delete a profile and everything in it; its credentials' tokens die at once."))
 
-const profiles = Command.make("profiles").pipe(
-  Command.withDescription("List, create and delete profiles."),
-  Command.withSubcommands([profilesList, profilesCreate, profilesDelete])
+const profiles = commandGroup(
+  "profiles",
+  "List, create and delete profiles.",
+  [profilesList, profilesCreate, profilesDelete]
 )
 
 // --- environments -----------------------------------------------------------------------------
@@ -128,9 +143,10 @@ const environmentsDelete = Command.make(
     )
 ).pipe(Command.withDescription("Delete an environment with its services; their credentials' tokens die at once."))
 
-const environments = Command.make("environments").pipe(
-  Command.withDescription("Create and delete environments (a profile's environments: services list)."),
-  Command.withSubcommands([environmentsCreate, environmentsDelete])
+const environments = commandGroup(
+  "environments",
+  "Create and delete a profile's environments (to see their services: services list).",
+  [environmentsCreate, environmentsDelete]
 )
 
 // --- services ---------------------------------------------------------------------------------
@@ -218,9 +234,10 @@ const servicesDelete = Command.make(
     )
 ).pipe(Command.withDescription("Delete a service; its credentials' tokens die at once."))
 
-const services = Command.make("services").pipe(
-  Command.withDescription("List, create and delete an environment's services."),
-  Command.withSubcommands([servicesList, servicesCreate, servicesDelete])
+const services = commandGroup(
+  "services",
+  "List, create and delete an environment's services.",
+  [servicesList, servicesCreate, servicesDelete]
 )
 
 // --- credentials ------------------------------------------------------------------------------
@@ -315,9 +332,10 @@ const credentialsRemove = Command.make(
     )
 ).pipe(Command.withDescription("Remove a credential (asks first unless --yes); its tokens die at once."))
 
-const credentials = Command.make("credentials").pipe(
-  Command.withDescription("List, add and remove a service's credentials (rotate: replace one without downtime)."),
-  Command.withSubcommands([credentialsList, credentialsAdd, credentialsRemove])
+const credentials = commandGroup(
+  "credentials",
+  "List, add and remove a service's credentials (rotate: replace one without downtime).",
+  [credentialsList, credentialsAdd, credentialsRemove]
 )
 
 export const adminCommands = [profiles, environments, services, credentials, rotateCommand] as const
