@@ -322,6 +322,11 @@ describe("service-auth admin CLI", () => {
     })
     expect(runs.at(-1)!.stdout).toContain("--idle DURATION")
     expect(runs[15]!.stdout).toContain("--yes")
+    // A group run without its subcommand lists them, rather than print nothing.
+    const bare = await cli(["credentials"], { ADMIN_TOKEN: undefined })
+    expect(bare.code).toBe(0)
+    expect(bare.stdout).toContain("COMMANDS")
+    expect(bare.stdout).toContain("remove")
   }, 120_000)
 })
 

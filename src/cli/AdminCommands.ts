@@ -4,12 +4,13 @@
  * positional in the order profile, environment, service uuid, client id; `--url` and `--json` are
  * on every command. To add a command: a method on `AdminClient`, a handler here, an entry below.
  */
-import { Command, Options, Prompt, ValidationError } from "@effect/cli"
+import { Command, Options, Prompt } from "@effect/cli"
 import { Effect, Option, Schema } from "effect"
 import { CredentialList, ProfileList } from "../api/AdminApi.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { EnvironmentDocument, NewCredential, ProfileDocument, ServiceDocument } from "../domain/Models.js"
 import { AdminClient } from "./AdminClient.js"
+import { commandGroup } from "./CommandGroup.js"
 import {
   clientIdArg,
   CommandFailed,
@@ -43,20 +44,6 @@ const describeService = (service: ServiceDocument) =>
 
 const describeHandler = (handler: ServiceDocument["handler"]) =>
   handler.type === "proxy" ? `proxy ${handler.url}` : handler.type
-
-/** A command of subcommands; run without one, it shows its help (which lists them) rather than nothing. */
-const commandGroup = <
-  Name extends string,
-  const Subcommands extends readonly [Command.Command<any, any, any, any>, ...Array<Command.Command<any, any, any, any>>]
->(name: Name, description: string, subcommands: Subcommands) => {
-  let self: Command.Command<Name, any, any, any> | undefined
-  const group = Command.make(name, {}, () => Effect.fail(ValidationError.helpRequested(self!.descriptor))).pipe(
-    Command.withDescription(description),
-    Command.withSubcommands(subcommands)
-  )
-  self = group
-  return group
-}
 
 // --- profiles ---------------------------------------------------------------------------------
 

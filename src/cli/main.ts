@@ -8,12 +8,13 @@ import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import type { Teardown } from "@effect/platform/Runtime"
 import { Cause, Effect, Exit, Option } from "effect"
 import { adminCommands } from "./AdminCommands.js"
+import { commandGroup } from "./CommandGroup.js"
 import { transferCommands } from "./TransferCommands.js"
 
-const serviceAuth = Command.make("service-auth").pipe(
-  Command.withDescription("Operate a service-auth server and its database."),
-  Command.withSubcommands([...adminCommands, ...transferCommands])
-)
+const serviceAuth = commandGroup("service-auth", "Operate a service-auth server and its database.", [
+  ...adminCommands,
+  ...transferCommands
+])
 
 const cli = Command.run(serviceAuth, { name: "service-auth", version: "0.1.0" })
 
