@@ -30,8 +30,9 @@ beforeAll(async () => {
   const storage: Record<string, string> = TEST_DATABASE_URL === undefined
     ? { DATA_DIR: join((dataDir = mkdtempSync(join(tmpdir(), "service-auth-cli-"))), "data") }
     : { DATABASE_URL: TEST_DATABASE_URL }
-  server = await startServer({ ADMIN_TOKEN, ...storage }, { healthTimeoutMs: 110_000 })
-}, 120_000)
+  // A fresh embedded database runs initdb first: seconds alone, over a minute on a loaded machine.
+  server = await startServer({ ADMIN_TOKEN, ...storage }, { healthTimeoutMs: 170_000 })
+}, 180_000)
 
 afterAll(async () => {
   await server?.stop()

@@ -30,8 +30,11 @@ export class RotationStopped extends Schema.TaggedError<RotationStopped>()("Rota
 
 const DEFAULT_IDLE = Duration.minutes(10)
 const DEFAULT_POLL = Duration.seconds(5)
-/** The server writes `last_used_at` at most once a minute per credential (docs/contract.md §3). */
-const LAST_USED_RESOLUTION = Duration.minutes(1)
+/**
+ * The server writes `last_used_at` at most once a minute per credential (docs/contract.md §3), so
+ * a credential in steady use may look still for a minute: twice that is the shortest safe --idle.
+ */
+const SAFE_IDLE = Duration.minutes(2)
 /** Polls that may fail in a row (server restarting, network blip) before rotate gives up. */
 const MAX_FAILED_POLLS = 5
 /** How often the wait says it is still waiting when nothing changes. */
@@ -66,10 +69,10 @@ const rotate = Effect.fn("rotate")(function*(input: RotateInput) {
     return yield* new CommandFailed({ message: `No such live credential on this service: ${oldId} (nothing was changed)` })
   }
   const observedAt = yield* Clock.currentTimeMillis
-  if (!input.force && Duration.lessThanOrEqualTo(idle, LAST_USED_RESOLUTION)) {
+  if (!input.force && Duration.lessThan(idle, SAFE_IDLE)) {
     yield* note(
       `warning: last_used_at is kept to the minute, so an --idle of ${formatDuration(idle)} can miss a credential ` +
-        "still in use; 2m or more is safe"
+        `still in use; ${formatDuration(SAFE_IDLE)} or more is safe`
     )
   }
 
