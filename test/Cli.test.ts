@@ -9,7 +9,13 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { it as effect } from "@effect/vitest"
+import { Duration, Effect, Either, Fiber, Option, TestClock } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { AdminClientShape } from "../src/cli/AdminClient.js"
+import { ServerUnreachable } from "../src/cli/AdminClient.js"
+import { waitUntilIdle } from "../src/cli/Rotation.js"
+import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import { TEST_DATABASE_URL } from "./support/Databases.js"
 import { freePort, type ServerProcess, startServer } from "./support/ServerProcess.js"
 
@@ -25,19 +31,6 @@ interface Run {
 
 let server: ServerProcess
 let dataDir: string | undefined
-
-beforeAll(async () => {
-  const storage: Record<string, string> = TEST_DATABASE_URL === undefined
-    ? { DATA_DIR: join((dataDir = mkdtempSync(join(tmpdir(), "service-auth-cli-"))), "data") }
-    : { DATABASE_URL: TEST_DATABASE_URL }
-  // A fresh embedded database runs initdb first: seconds alone, over a minute on a loaded machine.
-  server = await startServer({ ADMIN_TOKEN, ...storage }, { healthTimeoutMs: 170_000 })
-}, 180_000)
-
-afterAll(async () => {
-  await server?.stop()
-  if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true })
-})
 
 /** `service-auth ...` with stdin not a terminal (closed), as in a script or CI. */
 const cli = (args: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>> = {}) =>
@@ -77,6 +70,19 @@ const tokenRequest = (fields: Record<string, string>) =>
 const uniqueProfile = () => `cli-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
 
 describe("service-auth admin CLI", () => {
+  beforeAll(async () => {
+    const storage: Record<string, string> = TEST_DATABASE_URL === undefined
+      ? { DATA_DIR: join((dataDir = mkdtempSync(join(tmpdir(), "service-auth-cli-"))), "data") }
+      : { DATABASE_URL: TEST_DATABASE_URL }
+    // A fresh embedded database runs initdb first: seconds alone, over a minute on a loaded machine.
+    server = await startServer({ ADMIN_TOKEN, ...storage }, { healthTimeoutMs: 170_000 })
+  }, 180_000)
+
+  afterAll(async () => {
+    await server?.stop()
+    if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true })
+  })
+
   it("takes a credential through its whole life", async () => {
     const profile = uniqueProfile()
     const target = (uuid: string) => [profile, "production", uuid]
@@ -357,3 +363,90 @@ const onTerminal = (args: string, answer: string) =>
       resolve({ code, output })
     })
   })
+
+/**
+ * rotate's wait, on Effect's TestClock against a scripted admin API: the old credential is removed
+ * only once its last_used_at has been still for the whole --idle, however often it moved before.
+ */
+describe("rotate's wait", () => {
+  const oldId = `svc_${"a".repeat(32)}` as ClientId
+  const newId = `svc_${"b".repeat(32)}` as ClientId
+  const created_at = new Date(0)
+
+  /** An admin API whose credential list is whatever `state` says when asked. */
+  const scripted = (state: { oldLastUsed: Date | null; old: boolean; fresh: boolean; down: boolean }) =>
+    ({
+      listCredentials: () =>
+        state.down
+          ? Effect.fail(new ServerUnreachable({ message: "connection refused" }))
+          : Effect.succeed({
+            credentials: [
+              ...(state.old ? [{ client_id: oldId, created_at, last_used_at: state.oldLastUsed }] : []),
+              ...(state.fresh ? [{ client_id: newId, created_at, last_used_at: null }] : [])
+            ]
+          })
+    }) as unknown as AdminClientShape
+
+  const wait = (client: AdminClientShape) =>
+    waitUntilIdle({
+      client,
+      address: {
+        profile: "acme" as ProfileId,
+        environment: "production" as EnvironmentName,
+        uuid: "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10" as ServiceUuid
+      },
+      oldId,
+      newId,
+      lastUsed: null,
+      observedAt: 0,
+      idle: Duration.minutes(10),
+      poll: Duration.seconds(5),
+      keepBoth: (why) => `${why}; both credentials remain`
+    })
+
+  effect.effect("waits for --idle from the last move of last_used_at", () =>
+    Effect.gen(function*() {
+      const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
+      const fiber = yield* Effect.fork(wait(scripted(state)))
+      yield* TestClock.adjust("9 minutes")
+      state.oldLastUsed = new Date(9 * 60_000) // an application still uses the old secret
+      yield* TestClock.adjust("9 minutes")
+      expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true) // 18 min in, but only 9 still
+      yield* TestClock.adjust("2 minutes")
+      expect(yield* Fiber.join(fiber)).toBe("idle")
+    }))
+
+  effect.effect("keeps counting through a few failed polls, and gives up after five in a row", () =>
+    Effect.gen(function*() {
+      const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: true }
+      const fiber = yield* Effect.fork(Effect.either(wait(scripted(state))))
+      yield* TestClock.adjust("20 seconds") // four failures
+      state.down = false
+      yield* TestClock.adjust("10 minutes")
+      expect(yield* Fiber.join(fiber)).toEqual(Either.right("idle"))
+
+      state.down = true
+      const failing = yield* Effect.fork(Effect.either(wait(scripted(state))))
+      yield* TestClock.adjust("25 seconds")
+      const stopped = yield* Fiber.join(failing)
+      expect(Either.isLeft(stopped) && stopped.left.message).toBe("connection refused; both credentials remain")
+    }))
+
+  effect.effect("ends when the old credential is removed elsewhere, stops when the new one is", () =>
+    Effect.gen(function*() {
+      const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
+      const fiber = yield* Effect.fork(wait(scripted(state)))
+      yield* TestClock.adjust("1 minute")
+      state.old = false
+      yield* TestClock.adjust("5 seconds")
+      expect(yield* Fiber.join(fiber)).toBe("removed elsewhere")
+
+      const other = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
+      const stopping = yield* Effect.fork(Effect.either(wait(scripted(other))))
+      yield* TestClock.adjust("1 minute")
+      other.fresh = false
+      yield* TestClock.adjust("5 seconds")
+      const stopped = yield* Fiber.join(stopping)
+      expect(Either.isLeft(stopped) && stopped.left.message).toContain(`the new credential ${newId} was removed meanwhile`)
+    }))
+})

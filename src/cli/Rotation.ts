@@ -118,7 +118,7 @@ const rotate = Effect.fn("rotate")(function*(input: RotateInput) {
   )
 })
 
-interface WaitInput {
+export interface WaitInput {
   readonly client: AdminClientShape
   readonly address: ServiceAddress
   readonly oldId: ClientId
@@ -136,7 +136,7 @@ interface WaitInput {
  * forward, so an unchanged value between two reads means no use recorded in between, even across
  * polls that failed.
  */
-const waitUntilIdle = Effect.fn("rotate.waitUntilIdle")(function*(input: WaitInput) {
+export const waitUntilIdle = Effect.fn("rotate.waitUntilIdle")(function*(input: WaitInput) {
   const { idle, keepBoth, newId, oldId, poll } = input
   const idleMillis = Duration.toMillis(idle)
   let seen = input.lastUsed?.getTime() ?? null
