@@ -4,7 +4,7 @@
  * otherwise the embedded database in a temporary data directory). Exit codes, stdout and stderr
  * are asserted as a script would read them.
  */
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -22,6 +22,8 @@ import { freePort, type ServerProcess, startServer } from "./support/ServerProce
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
 const CLI = join(ROOT, "dist", "cli.mjs")
 const ADMIN_TOKEN = "cli-test-admin-token"
+/** script(1) (util-linux) gives the prompt test a pseudo-terminal. */
+const HAS_SCRIPT = spawnSync("script", ["--version"], { stdio: "ignore" }).status === 0
 
 interface Run {
   readonly code: number | null
@@ -186,7 +188,7 @@ describe("service-auth admin CLI", () => {
     expect((await cliJson(["profiles", "list"])).profiles.map((p: any) => p.profile)).not.toContain(profile)
   }, 240_000)
 
-  it("asks before removing on a terminal", async () => {
+  it.skipIf(!HAS_SCRIPT)("asks before removing on a terminal", async () => {
     const profile = uniqueProfile()
     await cliJson(["profiles", "create", profile])
     await cliJson(["environments", "create", profile, "staging"])
