@@ -1,4 +1,328 @@
-/** The admin commands (placeholder until they are written). */
-import { Command } from "@effect/cli"
+/**
+ * The admin commands: `profiles`, `environments`, `services`, `credentials` and `rotate`, each a
+ * thin handler over `AdminClient` run by `runAdmin` (which reports failures). Arguments are
+ * positional in the order profile, environment, service uuid, client id; `--url` and `--json` are
+ * on every command. To add a command: a method on `AdminClient`, a handler here, an entry below.
+ */
+import { Command, Options, Prompt } from "@effect/cli"
+import { Effect, Option, Schema } from "effect"
+import { CredentialList, ProfileList } from "../api/AdminApi.js"
+import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import { EnvironmentDocument, NewCredential, ProfileDocument, ServiceDocument } from "../domain/Models.js"
+import { AdminClient } from "./AdminClient.js"
+import { commandGroup } from "./CommandGroup.js"
+import {
+  clientIdArg,
+  CommandFailed,
+  connection,
+  environmentArg,
+  isInteractive,
+  profileArg,
+  runAdmin,
+  serviceUuidArg
+} from "./CommandLine.js"
+import {
+  formatLastUsed,
+  formatTime,
+  newCredentialText,
+  note,
+  printResult,
+  record,
+  SECRET_SHOWN_ONCE,
+  table
+} from "./Output.js"
+import { rotateCommand } from "./Rotation.js"
 
-export const adminCommands = [Command.make("profiles")] as const
+const describeService = (service: ServiceDocument) =>
+  record([
+    ["uuid", service.uuid],
+    ["name", service.name === "" ? "-" : service.name],
+    ["auth_type", service.auth_type],
+    ["handler", describeHandler(service.handler)],
+    ["credentials", service.credentials.map((credential) => credential.client_id).join(", ") || "-"]
+  ])
+
+const describeHandler = (handler: ServiceDocument["handler"]) =>
+  handler.type === "proxy" ? `proxy ${handler.url}` : handler.type
+
+// --- profiles ---------------------------------------------------------------------------------
+
+const profilesList = Command.make("list", { ...connection }, ({ json, url }) =>
+  runAdmin(
+    url,
+    Effect.gen(function*() {
+      const list = yield* (yield* AdminClient).listProfiles()
+      yield* printResult(json, {
+        json: Schema.encodeSync(ProfileList)(list),
+        text: table(
+          ["profile", "created"],
+          list.profiles.map((profile) => [profile.profile, formatTime(profile.created_at)]),
+          "no profiles"
+        )
+      })
+    })
+  )).pipe(Command.withDescription("List the profiles."))
+
+const profilesCreate = Command.make("create", { profile: profileArg, ...connection }, ({ json, profile, url }) =>
+  runAdmin(
+    url,
+    Effect.gen(function*() {
+      const answer = yield* (yield* AdminClient).putProfile(profile)
+      yield* printResult(json, {
+        json: Schema.encodeSync(ProfileDocument)(answer.profile),
+        text: answer.created ? `created profile ${profile}` : `profile ${profile} already exists`
+      })
+    })
+  )).pipe(Command.withDescription("Create a profile (nothing changes when it exists)."))
+
+const profilesDelete = Command.make("delete", { profile: profileArg, ...connection }, ({ json, profile, url }) =>
+  runAdmin(
+    url,
+    Effect.gen(function*() {
+      yield* (yield* AdminClient).deleteProfile(profile)
+      yield* printResult(json, {
+        json: { profile, deleted: true },
+        text: `deleted profile ${profile} with its environments and services; their credentials' tokens are refused from now on`
+      })
+    })
+  )).pipe(Command.withDescription("Delete a profile and everything in it; its credentials' tokens die at once."))
+
+const profiles = commandGroup(
+  "profiles",
+  "List, create and delete profiles.",
+  [profilesList, profilesCreate, profilesDelete]
+)
+
+// --- environments -----------------------------------------------------------------------------
+
+const environmentsCreate = Command.make(
+  "create",
+  { profile: profileArg, environment: environmentArg, ...connection },
+  ({ environment, json, profile, url }) =>
+    runAdmin(
+      url,
+      Effect.gen(function*() {
+        const answer = yield* (yield* AdminClient).putEnvironment({ profile, environment })
+        yield* printResult(json, {
+          json: Schema.encodeSync(EnvironmentDocument)(answer.environment),
+          text: answer.created
+            ? `created environment ${environment} in profile ${profile}`
+            : `environment ${environment} already exists in profile ${profile}`
+        })
+      })
+    )
+).pipe(Command.withDescription("Create an environment in a profile (nothing changes when it exists)."))
+
+const environmentsDelete = Command.make(
+  "delete",
+  { profile: profileArg, environment: environmentArg, ...connection },
+  ({ environment, json, profile, url }) =>
+    runAdmin(
+      url,
+      Effect.gen(function*() {
+        yield* (yield* AdminClient).deleteEnvironment({ profile, environment })
+        yield* printResult(json, {
+          json: { profile, environment, deleted: true },
+          text: `deleted environment ${environment} of profile ${profile} with its services; ` +
+            "their credentials' tokens are refused from now on"
+        })
+      })
+    )
+).pipe(Command.withDescription("Delete an environment with its services; their credentials' tokens die at once."))
+
+const environments = commandGroup(
+  "environments",
+  "Create and delete a profile's environments (to see their services: services list).",
+  [environmentsCreate, environmentsDelete]
+)
+
+// --- services ---------------------------------------------------------------------------------
+
+/** The admin API has no list of an environment's services: they come with the profile document. */
+const servicesOf = Effect.fn("servicesOf")(function*(profile: ProfileId, environment: EnvironmentName) {
+  const document = yield* (yield* AdminClient).getProfile(profile)
+  const found = document.environments.find((candidate) => candidate.name === environment)
+  if (found === undefined) {
+    return yield* new CommandFailed({ message: `Environment not found: profile ${profile} has no environment ${environment}` })
+  }
+  return found.services
+})
+
+const servicesList = Command.make(
+  "list",
+  { profile: profileArg, environment: environmentArg, ...connection },
+  ({ environment, json, profile, url }) =>
+    runAdmin(
+      url,
+      Effect.gen(function*() {
+        const services = yield* servicesOf(profile, environment)
+        yield* printResult(json, {
+          json: { services: services.map((service) => Schema.encodeSync(ServiceDocument)(service)) },
+          text: table(
+            ["uuid", "name", "auth", "handler", "credentials"],
+            services.map((service) => [
+              service.uuid,
+              service.name === "" ? "-" : service.name,
+              service.auth_type,
+              describeHandler(service.handler),
+              String(service.credentials.length)
+            ]),
+            `no services in ${profile}/${environment}`
+          )
+        })
+      })
+    )
+).pipe(Command.withDescription("List an environment's services."))
+
+const servicesCreate = Command.make(
+  "create",
+  {
+    profile: profileArg,
+    environment: environmentArg,
+    authType: Options.choice("auth-type", ["oauth", "none"]).pipe(
+      Options.withDefault("oauth" as const),
+      Options.withDescription("oauth: callers need a token from POST /oauth/token; none: open to anyone.")
+    ),
+    name: Options.text("name").pipe(
+      Options.withDescription("A name for people (1-200 characters, not unique)."),
+      Options.optional
+    ),
+    ...connection
+  },
+  ({ authType, environment, json, name, profile, url }) =>
+    runAdmin(
+      url,
+      Effect.gen(function*() {
+        const service = yield* (yield* AdminClient).createService(
+          { profile, environment },
+          Option.match(name, {
+            onNone: () => ({ auth_type: authType }),
+            onSome: (name) => ({ auth_type: authType, name })
+          })
+        )
+        yield* printResult(json, { json: Schema.encodeSync(ServiceDocument)(service), text: describeService(service) })
+      })
+    )
+).pipe(Command.withDescription("Create a service (with a new uuid) in an environment; it answers with echo."))
+
+const servicesDelete = Command.make(
+  "delete",
+  { profile: profileArg, environment: environmentArg, uuid: serviceUuidArg, ...connection },
+  ({ environment, json, profile, url, uuid }) =>
+    runAdmin(
+      url,
+      Effect.gen(function*() {
+        yield* (yield* AdminClient).deleteService({ profile, environment, uuid })
+        yield* printResult(json, {
+          json: { profile, environment, service_uuid: uuid, deleted: true },
+          text: `deleted service ${uuid}; its credentials' tokens are refused from now on`
+        })
+      })
+    )
+).pipe(Command.withDescription("Delete a service; its credentials' tokens die at once."))
+
+const services = commandGroup(
+  "services",
+  "List, create and delete an environment's services.",
+  [servicesList, servicesCreate, servicesDelete]
+)
+
+// --- credentials ------------------------------------------------------------------------------
+
+const serviceArgs = { profile: profileArg, environment: environmentArg, uuid: serviceUuidArg }
+
+const credentialsList = Command.make(
+  "list",
+  { ...serviceArgs, ...connection },
+  ({ environment, json, profile, url, uuid }) =>
+    runAdmin(
+      url,
+      Effect.gen(function*() {
+        const list = yield* (yield* AdminClient).listCredentials({ profile, environment, uuid })
+        yield* printResult(json, {
+          json: Schema.encodeSync(CredentialList)(list),
+          text: table(
+            ["client id", "created", "last used"],
+            list.credentials.map((credential) => [
+              credential.client_id,
+              formatTime(credential.created_at),
+              formatLastUsed(credential.last_used_at)
+            ]),
+            "no credentials"
+          )
+        })
+      })
+    )
+).pipe(
+  Command.withDescription(
+    "List a service's credentials (at most two) with their last use, kept to the minute. Secrets are never shown."
+  )
+)
+
+const credentialsAdd = Command.make(
+  "add",
+  { ...serviceArgs, ...connection },
+  ({ environment, json, profile, url, uuid }) =>
+    runAdmin(
+      url,
+      Effect.gen(function*() {
+        const credential = yield* (yield* AdminClient).addCredential({ profile, environment, uuid })
+        yield* printResult(json, {
+          json: Schema.encodeSync(NewCredential)(credential),
+          text: newCredentialText(credential)
+        })
+        yield* note(SECRET_SHOWN_ONCE)
+      })
+    )
+).pipe(
+  Command.withDescription(
+    "Generate a credential (a service holds at most two) and print its client secret, once. Sets the service's auth_type to oauth."
+  )
+)
+
+/** Asks on a terminal; refuses, rather than waiting for an answer that cannot come, anywhere else. */
+const confirmRemoval = Effect.fn("confirmRemoval")(function*(clientId: ClientId, uuid: ServiceUuid) {
+  if (!(yield* isInteractive)) {
+    return yield* new CommandFailed({
+      message: `not removing ${clientId} without confirmation (no terminal to ask on): pass --yes`
+    })
+  }
+  const confirmed = yield* Prompt.confirm({
+    message: `Remove credential ${clientId} of service ${uuid}? Its tokens are refused at once.`,
+    initial: false
+  }).pipe(Effect.catchAll(() => Effect.succeed(false)))
+  if (!confirmed) return yield* new CommandFailed({ message: `${clientId} was not removed` })
+})
+
+const credentialsRemove = Command.make(
+  "remove",
+  {
+    ...serviceArgs,
+    clientId: clientIdArg,
+    yes: Options.boolean("yes").pipe(
+      Options.withAlias("y"),
+      Options.withDescription("Remove without asking (needed when not on a terminal).")
+    ),
+    ...connection
+  },
+  ({ clientId, environment, json, profile, url, uuid, yes }) =>
+    runAdmin(
+      url,
+      Effect.gen(function*() {
+        if (!yes) yield* confirmRemoval(clientId, uuid)
+        yield* (yield* AdminClient).removeCredential({ profile, environment, uuid }, clientId)
+        yield* printResult(json, {
+          json: { profile, environment, service_uuid: uuid, client_id: clientId, deleted: true },
+          text: `removed ${clientId}; its tokens are refused from now on`
+        })
+      })
+    )
+).pipe(Command.withDescription("Remove a credential (asks first unless --yes); its tokens die at once."))
+
+const credentials = commandGroup(
+  "credentials",
+  "List, add and remove a service's credentials (rotate: replace one without downtime).",
+  [credentialsList, credentialsAdd, credentialsRemove]
+)
+
+export const adminCommands = [profiles, environments, services, credentials, rotateCommand] as const

@@ -1,0 +1,210 @@
+/**
+ * `rotate`: replaces a credential without downtime, as docs/contract.md §0 describes it. It adds a
+ * new credential and prints its secret at once (the applications move to it while rotate waits),
+ * then watches the old one's `last_used_at` until it has not moved for `--idle`, and only then
+ * removes it; `--force` removes it at once. Whatever stops it before that (Ctrl-C, the server
+ * gone, the new credential removed) leaves both credentials and says how to finish by hand.
+ */
+import { Command, Options } from "@effect/cli"
+import { Clock, Duration, Effect, Either, Option, Schema } from "effect"
+import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import { NewCredential } from "../domain/Models.js"
+import { AdminClient, type AdminClientShape, isTransient, type ServiceAddress } from "./AdminClient.js"
+import {
+  clientIdArg,
+  CommandFailed,
+  connection,
+  durationOption,
+  environmentArg,
+  formatDuration,
+  profileArg,
+  runAdmin,
+  serviceUuidArg
+} from "./CommandLine.js"
+import { formatLastUsed, newCredentialText, note, printResult, SECRET_SHOWN_ONCE } from "./Output.js"
+
+/** The rotation stopped after the new credential was added: both credentials remain. */
+export class RotationStopped extends Schema.TaggedError<RotationStopped>()("RotationStopped", {
+  message: Schema.String
+}) {}
+
+const DEFAULT_IDLE = Duration.minutes(10)
+const DEFAULT_POLL = Duration.seconds(5)
+/**
+ * The server writes `last_used_at` at most once a minute per credential (docs/contract.md §3), so
+ * a credential in steady use may look still for a minute: twice that is the shortest safe --idle.
+ */
+const SAFE_IDLE = Duration.minutes(2)
+/** Polls that may fail in a row (server restarting, network blip) before rotate gives up. */
+const MAX_FAILED_POLLS = 5
+/** How often the wait says it is still waiting when nothing changes. */
+const PROGRESS_EVERY = Duration.minutes(1)
+
+interface RotateInput {
+  readonly profile: ProfileId
+  readonly environment: EnvironmentName
+  readonly uuid: ServiceUuid
+  readonly clientId: ClientId
+  readonly idle: Option.Option<Duration.Duration>
+  readonly poll: Option.Option<Duration.Duration>
+  readonly force: boolean
+  readonly json: boolean
+}
+
+type WaitOutcome = "idle" | "removed elsewhere"
+
+const rotate = Effect.fn("rotate")(function*(input: RotateInput) {
+  if (input.force && Option.isSome(input.idle)) {
+    return yield* new CommandFailed({ message: "--force and --idle exclude each other (--force removes the old credential at once)" })
+  }
+  const idle = Option.getOrElse(input.idle, () => DEFAULT_IDLE)
+  const poll = Option.getOrElse(input.poll, () => DEFAULT_POLL)
+  const client = yield* AdminClient
+  const address: ServiceAddress = { profile: input.profile, environment: input.environment, uuid: input.uuid }
+  const oldId = input.clientId
+
+  const before = yield* client.listCredentials(address)
+  const old = before.credentials.find((credential) => credential.client_id === oldId)
+  if (old === undefined) {
+    return yield* new CommandFailed({ message: `No such live credential on this service: ${oldId} (nothing was changed)` })
+  }
+  const observedAt = yield* Clock.currentTimeMillis
+  if (!input.force && Duration.lessThan(idle, SAFE_IDLE)) {
+    yield* note(
+      `warning: last_used_at is kept to the minute, so an --idle of ${formatDuration(idle)} can miss a credential ` +
+        `still in use; ${formatDuration(SAFE_IDLE)} or more is safe`
+    )
+  }
+
+  const fresh = yield* client.addCredential(address)
+  yield* printResult(input.json, {
+    json: { ...Schema.encodeSync(NewCredential)(fresh), replaces: oldId },
+    text: newCredentialText(fresh)
+  })
+  yield* note(SECRET_SHOWN_ONCE)
+
+  const finishByHand =
+    `service-auth credentials remove ${input.profile} ${input.environment} ${input.uuid} ${oldId} --yes`
+  const keepBoth = (why: string) => `${why}; both credentials remain: remove ${oldId} later with: ${finishByHand}`
+
+  if (!input.force) {
+    const outcome = yield* waitUntilIdle({
+      client,
+      address,
+      oldId,
+      newId: fresh.client_id,
+      lastUsed: old.last_used_at,
+      observedAt,
+      idle,
+      poll,
+      keepBoth
+    }).pipe(Effect.onInterrupt(() => note(keepBoth("interrupted while waiting"))))
+    if (outcome === "removed elsewhere") {
+      return yield* note(`${oldId} was removed meanwhile (not by this command): ${fresh.client_id} replaces it`)
+    }
+  }
+
+  yield* client.removeCredential(address, oldId).pipe(
+    Effect.matchEffect({
+      onSuccess: () => note(`removed ${oldId}; its tokens are refused from now on: ${fresh.client_id} replaces it`),
+      onFailure: (error) =>
+        error._tag === "AdminApiError" && error.status === 404
+          ? note(`${oldId} was already removed: ${fresh.client_id} replaces it`)
+          : Effect.fail(new RotationStopped({ message: keepBoth(`could not remove ${oldId}: ${error.message}`) }))
+    }),
+    Effect.onInterrupt(() =>
+      note(`interrupted while removing ${oldId}: it may remain; check with service-auth credentials list`)
+    )
+  )
+})
+
+export interface WaitInput {
+  readonly client: AdminClientShape
+  readonly address: ServiceAddress
+  readonly oldId: ClientId
+  readonly newId: ClientId
+  readonly lastUsed: Date | null
+  /** When `lastUsed` was read: the quiet time counts from there. */
+  readonly observedAt: number
+  readonly idle: Duration.Duration
+  readonly poll: Duration.Duration
+  readonly keepBoth: (why: string) => string
+}
+
+/**
+ * Polls until the old credential's `last_used_at` has not moved for `idle`. It only ever moves
+ * forward, so an unchanged value between two reads means no use recorded in between, even across
+ * polls that failed.
+ */
+export const waitUntilIdle = Effect.fn("rotate.waitUntilIdle")(function*(input: WaitInput) {
+  const { idle, keepBoth, newId, oldId, poll } = input
+  const idleMillis = Duration.toMillis(idle)
+  let seen = input.lastUsed?.getTime() ?? null
+  let quietSince = input.observedAt
+  let reportedAt = input.observedAt
+  let failures = 0
+  yield* note(
+    `waiting until ${oldId} has not been used for ${formatDuration(idle)} (last used: ${formatLastUsed(input.lastUsed)}; ` +
+      `checking every ${formatDuration(poll)}; Ctrl-C stops waiting and keeps both credentials)`
+  )
+  while (true) {
+    yield* Effect.sleep(poll)
+    const listed = yield* Effect.either(input.client.listCredentials(input.address))
+    const now = yield* Clock.currentTimeMillis
+    if (Either.isLeft(listed)) {
+      failures += 1
+      if (!isTransient(listed.left) || failures >= MAX_FAILED_POLLS) {
+        return yield* new RotationStopped({ message: keepBoth(listed.left.message) })
+      }
+      yield* note(`checking ${oldId} failed (${listed.left.message}); trying again in ${formatDuration(poll)}`)
+      continue
+    }
+    failures = 0
+    const credentials = listed.right.credentials
+    if (!credentials.some((credential) => credential.client_id === newId)) {
+      return yield* new RotationStopped({ message: `the new credential ${newId} was removed meanwhile, so ${oldId} is kept` })
+    }
+    const old = credentials.find((credential) => credential.client_id === oldId)
+    if (old === undefined) return "removed elsewhere" satisfies WaitOutcome
+    const used = old.last_used_at?.getTime() ?? null
+    if (used !== seen) {
+      seen = used
+      quietSince = now
+      reportedAt = now
+      yield* note(`${oldId} was used at ${formatLastUsed(old.last_used_at)}: waiting ${formatDuration(idle)} from now`)
+    } else if (now - quietSince >= idleMillis) {
+      yield* note(`${oldId} has not been used for ${formatDuration(Duration.millis(now - quietSince))}`)
+      return "idle" satisfies WaitOutcome
+    } else if (now - reportedAt >= Duration.toMillis(PROGRESS_EVERY)) {
+      reportedAt = now
+      yield* note(`${oldId} unused for ${formatDuration(Duration.millis(now - quietSince))} of ${formatDuration(idle)}`)
+    }
+  }
+})
+
+export const rotateCommand = Command.make(
+  "rotate",
+  {
+    profile: profileArg,
+    environment: environmentArg,
+    uuid: serviceUuidArg,
+    clientId: clientIdArg,
+    idle: durationOption(
+      "idle",
+      "Remove the old credential once its last_used_at has not moved for this long (default 10m; it moves at most once a minute)."
+    ).pipe(Options.optional),
+    poll: durationOption("poll", "How often to read the old credential's last_used_at (default 5s).").pipe(
+      Options.optional
+    ),
+    force: Options.boolean("force").pipe(
+      Options.withDescription("Remove the old credential at once, without waiting (its tokens die at once).")
+    ),
+    ...connection
+  },
+  (input) => runAdmin(input.url, rotate(input))
+).pipe(
+  Command.withDescription(
+    "Replace a credential without downtime: add a new one and print its secret (once), wait until the old one " +
+      "is no longer used (--idle), then remove it. The service must have room for a second credential."
+  )
+)

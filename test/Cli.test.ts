@@ -1,0 +1,454 @@
+/**
+ * The admin CLI as an operator runs it: the built `dist/cli.mjs` (the package's bin) in a child
+ * process, against one real server for the whole file (PostgreSQL at TEST_DATABASE_URL when set,
+ * otherwise the embedded database in a temporary data directory). Exit codes, stdout and stderr
+ * are asserted as a script would read them.
+ */
+import { spawn, spawnSync } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { it as effect } from "@effect/vitest"
+import { Duration, Effect, Either, Fiber, Option, TestClock } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { AdminClientShape } from "../src/cli/AdminClient.js"
+import { ServerUnreachable } from "../src/cli/AdminClient.js"
+import { waitUntilIdle } from "../src/cli/Rotation.js"
+import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
+import { TEST_DATABASE_URL } from "./support/Databases.js"
+import { freePort, type ServerProcess, startServer } from "./support/ServerProcess.js"
+
+const ROOT = fileURLToPath(new URL("../", import.meta.url))
+const CLI = join(ROOT, "dist", "cli.mjs")
+const ADMIN_TOKEN = "cli-test-admin-token"
+/** script(1) (util-linux) gives the prompt test a pseudo-terminal. */
+const HAS_SCRIPT = spawnSync("script", ["--version"], { stdio: "ignore" }).status === 0
+
+interface Run {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+let server: ServerProcess
+let dataDir: string | undefined
+
+/** `service-auth ...` with stdin not a terminal (closed), as in a script or CI. */
+const cli = (args: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>> = {}) =>
+  new Promise<Run>((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, ADMIN_TOKEN, SERVICE_AUTH_URL: server.base, ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()))
+    // A command that waits for input it cannot get would hang the test: fail it instead.
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000)
+    child.once("error", reject)
+    child.once("close", (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
+    })
+  })
+
+/** A command that must succeed; its stdout parsed as the one JSON document it printed. */
+const cliJson = async (args: ReadonlyArray<string>): Promise<any> => {
+  const run = await cli([...args, "--json"])
+  expect(run.code, run.stderr).toBe(0)
+  return JSON.parse(run.stdout)
+}
+
+const tokenRequest = (fields: Record<string, string>) =>
+  fetch(`${server.base}/oauth/token`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ grant_type: "client_credentials", ...fields })
+  })
+
+const uniqueProfile = () => `cli-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+
+describe("service-auth admin CLI", () => {
+  beforeAll(async () => {
+    const storage: Record<string, string> = TEST_DATABASE_URL === undefined
+      ? { DATA_DIR: join((dataDir = mkdtempSync(join(tmpdir(), "service-auth-cli-"))), "data") }
+      : { DATABASE_URL: TEST_DATABASE_URL }
+    // A fresh embedded database runs initdb first: seconds alone, over a minute on a loaded machine.
+    server = await startServer({ ADMIN_TOKEN, ...storage }, { healthTimeoutMs: 170_000 })
+  }, 180_000)
+
+  afterAll(async () => {
+    await server?.stop()
+    if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true })
+  })
+
+  it("takes a credential through its whole life", async () => {
+    const profile = uniqueProfile()
+    const target = (uuid: string) => [profile, "production", uuid]
+
+    const created = await cli(["profiles", "create", profile])
+    expect(created).toMatchObject({ code: 0, stdout: `created profile ${profile}\n` })
+    expect((await cli(["profiles", "create", profile])).stdout).toContain("already exists")
+    const listed = await cli(["profiles", "list"])
+    expect(listed.code).toBe(0)
+    expect(listed.stdout).toMatch(/^PROFILE +CREATED\n/)
+    expect(listed.stdout).toMatch(new RegExp(`^${profile} +\\d{4}-\\d\\d-\\d\\dT`, "m"))
+    expect((await cliJson(["profiles", "list"])).profiles).toContainEqual(
+      expect.objectContaining({ profile, created_at: expect.any(String) })
+    )
+
+    expect(await cliJson(["environments", "create", profile, "production"])).toEqual({ name: "production", services: [] })
+
+    const service = await cliJson(["services", "create", profile, "production", "--auth-type", "oauth", "--name", "billing"])
+    expect(service).toMatchObject({ name: "billing", auth_type: "oauth", handler: { type: "echo" }, credentials: [] })
+    const uuid: string = service.uuid
+    const services = await cli(["services", "list", profile, "production"])
+    expect(services.code).toBe(0)
+    expect(services.stdout).toMatch(new RegExp(`^${uuid} +billing +oauth +echo +0$`, "m"))
+    expect((await cliJson(["services", "list", profile, "production"])).services).toEqual([service])
+
+    // credentials add: the secret is printed once, and works.
+    const first = await cli(["credentials", "add", ...target(uuid)])
+    expect(first.code, first.stderr).toBe(0)
+    const firstId = /^client_id +(svc_[0-9a-f]{32})$/m.exec(first.stdout)![1]!
+    const firstSecret = /^client_secret +(\S+)$/m.exec(first.stdout)![1]!
+    expect(first.stderr).toContain("shown once")
+    const tokenFor = (clientId: string, secret: string) =>
+      tokenRequest({ client_id: clientId, client_secret: secret, profile, environment: "production", service_uuid: uuid })
+    const firstToken = await tokenFor(firstId, firstSecret)
+    expect(firstToken.status).toBe(200)
+    expect(await firstToken.json()).toMatchObject({ token_type: "Bearer", expires_in: 3600 })
+
+    // credentials list: never a secret.
+    const credentials = await cli(["credentials", "list", ...target(uuid)])
+    expect(credentials.code).toBe(0)
+    expect(credentials.stdout).toMatch(new RegExp(`^${firstId} +\\S+Z +\\d{4}-\\d\\d-\\d\\dT\\S+Z$`, "m"))
+    expect(credentials.stdout + credentials.stderr).not.toContain(firstSecret)
+    const credentialsJson = await cliJson(["credentials", "list", ...target(uuid)])
+    expect(credentialsJson).toEqual({
+      credentials: [{ client_id: firstId, created_at: expect.any(String), last_used_at: expect.any(String) }]
+    })
+    expect(JSON.stringify(credentialsJson)).not.toContain(firstSecret)
+
+    // rotate --force: the new credential printed (with its secret), the old one removed at once.
+    const forced = await cli(["rotate", ...target(uuid), firstId, "--force", "--json"])
+    expect(forced.code, forced.stderr).toBe(0)
+    const second = JSON.parse(forced.stdout)
+    expect(second).toEqual({
+      client_id: expect.stringMatching(/^svc_[0-9a-f]{32}$/),
+      client_secret: expect.any(String),
+      created_at: expect.any(String),
+      replaces: firstId
+    })
+    expect(forced.stderr).toContain(`removed ${firstId}`)
+    expect((await tokenFor(firstId, firstSecret)).status).toBe(401)
+    expect(await (await tokenFor(firstId, firstSecret)).json()).toMatchObject({ error: "invalid_client" })
+    expect((await tokenFor(second.client_id, second.client_secret)).status).toBe(200)
+
+    // rotate --idle: waits until last_used_at has not moved for the idle time, then removes the old one.
+    const started = Date.now()
+    const waited = await cli(["rotate", ...target(uuid), second.client_id, "--idle", "2s", "--poll", "300ms", "--json"])
+    expect(waited.code, waited.stderr).toBe(0)
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2_000)
+    const third = JSON.parse(waited.stdout)
+    expect(third).toMatchObject({ client_id: expect.stringMatching(/^svc_/), replaces: second.client_id })
+    expect(waited.stderr).toContain("kept to the minute") // the warning about a short --idle
+    expect(waited.stderr).toContain(`waiting until ${second.client_id} has not been used for 2s`)
+    expect(waited.stderr).toContain(`removed ${second.client_id}`)
+    expect(await (await tokenFor(second.client_id, second.client_secret)).json()).toMatchObject({ error: "invalid_client" })
+    expect((await tokenFor(third.client_id, third.client_secret)).status).toBe(200)
+    expect((await cliJson(["credentials", "list", ...target(uuid)])).credentials.map((c: any) => c.client_id)).toEqual([
+      third.client_id
+    ])
+    // Secrets appear only where they were generated.
+    expect((await cli(["services", "list", profile, "production", "--json"])).stdout).not.toContain(third.client_secret)
+
+    // remove without --yes and without a terminal: refused at once, nothing removed.
+    const asked = Date.now()
+    const refused = await cli(["credentials", "remove", ...target(uuid), third.client_id])
+    expect(Date.now() - asked).toBeLessThan(20_000) // a node start, not a wait for input
+    expect(refused.code).toBe(1)
+    expect(refused.stdout).toBe("")
+    expect(refused.stderr).toContain("pass --yes")
+    expect((await tokenFor(third.client_id, third.client_secret)).status).toBe(200)
+
+    const removed = await cli(["credentials", "remove", ...target(uuid), third.client_id, "--yes", "--json"])
+    expect(removed.code, removed.stderr).toBe(0)
+    expect(JSON.parse(removed.stdout)).toMatchObject({ client_id: third.client_id, deleted: true })
+    expect((await tokenFor(third.client_id, third.client_secret)).status).toBe(401)
+    expect(await cliJson(["credentials", "list", ...target(uuid)])).toEqual({ credentials: [] })
+
+    expect((await cli(["services", "delete", ...target(uuid)])).code).toBe(0)
+    const environmentDeleted = await cli(["environments", "delete", profile, "production"])
+    expect(environmentDeleted.code, environmentDeleted.stderr).toBe(0)
+    expect(await cliJson(["profiles", "delete", profile])).toEqual({ profile, deleted: true })
+    expect((await cliJson(["profiles", "list"])).profiles.map((p: any) => p.profile)).not.toContain(profile)
+  }, 240_000)
+
+  it.skipIf(!HAS_SCRIPT)("asks before removing on a terminal", async () => {
+    const profile = uniqueProfile()
+    await cliJson(["profiles", "create", profile])
+    await cliJson(["environments", "create", profile, "staging"])
+    const { uuid } = await cliJson(["services", "create", profile, "staging"])
+    const { client_id } = await cliJson(["credentials", "add", profile, "staging", uuid])
+    const remove = `credentials remove ${profile} staging ${uuid} ${client_id}`
+    const declined = await onTerminal(remove, "n")
+    expect(declined.code).toBe(1)
+    expect(declined.output).toContain(`Remove credential ${client_id}`)
+    expect((await cliJson(["credentials", "list", profile, "staging", uuid])).credentials).toHaveLength(1)
+    const accepted = await onTerminal(remove, "y")
+    expect(accepted.code, accepted.output).toBe(0)
+    expect(accepted.output).toContain(`removed ${client_id}`)
+    expect((await cliJson(["credentials", "list", profile, "staging", uuid])).credentials).toHaveLength(0)
+    await cliJson(["profiles", "delete", profile])
+  }, 120_000)
+
+  it("rotate refuses an unknown credential and a full service, changing nothing", async () => {
+    const profile = uniqueProfile()
+    await cliJson(["profiles", "create", profile])
+    await cliJson(["environments", "create", profile, "production"])
+    const { uuid } = await cliJson(["services", "create", profile, "production"])
+    const target = [profile, "production", uuid]
+    const unknown = await cli(["rotate", ...target, `svc_${"0".repeat(32)}`, "--force"])
+    expect(unknown.code).toBe(1)
+    expect(unknown.stdout).toBe("")
+    expect(unknown.stderr).toContain("nothing was changed")
+    const a = await cliJson(["credentials", "add", ...target])
+    await cliJson(["credentials", "add", ...target])
+    const full = await cli(["rotate", ...target, a.client_id, "--force"])
+    expect(full.code).toBe(1)
+    expect(full.stdout).toBe("")
+    // The server's own error_description, as the admin API answers it.
+    const direct = await fetch(`${server.base}/admin/profiles/${profile}/environments/production/services/${uuid}/credentials`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` }
+    })
+    expect(direct.status).toBe(409)
+    expect(full.stderr).toBe(`service-auth: ${(await direct.json()).error_description}\n`)
+    expect((await cliJson(["credentials", "list", ...target])).credentials).toHaveLength(2)
+    const both = await cli(["rotate", ...target, a.client_id, "--force", "--idle", "1m"])
+    expect(both.code).toBe(1)
+    expect(both.stderr).toContain("--force and --idle exclude each other")
+    await cliJson(["profiles", "delete", profile])
+  }, 120_000)
+
+  it("fails with exit 1 and the server's error_description", async () => {
+    const unknown = await cli(["environments", "create", "no-such-profile-cli", "production"])
+    expect(unknown.code).toBe(1)
+    expect(unknown.stdout).toBe("")
+    const direct = await fetch(`${server.base}/admin/profiles/no-such-profile-cli/environments/production`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` }
+    })
+    expect(direct.status).toBe(404)
+    expect(unknown.stderr).toBe(`service-auth: ${(await direct.json()).error_description}\n`)
+    const unknownJson = await cli(["services", "list", "no-such-profile-cli", "production", "--json"])
+    expect(unknownJson).toMatchObject({ code: 1, stdout: "", stderr: "service-auth: Profile not found\n" })
+
+    const wrongToken = await cli(["profiles", "list"], { ADMIN_TOKEN: "not-the-admin-token" })
+    expect(wrongToken).toMatchObject({ code: 1, stdout: "", stderr: "service-auth: The admin token is not valid\n" })
+    expect(wrongToken.stderr).not.toContain("not-the-admin-token")
+
+    const noToken = await cli(["profiles", "list"], { ADMIN_TOKEN: undefined })
+    expect(noToken.code).toBe(1)
+    expect(noToken.stderr).toContain("ADMIN_TOKEN is not set")
+
+    const port = await freePort()
+    const started = Date.now()
+    const unreachable = await cli(["profiles", "list", "--url", `http://127.0.0.1:${port}`])
+    expect(unreachable.code).toBe(1)
+    expect(unreachable.stdout).toBe("")
+    expect(unreachable.stderr).toBe(
+      `service-auth: cannot reach the service-auth server at http://127.0.0.1:${port}: connection refused ` +
+        "(is it running? is --url or SERVICE_AUTH_URL right?)\n"
+    )
+    expect(Date.now() - started).toBeLessThan(20_000) // a node start, not a timeout
+    const fromEnvironment = await cli(["profiles", "list"], { SERVICE_AUTH_URL: `http://127.0.0.1:${port}/` })
+    expect(fromEnvironment.stderr).toContain(`http://127.0.0.1:${port}: connection refused`)
+
+    const badUrl = await cli(["profiles", "list", "--url", "localhost:3000"])
+    expect(badUrl.code).toBe(1)
+    expect(badUrl.stderr).toContain("invalid server URL")
+  }, 120_000)
+
+  it("refuses a bad command line with exit 2 and says why", async () => {
+    const missing = await cli(["credentials", "list", "acme", "production"])
+    expect(missing.code).toBe(2)
+    expect(missing.stdout).toBe("")
+    expect(missing.stderr).toMatch(/service-uuid/)
+    // A name the server could never hold is refused before any request: `..` would leave the path.
+    const dotDot = await cli(["environments", "delete", "acme", ".."])
+    expect(dotDot.code).toBe(2)
+    expect(dotDot.stderr).toContain("environment must be 1-128 characters")
+    const badUuid = await cli(["services", "delete", "acme", "production", "not-a-uuid"])
+    expect(badUuid.code).toBe(2)
+    expect(badUuid.stderr).toContain("service uuid must be a UUID")
+    const badAuthType = await cli(["services", "create", "acme", "production", "--auth-type", "basic"])
+    expect(badAuthType.code).toBe(2)
+    expect(badAuthType.stderr).toContain("oauth")
+    const badDuration = await cli(["rotate", "acme", "production", "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10", `svc_${"0".repeat(32)}`, "--idle", "soon"])
+    expect(badDuration.code).toBe(2)
+    expect(badDuration.stderr).toContain("--idle must be a positive duration")
+    const unknownCommand = await cli(["credentials", "rotate"])
+    expect(unknownCommand.code).toBe(2)
+    expect(unknownCommand.stderr).not.toBe("")
+  }, 120_000)
+
+  it("has --help on every command", async () => {
+    const commands = [
+      [],
+      ["profiles"],
+      ["profiles", "list"],
+      ["profiles", "create"],
+      ["profiles", "delete"],
+      ["environments"],
+      ["environments", "create"],
+      ["environments", "delete"],
+      ["services"],
+      ["services", "list"],
+      ["services", "create"],
+      ["services", "delete"],
+      ["credentials"],
+      ["credentials", "list"],
+      ["credentials", "add"],
+      ["credentials", "remove"],
+      ["rotate"]
+    ]
+    // Three at a time: each is a node process start, and the machine may be shared.
+    const runs: Array<Run> = []
+    for (let index = 0; index < commands.length; index += 3) {
+      const batch = commands.slice(index, index + 3)
+      runs.push(...(await Promise.all(batch.map((command) => cli([...command, "--help"], { ADMIN_TOKEN: undefined })))))
+    }
+    runs.forEach((run, index) => {
+      const command = commands[index]!
+      expect(run.code, command.join(" ")).toBe(0)
+      expect(run.stdout, command.join(" ")).toContain(command.at(-1) ?? "service-auth")
+      expect(run.stdout, command.join(" ")).toContain("USAGE")
+    })
+    expect(runs.at(-1)!.stdout).toContain("--idle DURATION")
+    expect(runs[15]!.stdout).toContain("--yes")
+    // A group run without its subcommand lists them, rather than print nothing.
+    const bare = await cli(["credentials"], { ADMIN_TOKEN: undefined })
+    expect(bare.code).toBe(0)
+    expect(bare.stdout).toContain("COMMANDS")
+    expect(bare.stdout).toContain("remove")
+  }, 120_000)
+})
+
+/** Runs the CLI under a pseudo-terminal (script(1)) and answers its prompt with `answer`. */
+const onTerminal = (args: string, answer: string) =>
+  new Promise<{ code: number | null; output: string }>((resolve, reject) => {
+    const child = spawn("script", ["-qec", `${process.execPath} ${CLI} ${args}`, "/dev/null"], {
+      cwd: ROOT,
+      env: { ...process.env, ADMIN_TOKEN, SERVICE_AUTH_URL: server.base },
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    let output = ""
+    let answered = false
+    const onOutput = (chunk: Buffer) => {
+      output += chunk.toString()
+      if (!answered && output.includes("Remove credential")) {
+        answered = true
+        child.stdin.write(answer)
+      }
+    }
+    child.stdout.on("data", onOutput)
+    child.stderr.on("data", onOutput)
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000)
+    child.once("error", reject)
+    child.once("close", (code) => {
+      clearTimeout(timer)
+      resolve({ code, output })
+    })
+  })
+
+/**
+ * rotate's wait, on Effect's TestClock against a scripted admin API: the old credential is removed
+ * only once its last_used_at has been still for the whole --idle, however often it moved before.
+ */
+describe("rotate's wait", () => {
+  const oldId = `svc_${"a".repeat(32)}` as ClientId
+  const newId = `svc_${"b".repeat(32)}` as ClientId
+  const created_at = new Date(0)
+
+  /** An admin API whose credential list is whatever `state` says when asked. */
+  const scripted = (state: { oldLastUsed: Date | null; old: boolean; fresh: boolean; down: boolean }) =>
+    ({
+      listCredentials: () =>
+        state.down
+          ? Effect.fail(new ServerUnreachable({ message: "connection refused" }))
+          : Effect.succeed({
+            credentials: [
+              ...(state.old ? [{ client_id: oldId, created_at, last_used_at: state.oldLastUsed }] : []),
+              ...(state.fresh ? [{ client_id: newId, created_at, last_used_at: null }] : [])
+            ]
+          })
+    }) as unknown as AdminClientShape
+
+  const wait = (client: AdminClientShape) =>
+    waitUntilIdle({
+      client,
+      address: {
+        profile: "acme" as ProfileId,
+        environment: "production" as EnvironmentName,
+        uuid: "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10" as ServiceUuid
+      },
+      oldId,
+      newId,
+      lastUsed: null,
+      observedAt: 0,
+      idle: Duration.minutes(10),
+      poll: Duration.seconds(5),
+      keepBoth: (why) => `${why}; both credentials remain`
+    })
+
+  effect.effect("waits for --idle from the last move of last_used_at", () =>
+    Effect.gen(function*() {
+      const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
+      const fiber = yield* Effect.fork(wait(scripted(state)))
+      yield* TestClock.adjust("9 minutes")
+      state.oldLastUsed = new Date(9 * 60_000) // an application still uses the old secret
+      yield* TestClock.adjust("9 minutes")
+      expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true) // 18 min in, but only 9 still
+      yield* TestClock.adjust("2 minutes")
+      expect(yield* Fiber.join(fiber)).toBe("idle")
+    }))
+
+  effect.effect("keeps counting through a few failed polls, and gives up after five in a row", () =>
+    Effect.gen(function*() {
+      const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: true }
+      const fiber = yield* Effect.fork(Effect.either(wait(scripted(state))))
+      yield* TestClock.adjust("20 seconds") // four failures
+      state.down = false
+      yield* TestClock.adjust("10 minutes")
+      expect(yield* Fiber.join(fiber)).toEqual(Either.right("idle"))
+
+      state.down = true
+      const failing = yield* Effect.fork(Effect.either(wait(scripted(state))))
+      yield* TestClock.adjust("25 seconds")
+      const stopped = yield* Fiber.join(failing)
+      expect(Either.isLeft(stopped) && stopped.left.message).toBe("connection refused; both credentials remain")
+    }))
+
+  effect.effect("ends when the old credential is removed elsewhere, stops when the new one is", () =>
+    Effect.gen(function*() {
+      const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
+      const fiber = yield* Effect.fork(wait(scripted(state)))
+      yield* TestClock.adjust("1 minute")
+      state.old = false
+      yield* TestClock.adjust("5 seconds")
+      expect(yield* Fiber.join(fiber)).toBe("removed elsewhere")
+
+      const other = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
+      const stopping = yield* Effect.fork(Effect.either(wait(scripted(other))))
+      yield* TestClock.adjust("1 minute")
+      other.fresh = false
+      yield* TestClock.adjust("5 seconds")
+      const stopped = yield* Fiber.join(stopping)
+      expect(Either.isLeft(stopped) && stopped.left.message).toContain(`the new credential ${newId} was removed meanwhile`)
+    }))
+})
