@@ -231,6 +231,12 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     expect(result.stdout).toMatch(
       /^imported 1 profile, 1 environment, 1 service, 3 credentials \(1 deleted\), 2 keys into PostgreSQL at 127\.0\.0\.1:5432\/sa_transfer_\w+\n$/
     )
+    // Exported back from PostgreSQL, the rows are the same, to the microsecond.
+    const roundTrip = join(work, "round-trip.json")
+    const exported = await runCli(["export", "--out", roundTrip, "--database-url", url])
+    expect(exported.code).toBe(0)
+    expect(JSON.parse(readFileSync(roundTrip, "utf8")).tables).toEqual(JSON.parse(readFileSync(file, "utf8")).tables)
+
     const server = await start({ ADMIN_TOKEN, DATABASE_URL: url })
     try {
       const issued = await requestToken(server, target)
@@ -403,5 +409,25 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
       // (src/storage/Transfer.ts), or the export refuses to run.
       expect(missing).toEqual([])
       expect(Object.keys(TRANSIENT_TABLES)).toContain("service_auth_migrations")
+
+      // What another branch might add without saying how it moves: found, and the export refuses.
+      yield* Effect.promise(() =>
+        admin(async (client) => {
+          await client.query(`CREATE TABLE audit_events (id bigserial PRIMARY KEY, what text NOT NULL)`)
+          await client.query(`ALTER TABLE services ADD COLUMN note text`)
+        }, url)
+      )
+      const found = yield* unclassifiedSchema.pipe(
+        Effect.provide(Storage.layerMigrated(Storage.layerPostgresClient(Redacted.make(url))))
+      )
+      expect(found).toEqual(["table audit_events", "column services.note"])
+      const refused = yield* Effect.promise(() =>
+        runCli(["export", "--out", join(work, "incomplete.json")], { DATABASE_URL: url })
+      )
+      expectRefusal(
+        refused,
+        /^service-auth export: this service-auth does not know how to export table audit_events, column services\.note: the file would be incomplete$/
+      )
+      expect(existsSync(join(work, "incomplete.json"))).toBe(false)
     }), 60_000)
 })
