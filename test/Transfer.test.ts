@@ -9,7 +9,7 @@
 import { expect, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { execFile } from "node:child_process"
-import { randomBytes } from "node:crypto"
+import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -347,7 +347,7 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     const refusals: ReadonlyArray<[string, (document: any) => void, RegExp]> = [
       ["renamed", (d) => (d.tables.services[0].name = "invoicing"), /service .* exists in the target with another name \(a conflict\); nothing was imported$/],
       ["older", (d) => (d.tables.profiles[0].created_at = "2020-01-01T00:00:00Z"), /profile .* exists in the target with another created_at/],
-      ["foreign-key", (d) => (d.tables.server_keys.find((k: any) => k.name === "credential_digest_key").value = randomBytes(32).toString("base64url")), /the target's credential digest key differs from the file's: the imported credentials could never authenticate there; nothing was imported$/],
+      ["foreign-key", (d) => (d.tables.server_keys.find((k: any) => k.name === "credential_digest_key").value = randomBytes(32).toString("base64url")), /the target's credential digest key differs from the file's, and its live credentials depend on it: the imported credentials could never authenticate there; nothing was imported$/],
       // Two live credentials in the file (which no longer lists the first), one live in the target: three.
       ["crowded", (d) => {
         d.tables.credentials = d.tables.credentials.filter((c: any) => c.client_id !== target.clientId)
@@ -361,6 +361,43 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
       expect(await snapshot(url)).toBe(unchanged)
     }
   }, 180_000)
+
+  it("--merge into a database without live credentials replaces its keys: nothing depended on them", async () => {
+    const url = await createDatabase()
+    const foreign = join(work, "foreign.json")
+    const signingKey = generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" })
+    const at = "2026-01-01T00:00:00.000000Z"
+    writeFileSync(foreign, JSON.stringify({
+      format: "service-auth-export",
+      version: 1,
+      exported_at: at,
+      schema_version: 1,
+      tables: {
+        profiles: [{ profile: "initech", created_at: at }],
+        environments: [],
+        services: [],
+        credentials: [],
+        server_keys: [
+          { name: "credential_digest_key", value: randomBytes(32).toString("base64url"), created_at: at },
+          { name: "signing_key", value: signingKey, created_at: at }
+        ]
+      }
+    }), { mode: 0o600 })
+    expect((await runCli(["import", "--in", foreign], { DATABASE_URL: url })).code).toBe(0)
+    expectRefusal(await runCli(["import", "--in", file], { DATABASE_URL: url }), /not empty \(1 profile, 0 credentials\)/)
+    const merged = await runCli(["import", "--in", file, "--merge", "--json"], { DATABASE_URL: url })
+    expect(merged.code).toBe(0)
+    expect(JSON.parse(merged.stdout)).toMatchObject({
+      mode: "merge",
+      added: { profiles: 1, credentials: 3, keys: 2 },
+      replaced_keys: ["credential_digest_key", "signing_key"]
+    })
+    expect(merged.stderr).toMatch(/were replaced by the file's: restart every server running on it/)
+    const keys = await admin((client) => client.query(`SELECT name, value FROM server_keys ORDER BY name`), url)
+    expect(keys.rows).toEqual(
+      JSON.parse(readFileSync(file, "utf8")).tables.server_keys.map((k: any) => ({ name: k.name, value: k.value }))
+    )
+  }, 120_000)
 
   it("a corrupt or foreign file is refused before the database is touched", async () => {
     const url = await createDatabase()

@@ -363,11 +363,11 @@ export interface ImportSummary {
   readonly added: TableCounts
   /** Credentials live in the target and deleted in the file, now deleted in the target too. */
   readonly revoked: number
-  /** Keys the target held with another value, replaced by the file's (only into an empty target). */
+  /** Keys the target held with another value, replaced by the file's (only where no live credential depended on them). */
   readonly replacedKeys: ReadonlyArray<string>
 }
 
-const CountRow = Schema.Struct({ profiles: Schema.Number, credentials: Schema.Number })
+const CountRow = Schema.Struct({ profiles: Schema.Number, credentials: Schema.Number, live: Schema.Number })
 const ValueRow = Schema.Struct({ value: Schema.String })
 const SameRow = Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.Boolean) })
 const LiveRow = Schema.Struct({ profile: Schema.String, environment: Schema.String, service_uuid: Schema.String, live: Schema.Number })
@@ -376,11 +376,12 @@ const RevokedRow = Schema.Struct({ revoked: Schema.Boolean })
 /** Why a key of the target must equal the file's on a merge, in the operator's terms. */
 const keyMismatch = (name: string) =>
   name === DIGEST_KEY_NAME
-    ? `the target's credential digest key differs from the file's: the imported credentials could never authenticate there`
+    ? "the target's credential digest key differs from the file's, and its live credentials depend on it: " +
+      "the imported credentials could never authenticate there"
     : name === SIGNING_KEY_NAME
-    ? `the target's signing key differs from the file's: tokens issued before the export would not verify there, ` +
-      `and replacing it would invalidate every token the target has issued`
-    : `the target's server key ${name} differs from the file's`
+    ? "the target's signing key differs from the file's, and its live credentials' tokens depend on it: " +
+      "tokens issued before the export would not verify there"
+    : `the target's server key ${name} differs from the file's, and its live credentials may depend on it`
 
 /**
  * Imports `document` in one transaction, through the catalogue-write path (the version is bumped
@@ -392,7 +393,8 @@ const keyMismatch = (name: string) =>
  * - Otherwise refused unless `merge`. A merge inserts what is missing; a row present with other
  *   content is a conflict that refuses the import, except two columns of credentials where the
  *   safe value wins: `deleted_at` (a deletion on either side stays a deletion, the earlier one) and
- *   `last_used_at` (the later). Keys must be identical or absent in the target.
+ *   `last_used_at` (the later). Keys must be identical or absent in the target, unless the target
+ *   has no live credential: then nothing depends on its keys, and the file's replace them.
  * - Either way, no service may end with more than 2 live credentials.
  */
 export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
@@ -412,8 +414,8 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
       )
     }
     const [present] = yield* sql`
-      SELECT (SELECT count(*) FROM profiles)::int AS profiles, (SELECT count(*) FROM credentials)::int AS credentials`
-      .pipe(decodeRows(CountRow))
+      SELECT (SELECT count(*) FROM profiles)::int AS profiles, (SELECT count(*) FROM credentials)::int AS credentials,
+             (SELECT count(*) FROM credentials WHERE deleted_at IS NULL)::int AS live`.pipe(decodeRows(CountRow))
     const empty = present!.profiles === 0 && present!.credentials === 0
     if (!empty && !options.merge) {
       return yield* refuse(
@@ -423,13 +425,16 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
       )
     }
 
+    // Only live credentials (their digests, their tokens) depend on the target's keys: with none,
+    // replacing its keys breaks nothing.
+    const keysReplaceable = present!.live === 0
     const replacedKeys: Array<string> = []
     let keys = 0
     for (const key of tables.server_keys) {
       const [existing] = yield* sql`SELECT value FROM server_keys WHERE name = ${key.name}`.pipe(decodeRows(ValueRow))
       if (existing?.value === key.value) continue
       if (existing !== undefined) {
-        if (!empty) return yield* refuse(keyMismatch(key.name))
+        if (!keysReplaceable) return yield* refuse(keyMismatch(key.name))
         replacedKeys.push(key.name)
       }
       yield* sql`
