@@ -420,6 +420,12 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
       expect(result.stderr).not.toContain("PRIVATE KEY")
     }
     expect(await snapshot(url)).toBe("not migrated")
+    // Nor does an export from a database service-auth never used create a schema there.
+    expectRefusal(
+      await runCli(["export", "--out", join(work, "stranger.json")], { DATABASE_URL: url }),
+      /^service-auth export: PostgreSQL at .*\/sa_transfer_\w+ holds no service-auth database$/
+    )
+    expect(await snapshot(url)).toBe("not migrated")
   }, 180_000)
 
   it("moves embedded to embedded as well", async () => {

@@ -21,6 +21,7 @@ import {
   exportDatabase,
   type ImportSummary,
   importDatabase,
+  isMigrated,
   parseExport,
   type TableCounts,
   TransferRefused
@@ -65,16 +66,27 @@ const describeDatabase = (database: Database) =>
     ? `PostgreSQL at ${Storage.describeDatabase(Redacted.value(database.url))}`
     : `the embedded database in ${database.dataDir}`
 
-/** The migrated database, as the server opens it; an embedded source must already exist. */
+/**
+ * The migrated database, as the server opens it. The source of an export must already be one (a
+ * mistyped URL or directory must not get a schema created in it).
+ */
 const openDatabase = (
   database: Database,
   options: { readonly mustExist: boolean }
-): Layer.Layer<SqlClient.SqlClient, StartupError | TransferRefused | Migrator.MigrationError | SqlError.SqlError> =>
-  database._tag === "Postgres"
-    ? Storage.layerMigrated(Storage.layerPostgresClient(database.url))
-    : options.mustExist && !PgliteClient.isInitialized(database.dataDir)
-    ? Layer.fail(new TransferRefused({ message: `DATA_DIR ${database.dataDir} holds no database` }))
-    : Storage.layerMigrated(Storage.layerEmbeddedClient(database.dataDir))
+): Layer.Layer<SqlClient.SqlClient, StartupError | TransferRefused | Migrator.MigrationError | SqlError.SqlError> => {
+  if (database._tag === "Embedded") {
+    return options.mustExist && !PgliteClient.isInitialized(database.dataDir)
+      ? Layer.fail(new TransferRefused({ message: `DATA_DIR ${database.dataDir} holds no database` }))
+      : Storage.layerMigrated(Storage.layerEmbeddedClient(database.dataDir))
+  }
+  const client = Storage.layerPostgresClient(database.url)
+  if (!options.mustExist) return Storage.layerMigrated(client)
+  const existing = Layer.effectDiscard(Effect.flatMap(isMigrated, (migrated) =>
+    migrated
+      ? Effect.void
+      : Effect.fail(new TransferRefused({ message: `${describeDatabase(database)} holds no service-auth database` }))))
+  return Storage.layerMigrated(Layer.provideMerge(existing, client))
+}
 
 const countsJson = (counts: TableCounts) => ({
   profiles: counts.profiles,

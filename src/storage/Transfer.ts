@@ -299,6 +299,15 @@ export const unclassifiedSchema = Effect.gen(function*() {
 const asText = (sql: SqlClient.SqlClient, column: string) =>
   sql.literal(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS ${column}`)
 
+const MigratedRow = Schema.Struct({ migrated: Schema.Boolean })
+
+/** Whether service-auth has ever migrated this database (an export must not create a schema in a stranger's). */
+export const isMigrated = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const [row] = yield* sql`SELECT to_regclass(${MIGRATIONS_TABLE}) IS NOT NULL AS migrated`.pipe(decodeRows(MigratedRow))
+  return row?.migrated === true
+})
+
 const LatestMigrationRow = Schema.Struct({ id: Schema.NullOr(Schema.Number) })
 
 const latestMigration = Effect.gen(function*() {
