@@ -16,6 +16,7 @@ import { SIGNING_KEY_NAME } from "../auth/KeyService.js"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { AuthType, ServiceHandlerConfig } from "../domain/Models.js"
 import { StorableText } from "../domain/Text.js"
+import { LEASE_MS } from "./CacheLease.js"
 import { catalogueWriteWith } from "./CredentialRepoSql.js"
 import { MIGRATIONS_TABLE } from "./Migrations.js"
 import { decodeRows } from "./Rows.js"
@@ -376,6 +377,7 @@ export interface ImportSummary {
   readonly replacedKeys: ReadonlyArray<string>
 }
 
+const VersionRow = Schema.Struct({ version: Schema.String })
 const CountRow = Schema.Struct({ profiles: Schema.Number, credentials: Schema.Number, live: Schema.Number })
 const ValueRow = Schema.Struct({ value: Schema.String })
 const SameRow = Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.Boolean) })
@@ -415,6 +417,8 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
   const { tables } = document
 
   return yield* Effect.gen(function*() {
+    // This transaction's version (catalogueWrite has bumped it, and holds the row until the commit).
+    const [{ version }] = yield* sql`SELECT version::text AS version FROM catalogue_version`.pipe(decodeRows(VersionRow))
     const known = yield* latestMigration
     if (document.schema_version > known) {
       return yield* refuse(
@@ -553,6 +557,31 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
       revoked,
       replacedKeys
     }
-    return summary
-  }).pipe(catalogueWriteWith(sql))
+    return { summary, version }
+  }).pipe(
+    catalogueWriteWith(sql),
+    Effect.tap(({ version }) => awaitCaches(version)),
+    Effect.map(({ summary }) => summary)
+  )
 })
+
+const BehindRow = Schema.Struct({ behind: Schema.Number })
+
+/**
+ * After the import committed, as after an admin change: returns once every running instance's cache
+ * lease has acknowledged `version` (so a credential the merge deleted is refused everywhere from
+ * then on), or once a lease's length has passed (every lease renewed before the commit has then run
+ * out). Without running instances (the embedded database, a stopped deployment), at once.
+ */
+const awaitCaches = (version: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const deadline = (yield* Clock.currentTimeMillis) + LEASE_MS + 100
+    while ((yield* Clock.currentTimeMillis) < deadline) {
+      const [row] = yield* sql`
+        SELECT count(*)::int AS behind FROM cache_leases
+        WHERE expires_at > clock_timestamp() AND acked_version < ${version}::bigint`.pipe(decodeRows(BehindRow))
+      if (row?.behind === 0) return
+      yield* Effect.sleep("50 millis")
+    }
+  })
