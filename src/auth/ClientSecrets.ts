@@ -23,7 +23,8 @@ export interface ClientSecretsShape {
   readonly matches: (secret: Redacted.Redacted<string>, secretHash: string | undefined) => boolean
 }
 
-const DIGEST_KEY_NAME = "credential_digest_key"
+/** Its name in `server_keys`. */
+export const DIGEST_KEY_NAME = "credential_digest_key"
 
 export const makeClientSecrets = (digestKey: Buffer): ClientSecretsShape => {
   const digest = (secret: string) => createHmac("sha256", digestKey).update(secret, "utf8").digest()

@@ -14,6 +14,9 @@ import { ServerKeyStore } from "../storage/ServerKeyStore.js"
 
 export const SIGNING_ALGORITHM = "RS256"
 
+/** The generated key's name in `server_keys`. */
+export const SIGNING_KEY_NAME = "signing_key"
+
 export interface PublicJwk extends Jose.JWK {
   readonly kid: string
   readonly kty: string
@@ -79,7 +82,7 @@ export class KeyService extends Context.Tag("service-auth/KeyService")<KeyServic
       const config = yield* AppConfig
       if (Option.isSome(config.signingKeyFile)) return yield* readSigningKeyFile(config.signingKeyFile.value)
       const store = yield* ServerKeyStore
-      const pem = yield* store.getOrCreate("signing_key", generatePkcs8)
+      const pem = yield* store.getOrCreate(SIGNING_KEY_NAME, generatePkcs8)
       return yield* Effect.promise(() => fromPkcs8(Redacted.value(pem)))
     })
   )

@@ -71,6 +71,19 @@ const toCredentialInfo = (row: CredentialRow): CredentialInfo => ({
   last_used_at: row.last_used_at
 })
 
+/**
+ * The first statement of every write to the catalogue (docs/cache-coherence.md): counts the change
+ * and notifies listening instances of the new version when the transaction commits. Its row lock,
+ * held to the commit, serialises catalogue writes (rare: admin changes, an import), so they never
+ * deadlock one another, and orders them against instances renewing their cache leases.
+ */
+export const catalogueWriteWith = (sql: SqlClient.SqlClient) => <A, E, R>(write: Effect.Effect<A, E, R>) =>
+  sql`WITH changed AS (UPDATE catalogue_version SET version = version + 1 RETURNING version)
+      SELECT pg_notify(${CATALOGUE_CHANNEL}, version::text) FROM changed`.pipe(
+    Effect.zipRight(write),
+    sql.withTransaction
+  )
+
 export const make = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const record = insertAuditEvents(sql)
@@ -89,18 +102,7 @@ export const make = Effect.gen(function*() {
         .map(toCredentialInfo)
     }))
 
-  /**
-   * The first statement of every write to the catalogue (docs/cache-coherence.md): counts the
-   * change and notifies listening instances of the new version when the transaction commits. Its
-   * row lock, held to the commit, serialises catalogue writes (rare: admin changes), so they never
-   * deadlock one another, and orders them against instances renewing their cache leases.
-   */
-  const catalogueWrite = <A, E, R>(write: Effect.Effect<A, E, R>) =>
-    sql`WITH changed AS (UPDATE catalogue_version SET version = version + 1 RETURNING version)
-        SELECT pg_notify(${CATALOGUE_CHANNEL}, version::text) FROM changed`.pipe(
-      Effect.zipRight(write),
-      sql.withTransaction
-    )
+  const catalogueWrite = catalogueWriteWith(sql)
 
   /** Tombstones the live credentials under a deleted item; answers them, for the audit trail. */
   const tombstoneCredentials = (now: Date, profile: ProfileId, environment?: EnvironmentName, uuid?: ServiceUuid) =>

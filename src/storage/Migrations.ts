@@ -38,6 +38,9 @@ export const sqlFileLoader = (directory: string): Migrator.Loader =>
     )
   )
 
+/** Where the migrator records the migrations applied (bookkeeping, never exported). */
+export const MIGRATIONS_TABLE = "service_auth_migrations"
+
 const runMigrator = Migrator.make({})
 
 /**
@@ -46,7 +49,7 @@ const runMigrator = Migrator.make({})
  */
 export const migrate = runMigrator({
   loader: sqlFileLoader(MIGRATIONS_DIRECTORY),
-  table: "service_auth_migrations"
+  table: MIGRATIONS_TABLE
 }).pipe(
   Effect.retry({ times: 5, schedule: Schedule.spaced("200 millis") }),
   Effect.withSpan("Migrations.migrate")

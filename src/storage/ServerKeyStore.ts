@@ -28,14 +28,17 @@ export class ServerKeyStore extends Context.Tag("service-auth/ServerKeyStore")<S
       return ServerKeyStore.of({
         getOrCreate: (name, create) =>
           Effect.gen(function*() {
-            const read = sql`SELECT value FROM server_keys WHERE name = ${name}`.pipe(decodeRows(ValueRow))
+            const read = sql`SELECT value FROM server_keys WHERE name = ${name}`.pipe(decodeRows(ValueRow), storageOperation)
             const [existing] = yield* read
             if (existing !== undefined) return Redacted.make(existing.value)
+            // Only the statements are timed: generating an RSA key takes seconds on a loaded machine.
             const value = yield* Effect.promise(create)
-            yield* sql`INSERT INTO server_keys (name, value) VALUES (${name}, ${value}) ON CONFLICT (name) DO NOTHING`
+            yield* storageOperation(
+              sql`INSERT INTO server_keys (name, value) VALUES (${name}, ${value}) ON CONFLICT (name) DO NOTHING`
+            )
             const [stored] = yield* read
             return Redacted.make(stored!.value)
-          }).pipe(storageOperation)
+          })
       })
     })
   )

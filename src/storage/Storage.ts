@@ -56,7 +56,7 @@ const layerSqlReposCached = sqlRepos(
 )
 
 /** Where a PostgreSQL URL points, for messages: never its password. */
-const describeDatabase = (url: string): string => {
+export const describeDatabase = (url: string): string => {
   try {
     const parsed = new URL(url)
     return `${parsed.hostname || "localhost"}:${parsed.port || "5432"}${parsed.pathname || "/"}`
@@ -94,61 +94,71 @@ const connectionProblem = (cause: unknown): string => {
   return typeof code === "string" ? `error ${code}` : "the connection failed"
 }
 
-export const layerPostgres = (url: Redacted.Redacted<string>) =>
-  layerSqlReposCoherent(url).pipe(
-    Layer.provideMerge(
-      PgClient.layer({
-        url,
-        maxConnections: 10,
-        connectTimeout: STORAGE_TIMEOUT,
-        idleTimeout: Duration.seconds(30),
-        applicationName: "service-auth"
-      }).pipe(
-        Layer.mapError((error) =>
-          new StartupError({
-            message: `cannot connect to PostgreSQL at ${describeDatabase(Redacted.value(url))}: ${connectionProblem(error.cause)}`
-          })
-        )
-      )
+/** A connection pool to PostgreSQL, failing with one line that says where and why. */
+export const layerPostgresClient = (url: Redacted.Redacted<string>) =>
+  PgClient.layer({
+    url,
+    maxConnections: 10,
+    connectTimeout: STORAGE_TIMEOUT,
+    idleTimeout: Duration.seconds(30),
+    applicationName: "service-auth"
+  }).pipe(
+    Layer.mapError((error) =>
+      new StartupError({
+        message: `cannot connect to PostgreSQL at ${describeDatabase(Redacted.value(url))}: ${connectionProblem(error.cause)}`
+      })
     )
   )
 
+export const layerPostgres = (url: Redacted.Redacted<string>) =>
+  layerSqlReposCoherent(url).pipe(Layer.provideMerge(layerPostgresClient(url)))
+
 /**
- * Embedded database in `dataDir` (created if missing, private to this user, locked to this process);
- * in memory when undefined. This process is its only writer, so the hot reads are served from a cache.
+ * The embedded database's client: `dataDir` created if missing, private to this user, locked to this
+ * process for the scope's lifetime; in memory when undefined.
  */
-export const layerEmbedded = (dataDir: string | undefined) =>
-  layerSqlReposCached.pipe(
-    Layer.provideMerge(
-      Layer.unwrapScoped(Effect.gen(function*() {
-        if (dataDir !== undefined) {
-          yield* makeDataDirPrivate(dataDir)
-          yield* lockDataDir(dataDir)
-          if (!PgliteClient.isInitialized(dataDir)) {
-            yield* PgliteClient.initializeApart(dataDir).pipe(
-              Effect.mapError((error) =>
-                new StartupError({ message: `cannot create the embedded database in DATA_DIR ${dataDir}: ${error.cause}` })
-              )
-            )
-            yield* tightenDataDir(dataDir)
-          }
-        }
-        return PgliteClient.layer({ dataDir }).pipe(
-          Layer.mapError((error) =>
-            new StartupError({
-              message: `cannot open the embedded database in DATA_DIR ${dataDir}: ${
-                error.cause instanceof Error ? error.cause.message : String(error.cause)
-              }`
-            })
+export const layerEmbeddedClient = (dataDir: string | undefined) =>
+  Layer.unwrapScoped(Effect.gen(function*() {
+    if (dataDir !== undefined) {
+      yield* makeDataDirPrivate(dataDir)
+      yield* lockDataDir(dataDir)
+      if (!PgliteClient.isInitialized(dataDir)) {
+        yield* PgliteClient.initializeApart(dataDir).pipe(
+          Effect.mapError((error) =>
+            new StartupError({ message: `cannot create the embedded database in DATA_DIR ${dataDir}: ${error.cause}` })
           )
         )
-      }).pipe(
-        Effect.mapError((error) =>
-          error instanceof StartupError ? error : new StartupError({ message: `DATA_DIR ${dataDir}: ${error.message}` })
-        )
-      ))
+        yield* tightenDataDir(dataDir)
+      }
+    }
+    return PgliteClient.layer({ dataDir }).pipe(
+      Layer.mapError((error) =>
+        new StartupError({
+          message: `cannot open the embedded database in DATA_DIR ${dataDir}: ${
+            error.cause instanceof Error ? error.cause.message : String(error.cause)
+          }`
+        })
+      )
     )
-  )
+  }).pipe(
+    Effect.mapError((error) =>
+      error instanceof StartupError ? error : new StartupError({ message: `DATA_DIR ${dataDir}: ${error.message}` })
+    )
+  ))
+
+/**
+ * Embedded database in `dataDir` (see `layerEmbeddedClient`). This process is its only writer, so
+ * the hot reads are served from a cache.
+ */
+export const layerEmbedded = (dataDir: string | undefined) =>
+  layerSqlReposCached.pipe(Layer.provideMerge(layerEmbeddedClient(dataDir)))
+
+/**
+ * Only the migrated `SqlClient`, no repositories, caches or leases: for the operator's commands that
+ * work on the database itself (`export`, `import`), on the same clients and migrations as the server.
+ */
+export const layerMigrated = <E, R>(client: Layer.Layer<SqlClient.SqlClient, E, R>) =>
+  Migrations.layer.pipe(Layer.provideMerge(client))
 
 export const layerMemory = Layer.mergeAll(CredentialRepoMemory.layer, ServerKeyStore.layerMemory, FailureCounts.layerLocal)
 
