@@ -206,6 +206,41 @@ describe("service-auth admin CLI", () => {
     await cliJson(["profiles", "delete", profile])
   }, 120_000)
 
+  it("lists the audit trail: who changed what, newest first, a page at a time", async () => {
+    const profile = uniqueProfile()
+    await cliJson(["profiles", "create", profile])
+    await cliJson(["environments", "create", profile, "production"])
+    const { uuid } = await cliJson(["services", "create", profile, "production"])
+    const credential = await cliJson(["credentials", "add", profile, "production", uuid])
+    await cliJson(["credentials", "remove", profile, "production", uuid, credential.client_id, "--yes"])
+
+    const page = await cliJson(["audit", "list", "--profile", profile])
+    expect(page.events.map((event: any) => event.action)).toEqual([
+      "credential.removed",
+      "credential.added",
+      "service.created",
+      "environment.created",
+      "profile.created"
+    ])
+    expect(page.events[0]).toMatchObject({ actor: "admin", profile, environment: "production", service_uuid: uuid, client_id: credential.client_id })
+    expect(page.next).toBeNull()
+    expect(JSON.stringify(page)).not.toContain(credential.client_secret)
+
+    const first = await cli(["audit", "list", "--profile", profile, "--limit", "2"])
+    expect(first.code).toBe(0)
+    expect(first.stdout).toMatch(/^TIME +ACTOR +SOURCE +ACTION/)
+    expect(first.stdout.trim().split("\n")).toHaveLength(3)
+    const cursor = /--after (\S+)/.exec(first.stderr)?.[1]
+    expect(cursor).toBeDefined()
+    const older = await cliJson(["audit", "list", "--profile", profile, "--limit", "2", "--after", cursor!])
+    expect(older.events.map((event: any) => event.action)).toEqual(["service.created", "environment.created"])
+
+    const refused = await cli(["audit", "list", "--limit", "0"])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toBe("service-auth: limit: limit must be an integer from 1 to 500\n")
+    await cliJson(["profiles", "delete", profile])
+  }, 120_000)
+
   it("rotate refuses an unknown credential and a full service, changing nothing", async () => {
     const profile = uniqueProfile()
     await cliJson(["profiles", "create", profile])
@@ -315,7 +350,9 @@ describe("service-auth admin CLI", () => {
       ["credentials", "list"],
       ["credentials", "add"],
       ["credentials", "remove"],
-      ["rotate"]
+      ["rotate"],
+      ["audit"],
+      ["audit", "list"]
     ]
     // Three at a time: each is a node process start, and the machine may be shared.
     const runs: Array<Run> = []
@@ -329,8 +366,10 @@ describe("service-auth admin CLI", () => {
       expect(run.stdout, command.join(" ")).toContain(command.at(-1) ?? "service-auth")
       expect(run.stdout, command.join(" ")).toContain("USAGE")
     })
-    expect(runs.at(-1)!.stdout).toContain("--idle DURATION")
-    expect(runs[15]!.stdout).toContain("--yes")
+    const helpOf = (...command: Array<string>) => runs[commands.findIndex((c) => c.join(" ") === command.join(" "))]!.stdout
+    expect(helpOf("rotate")).toContain("--idle DURATION")
+    expect(helpOf("credentials", "remove")).toContain("--yes")
+    expect(helpOf("audit", "list")).toContain("--after")
     // A group run without its subcommand lists them, rather than print nothing.
     const bare = await cli(["credentials"], { ADMIN_TOKEN: undefined })
     expect(bare.code).toBe(0)

@@ -8,6 +8,7 @@
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { Config, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { CredentialList, ProfileList } from "../api/AdminApi.js"
+import { AuditEventPage } from "../domain/AuditEvents.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import {
   EnvironmentDocument,
@@ -91,6 +92,11 @@ export interface AdminClientShape {
   readonly listCredentials: (address: ServiceAddress) => Effect.Effect<typeof CredentialList.Type, AdminCallError>
   readonly addCredential: (address: ServiceAddress) => Effect.Effect<NewCredential, AdminCallError>
   readonly removeCredential: (address: ServiceAddress, clientId: ClientId) => Effect.Effect<void, AdminCallError>
+  readonly listAuditEvents: (query: {
+    readonly profile: Option.Option<ProfileId>
+    readonly limit: Option.Option<number>
+    readonly after: Option.Option<string>
+  }) => Effect.Effect<AuditEventPage, AdminCallError>
 }
 
 export class AdminClient extends Context.Tag("service-auth/cli/AdminClient")<AdminClient, AdminClientShape>() {
@@ -284,6 +290,16 @@ const makeAdminClient = (
     }),
     removeCredential: Effect.fn("AdminClient.removeCredential")(function*(address: ServiceAddress, clientId: ClientId) {
       yield* send(HttpClientRequest.del(`${servicePath(address)}/credentials/${segment(clientId)}`))
+    }),
+    listAuditEvents: Effect.fn("AdminClient.listAuditEvents")(function*(query) {
+      const request = HttpClientRequest.get("/admin/audit").pipe(
+        HttpClientRequest.setUrlParams({
+          ...Option.match(query.profile, { onNone: () => ({}), onSome: (profile) => ({ profile }) }),
+          ...Option.match(query.limit, { onNone: () => ({}), onSome: (limit) => ({ limit: String(limit) }) }),
+          ...Option.match(query.after, { onNone: () => ({}), onSome: (after) => ({ after }) })
+        })
+      )
+      return body(yield* decoded(AuditEventPage, request))
     })
   }
 }

@@ -1,5 +1,5 @@
 /**
- * The admin commands: `profiles`, `environments`, `services`, `credentials` and `rotate`, each a
+ * The admin commands: `profiles`, `environments`, `services`, `credentials`, `rotate` and `audit`, each a
  * thin handler over `AdminClient` run by `runAdmin` (which reports failures). Arguments are
  * positional in the order profile, environment, service uuid, client id; `--url` and `--json` are
  * on every command. To add a command: a method on `AdminClient`, a handler here, an entry below.
@@ -7,7 +7,8 @@
 import { Command, Options, Prompt } from "@effect/cli"
 import { Effect, Option, Schema } from "effect"
 import { CredentialList, ProfileList } from "../api/AdminApi.js"
-import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import { AUDIT_PAGE_MAX, AuditEventPage } from "../domain/AuditEvents.js"
+import { type ClientId, type EnvironmentName, ProfileId, type ServiceUuid } from "../domain/Identifiers.js"
 import { EnvironmentDocument, NewCredential, ProfileDocument, ServiceDocument } from "../domain/Models.js"
 import { AdminClient } from "./AdminClient.js"
 import { commandGroup } from "./CommandGroup.js"
@@ -325,4 +326,53 @@ const credentials = commandGroup(
   [credentialsList, credentialsAdd, credentialsRemove]
 )
 
-export const adminCommands = [profiles, environments, services, credentials, rotateCommand] as const
+// --- audit ------------------------------------------------------------------------------------
+
+const auditList = Command.make(
+  "list",
+  {
+    profile: Options.text("profile").pipe(
+      Options.withSchema(ProfileId),
+      Options.withDescription("Only this profile's events."),
+      Options.optional
+    ),
+    limit: Options.integer("limit").pipe(
+      Options.withDescription(`How many events, newest first (1 to ${AUDIT_PAGE_MAX}; the server's default otherwise).`),
+      Options.optional
+    ),
+    after: Options.text("after").pipe(
+      Options.withDescription("The cursor a previous page printed: the events older than that page."),
+      Options.optional
+    ),
+    ...connection
+  },
+  ({ after, json, limit, profile, url }) =>
+    runAdmin(
+      url,
+      Effect.gen(function*() {
+        const page = yield* (yield* AdminClient).listAuditEvents({ profile, limit, after })
+        yield* printResult(json, {
+          json: Schema.encodeSync(AuditEventPage)(page),
+          text: table(
+            ["time", "actor", "source", "action", "profile", "environment", "service", "client id"],
+            page.events.map((event) => [
+              formatTime(event.time),
+              event.actor,
+              event.source,
+              event.action,
+              event.profile ?? "-",
+              event.environment ?? "-",
+              event.service_uuid ?? "-",
+              event.client_id ?? "-"
+            ]),
+            "no events"
+          )
+        })
+        if (!json && page.next !== null) yield* note(`older events: add --after ${page.next}`)
+      })
+    )
+).pipe(Command.withDescription("List admin changes, newest first: who, from where, what, where."))
+
+const audit = commandGroup("audit", "Read the audit trail of admin changes.", [auditList])
+
+export const adminCommands = [profiles, environments, services, credentials, rotateCommand, audit] as const
