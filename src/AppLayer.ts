@@ -14,10 +14,12 @@ import { AuthFailureLimiter } from "./auth/AuthFailureLimiter.js"
 import { ClientCredentialsGrant } from "./auth/ClientCredentialsGrant.js"
 import { ClientSecrets } from "./auth/ClientSecrets.js"
 import { CredentialManager } from "./auth/CredentialManager.js"
+import { KeyEncryption } from "./auth/KeyEncryption.js"
 import { KeyService } from "./auth/KeyService.js"
 import { TokenService } from "./auth/TokenService.js"
 import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
 import * as AdminHttp from "./http/AdminHttp.js"
+import * as AdminKeysHttp from "./http/AdminKeysHttp.js"
 import * as DiscoveryHttp from "./http/DiscoveryHttp.js"
 import { requestLog } from "./http/RequestLog.js"
 import { closeAfterPayloadTooLarge, layerJsonErrors } from "./http/ServerErrors.js"
@@ -25,7 +27,10 @@ import * as ServiceHttp from "./http/ServiceHttp.js"
 import * as TokenHttp from "./http/TokenHttp.js"
 import * as WebHttp from "./http/WebHttp.js"
 
-/** Domain services over the given key and digest-key layers. Needs AppConfig, CredentialRepo, ServerKeyStore. */
+/**
+ * Domain services over the given key and digest-key layers. Needs AppConfig, CredentialRepo, and
+ * whatever the key layers need (the live ones: ServerKeyStore, SigningKeyStore, KeyEncryption).
+ */
 export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
   readonly keys: Layer.Layer<KeyService, EK, RK>
   readonly secrets: Layer.Layer<ClientSecrets, never, RS>
@@ -37,7 +42,10 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
     Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets))
   )
 
-export const layerDomain = makeDomainLayer({ keys: KeyService.layer, secrets: ClientSecrets.layer })
+/** The live domain: stored (or SIGNING_KEY_FILE) keys, the stored digest key, both sealed at rest as configured. */
+export const layerDomain = makeDomainLayer({ keys: KeyService.layer, secrets: ClientSecrets.layer }).pipe(
+  Layer.provide(KeyEncryption.layer)
+)
 export const layerDomainTest = makeDomainLayer({ keys: KeyService.layerTest, secrets: ClientSecrets.layerTest })
 
 /** Every endpoint of `Api`, implemented. */
@@ -48,6 +56,7 @@ export const layerHttpApi = Layer.merge(
       ServiceHttp.layer,
       AdminHttp.layerProfiles,
       AdminHttp.layerServices,
+      AdminKeysHttp.layer,
       DiscoveryHttp.layer,
       WebHttp.layer
     ])
