@@ -7,9 +7,9 @@
  * is published at once and signs from KEY_PUBLISH_DELAY_S later. Each instance holds the key set in
  * memory, so signing and the fast lane's synchronous verification never wait for the database; the
  * switch to a new key happens on every instance at its stored `active_from`, read from Effect's
- * `Clock`. The set is reloaded every 2 s, and on demand (rate-limited, one load at a time) when a
- * token names a kid this instance does not hold or the JWKS is asked for, so a key rotated on
- * another instance with no publication delay verifies here from its first token.
+ * `Clock`. The set is reloaded every 2 s, and on demand (one load at a time, at least 200 ms apart)
+ * when a token names a kid this instance does not hold or the JWKS is asked for, so a key rotated
+ * on another instance with no publication delay verifies here from its first token.
  *
  * With SIGNING_KEY_FILE, that one key signs; rotation is the operator's (replace the file, restart).
  */
@@ -189,7 +189,7 @@ const fixedKeys = (key: HeldKey, whyNoRotation: string): KeyServiceShape => {
 /** Our kids are SHA-256 thumbprints: anything else is refused without asking the database. */
 const KID = /^[A-Za-z0-9_-]{43}$/
 const PERIODIC_RELOAD = Duration.seconds(2)
-/** On-demand loads (unknown kids, the JWKS) start at most this often: garbage kids cost one read per period. */
+/** On-demand loads (unknown kids, the JWKS) start at least this far apart: garbage kids cost 5 reads a second at most. */
 const ON_DEMAND_SPACING_MILLIS = 200
 /** The JWKS answers from memory rather than wait longer than this for a reload. */
 const JWKS_RELOAD_PATIENCE = Duration.millis(300)
@@ -272,16 +272,19 @@ const storedKeys = Effect.gen(function*() {
     return Effect.flatMap(store.list, adopt)
   })
   const reload = loadLock.withPermits(1)(load)
-  /** A load that starts after this call, unless one started less than the spacing ago (then: memory). */
+  // The spacing protects the database, so it runs on real time whatever clock the schedule runs on.
+  const spaced = Effect.withClock(Clock.make())(Effect.gen(function*() {
+    const wait = lastOnDemandAt + ON_DEMAND_SPACING_MILLIS - (yield* Clock.currentTimeMillis)
+    if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+    lastOnDemandAt = yield* Clock.currentTimeMillis
+  }))
+  /**
+   * A load that starts after this call: callers arriving together share one, and on-demand loads
+   * start at least the spacing apart (callers wait for their turn), one at a time.
+   */
   const reloadOnDemand = Effect.suspend(() => {
     const target = loadsStarted + 1
-    return loadLock.withPermits(1)(Effect.gen(function*() {
-      if (loadsStarted >= target) return
-      const now = yield* Clock.currentTimeMillis
-      if (now - lastOnDemandAt < ON_DEMAND_SPACING_MILLIS) return
-      lastOnDemandAt = now
-      yield* load
-    }))
+    return loadLock.withPermits(1)(Effect.suspend(() => (loadsStarted >= target ? Effect.void : Effect.zipRight(spaced, load))))
   }).pipe(Effect.catchAll((error) => Effect.logDebug(`signing keys: reload failed (${error.description})`)))
 
   yield* reload
