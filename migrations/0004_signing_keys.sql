@@ -1,4 +1,4 @@
--- Signing keys with a rotation schedule (docs/contract.md §5). Every instance computes the same
+-- Signing keys with a rotation schedule (docs/contract.md §3). Every instance computes the same
 -- schedule from these stored times: a key signs from `active_from` until the next key's
 -- `active_from`, then verifies for one token lifetime plus the tolerated clock skew, then retires.
 -- Rows are never deleted, so `GET /admin/keys` lists retired keys too.
@@ -12,5 +12,8 @@ CREATE TABLE signing_keys (
   public_jwk  jsonb NOT NULL,
   private_key text NOT NULL,
   created_at  timestamptz NOT NULL,
-  active_from timestamptz NOT NULL
+  active_from timestamptz NOT NULL,
+  -- The order keys were added in (rotations are serialised): of two keys starting at the same
+  -- moment, the later one signs.
+  position    serial NOT NULL
 );

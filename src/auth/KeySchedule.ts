@@ -1,7 +1,7 @@
 /**
  * The signing-key schedule, computed from stored times alone so that every instance sharing a
  * database agrees on it at any moment (given clocks within `CLOCK_SKEW_SECONDS`), with no message
- * between them: keys in `active_from` order (then `created_at`, then kid), each one
+ * between them: keys in `active_from` order (then in the order they were added), each one
  *
  * - `next` before its `active_from` (published, verifies, does not sign yet);
  * - `active` from its `active_from` until the following key's (the one key that signs);
@@ -18,8 +18,9 @@ export const RETIRE_AFTER_MILLIS = (TOKEN_LIFETIME_SECONDS + CLOCK_SKEW_SECONDS)
 
 export interface ScheduledTimes {
   readonly kid: string
-  readonly createdAt: number
   readonly activeFrom: number
+  /** The order keys were added in: of two keys starting at the same moment, the later one signs. */
+  readonly position: number
 }
 
 export interface Scheduled<K extends ScheduledTimes> {
@@ -30,8 +31,7 @@ export interface Scheduled<K extends ScheduledTimes> {
   readonly retiresAt: number | undefined
 }
 
-const order = (a: ScheduledTimes, b: ScheduledTimes) =>
-  a.activeFrom - b.activeFrom || a.createdAt - b.createdAt || (a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0)
+const order = (a: ScheduledTimes, b: ScheduledTimes) => a.activeFrom - b.activeFrom || a.position - b.position
 
 /** The keys in schedule order (oldest first), with the times that do not depend on the clock. */
 export const schedule = <K extends ScheduledTimes>(keys: ReadonlyArray<K>): ReadonlyArray<Scheduled<K>> => {

@@ -21,7 +21,12 @@ import { AppConfig } from "../AppConfig.js"
 import { Conflict, type StorageUnavailable } from "../domain/Errors.js"
 import { describeFileError, StartupError } from "../StartupError.js"
 import { ServerKeyStore } from "../storage/ServerKeyStore.js"
-import { type PublicRsaJwk, SigningKeyStore, type StoredSigningKey } from "../storage/SigningKeyStore.js"
+import {
+  type NewSigningKey,
+  type PublicRsaJwk,
+  SigningKeyStore,
+  type StoredSigningKey
+} from "../storage/SigningKeyStore.js"
 import { KeyEncryption, signingKeyName } from "./KeyEncryption.js"
 import { type KeyStatus, schedule, type Scheduled, statusAt, verifiesAt } from "./KeySchedule.js"
 
@@ -71,6 +76,7 @@ interface HeldKey {
   readonly kid: string
   readonly createdAt: number
   readonly activeFrom: number
+  readonly position: number
   readonly jwk: PublicJwk
   readonly publicKey: KeyObject
   readonly signing: SigningKey | undefined
@@ -109,11 +115,13 @@ interface StoredTimes {
   readonly kid: string
   readonly createdAt: number
   readonly activeFrom: number
+  readonly position: number
 }
 const timesOf = (key: StoredSigningKey): StoredTimes => ({
   kid: key.kid,
   createdAt: key.createdAt.getTime(),
-  activeFrom: key.activeFrom.getTime()
+  activeFrom: key.activeFrom.getTime(),
+  position: key.position
 })
 
 const generatePkcs8 = async () => {
@@ -147,7 +155,10 @@ const publicKeyOf = (jwk: PublicRsaJwk): KeyObject =>
   // Verification uses node:crypto's synchronous RSA verify: about ten times faster than WebCrypto's.
   createPublicKey({ key: { kty: jwk.kty, n: jwk.n, e: jwk.e }, format: "jwk" })
 
-const heldFromPem = async (pem: string, times: { createdAt: number; activeFrom: number }): Promise<HeldKey> => {
+const heldFromPem = async (
+  pem: string,
+  times: { createdAt: number; activeFrom: number; position: number }
+): Promise<HeldKey> => {
   const { kid, privateKey, publicJwk } = await importSigningKey(pem)
   return {
     kid,
@@ -165,7 +176,7 @@ export const readSigningKeyFile = (file: string) =>
     catch: (cause) => new StartupError({ message: `cannot read SIGNING_KEY_FILE ${file}: ${describeFileError(cause)}` })
   }).pipe(Effect.flatMap((pem) =>
     Effect.tryPromise({
-      try: () => heldFromPem(pem, { createdAt: 0, activeFrom: 0 }),
+      try: () => heldFromPem(pem, { createdAt: 0, activeFrom: 0, position: 0 }),
       catch: (cause) =>
         new StartupError({
           message: `SIGNING_KEY_FILE ${file} is not a usable signing key: ${cause instanceof Error ? cause.message : cause}`
@@ -204,7 +215,7 @@ const storedKeys = Effect.gen(function*() {
   const publishDelayMillis = config.keyPublishDelaySeconds * 1000
 
   const sealedKey = (pem: string, times: { createdAt: number; activeFrom: number }) =>
-    Effect.promise(() => importSigningKey(pem)).pipe(Effect.map(({ kid, publicJwk }): StoredSigningKey => ({
+    Effect.promise(() => importSigningKey(pem)).pipe(Effect.map(({ kid, publicJwk }): NewSigningKey => ({
       kid,
       publicJwk,
       privateKey: encryption.seal(signingKeyName(kid), pem),
@@ -228,11 +239,13 @@ const storedKeys = Effect.gen(function*() {
   }
   yield* serverKeys.remove("signing_key")
 
-  const hold = async (stored: StoredSigningKey, retired: boolean): Promise<HeldKey> => {
-    const times = { createdAt: stored.createdAt.getTime(), activeFrom: stored.activeFrom.getTime() }
+  /** A stored key in memory; undefined when its kid is not its public key's thumbprint (a damaged row). */
+  const hold = async (stored: StoredSigningKey, retired: boolean): Promise<HeldKey | undefined> => {
+    if ((await Jose.calculateJwkThumbprint(stored.publicJwk)) !== stored.kid) return undefined
+    const times = { createdAt: stored.createdAt.getTime(), activeFrom: stored.activeFrom.getTime(), position: stored.position }
     const publicKey = publicKeyOf(stored.publicJwk)
     const held = { kid: stored.kid, ...times, jwk: publicJwkOf(stored.kid, stored.publicJwk), publicKey }
-    if (retired || (await Jose.calculateJwkThumbprint(stored.publicJwk)) !== stored.kid) return { ...held, signing: undefined }
+    if (retired) return { ...held, signing: undefined }
     const pem = encryption.open(signingKeyName(stored.kid), stored.privateKey)
     // Sealed with a KEY_ENCRYPTION_KEY this instance does not have: it still verifies, never signs.
     if (Either.isLeft(pem)) return { ...held, signing: undefined }
@@ -250,8 +263,9 @@ const storedKeys = Effect.gen(function*() {
       )
       const held: Array<HeldKey> = []
       for (const key of stored) {
-        const known = ring.byKid.get(key.kid)?.key
-        held.push(known ?? (yield* Effect.promise(() => hold(key, retired.has(key.kid)))))
+        const known = ring.byKid.get(key.kid)?.key ?? (yield* Effect.promise(() => hold(key, retired.has(key.kid))))
+        if (known !== undefined) held.push(known)
+        else yield* Effect.logError(`signing key ${key.kid}: its kid is not its public key's thumbprint; ignored`)
       }
       const next = ringOf(held)
       const unsignable = held.filter((key) => key.signing === undefined && !retired.has(key.kid) && !ring.byKid.has(key.kid))
@@ -309,7 +323,7 @@ const storedKeys = Effect.gen(function*() {
         Either.map(decide(schedule(keys.map(timesOf)), now), (insert) => (insert ? Option.some(candidate) : Option.none()))
       )
       yield* reload
-      return Option.map(inserted, (key) => ({ key, now }))
+      return inserted
     })
 
   const list = Effect.gen(function*() {
@@ -319,22 +333,30 @@ const storedKeys = Effect.gen(function*() {
     return schedule(stored.map(timesOf)).map((scheduled) => infoOf(scheduled, now)).reverse()
   })
 
-  const rotate = Effect.gen(function*() {
-    const rotated = yield* rotateWhen((scheduled, now) => {
-      const pending = scheduled.find((s) => statusAt(s, now) === "next")
-      return pending === undefined
-        ? Either.right(true)
-        : Either.left(
+  /** Why a rotation must wait: a key is already scheduled. */
+  const pendingConflict = (scheduled: ReadonlyArray<Scheduled<StoredTimes>>, now: number) => {
+    const pending = scheduled.find((s) => statusAt(s, now) === "next")
+    return pending === undefined
+      ? Option.none()
+      : Option.some(
           new Conflict({
             description: `Key ${pending.key.kid} is already scheduled to start signing at ${
               new Date(pending.key.activeFrom).toISOString()
             }; rotate again once it has`
           })
         )
-    })
-    const { key, now } = Option.getOrThrow(rotated)
+  }
+
+  const rotate = Effect.gen(function*() {
+    // What memory already shows costs no key generation; the store's lock decides the rest.
+    const known = pendingConflict(ring.ordered, yield* Clock.currentTimeMillis)
+    if (Option.isSome(known)) return yield* known.value
+    const rotated = yield* rotateWhen((scheduled, now) =>
+      Option.match(pendingConflict(scheduled, now), { onNone: () => Either.right(true), onSome: Either.left })
+    )
+    const key = Option.getOrThrow(rotated)
     const info = (yield* list).find((candidate) => candidate.kid === key.kid)
-    return info ?? infoOf({ key: timesOf(key), supersededAt: undefined, retiresAt: undefined }, now)
+    return info ?? (yield* Effect.dieMessage(`the key ${key.kid} just stored is not listed`))
   })
 
   if (Option.isSome(config.keyRotationDays)) {
@@ -348,7 +370,7 @@ const storedKeys = Effect.gen(function*() {
       if (!due(ring.ordered, now)) return
       const rotated = yield* rotateWhen((scheduled, at) => Either.right(due(scheduled, at)))
       if (Option.isSome(rotated)) {
-        yield* Effect.logInfo(`signing key rotated automatically (KEY_ROTATION_DAYS): new key ${rotated.value.key.kid}`)
+        yield* Effect.logInfo(`signing key rotated automatically (KEY_ROTATION_DAYS): new key ${rotated.value.kid}`)
       }
     }).pipe(
       Effect.catchAll((error) => Effect.logWarning(`automatic key rotation failed: ${error.description}`)),
@@ -393,7 +415,7 @@ export class KeyService extends Context.Tag("service-auth/KeyService")<KeyServic
   /** A key generated once per process: deterministic within a test run, and fast after the first. */
   static readonly layerTest = Layer.effect(
     KeyService,
-    Effect.promise(() => (testKey ??= generatePkcs8().then((pem) => heldFromPem(pem, { createdAt: 0, activeFrom: 0 })))).pipe(
+    Effect.promise(() => (testKey ??= generatePkcs8().then((pem) => heldFromPem(pem, { createdAt: 0, activeFrom: 0, position: 0 })))).pipe(
       Effect.map((key) => fixedKeys(key, "The test key does not rotate"))
     )
   )

@@ -21,14 +21,20 @@ export interface StoredSigningKey {
   readonly privateKey: string
   readonly createdAt: Date
   readonly activeFrom: Date
+  /** The order keys were added in (assigned by the store). */
+  readonly position: number
 }
+
+/** A key to add: the store assigns its position. */
+export type NewSigningKey = Omit<StoredSigningKey, "position">
 
 const KeyRow = Schema.Struct({
   kid: Schema.String,
   public_jwk: PublicRsaJwk,
   private_key: Schema.String,
   created_at: Schema.DateFromSelf,
-  active_from: Schema.DateFromSelf
+  active_from: Schema.DateFromSelf,
+  position: Schema.Int
 })
 
 export interface SigningKeyStoreShape {
@@ -38,8 +44,8 @@ export interface SigningKeyStoreShape {
    * or why not); the insertion commits with the lock held, so no other insertion decided in between.
    */
   readonly insertIf: <E>(
-    decide: (keys: ReadonlyArray<StoredSigningKey>) => Either.Either<Option.Option<StoredSigningKey>, E>
-  ) => Effect.Effect<Option.Option<StoredSigningKey>, E | StorageUnavailable>
+    decide: (keys: ReadonlyArray<StoredSigningKey>) => Either.Either<Option.Option<NewSigningKey>, E>
+  ) => Effect.Effect<Option.Option<NewSigningKey>, E | StorageUnavailable>
   /** Replaces each private key for which `transform` answers a new stored form; answers how many. */
   readonly reseal: <E>(
     transform: (kid: string, stored: string) => Effect.Effect<Option.Option<string>, E>
@@ -51,7 +57,7 @@ export class SigningKeyStore extends Context.Tag("service-auth/SigningKeyStore")
     SigningKeyStore,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const select = sql`SELECT kid, public_jwk, private_key, created_at, active_from FROM signing_keys`.pipe(
+      const select = sql`SELECT kid, public_jwk, private_key, created_at, active_from, position FROM signing_keys`.pipe(
         decodeRows(KeyRow),
         Effect.map((rows) =>
           rows.map((row): StoredSigningKey => ({
@@ -59,7 +65,8 @@ export class SigningKeyStore extends Context.Tag("service-auth/SigningKeyStore")
             publicJwk: row.public_jwk,
             privateKey: row.private_key,
             createdAt: row.created_at,
-            activeFrom: row.active_from
+            activeFrom: row.active_from,
+            position: row.position
           }))
         )
       )
@@ -107,7 +114,7 @@ export class SigningKeyStore extends Context.Tag("service-auth/SigningKeyStore")
         Effect.suspend(() => {
           const decision = decide(keys)
           if (Either.isLeft(decision)) return Effect.fail(decision.left)
-          if (Option.isSome(decision.right)) keys = [...keys, decision.right.value]
+          if (Option.isSome(decision.right)) keys = [...keys, { ...decision.right.value, position: keys.length + 1 }]
           return Effect.succeed(decision.right)
         }),
       reseal: (transform) =>
