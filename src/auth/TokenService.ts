@@ -2,10 +2,12 @@
  * Issues and verifies access tokens: RS256 JWTs (RFC 7519, RFC 9068 claims) that live 3600 s.
  * Time is Effect's `Clock`, so `TestClock` drives expiry in tests.
  *
- * Verification is an allow-list (RFC 8725): only `RS256`, only keys this server holds (by `kid`;
- * `jku`, `x5u` and embedded `jwk` headers are never followed), no `crit` extensions, and cheap
+ * Verification is an allow-list (RFC 8725): only `RS256`, only keys this server holds and has not
+ * retired (by `kid`; a kid it does not hold makes it reload its keys once, see `KeyService`; `jku`,
+ * `x5u` and embedded `jwk` headers are never followed), no `crit` extensions, and cheap
  * structural checks before any cryptography, so an oversized or malformed token costs nothing.
- * Tokens are signed with WebCrypto (on the thread pool) from a pre-encoded header, and checked with
+ * Tokens are signed with WebCrypto (on the thread pool) by the key the schedule names for their
+ * `iat`, from a pre-encoded header, and checked with
  * node:crypto's synchronous RSA verify (WebCrypto's is about ten times slower), once per token:
  * a verified token's exact text is remembered, and only the time-dependent checks run again.
  * Whether the issuing credential is still live is the caller's check, made in the same database
