@@ -14,6 +14,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { AppConfig } from "../src/AppConfig.js"
 import { KeyEncryption } from "../src/auth/KeyEncryption.js"
+import { schedule, statusAt, verifiesAt } from "../src/auth/KeySchedule.js"
 import { KeyService } from "../src/auth/KeyService.js"
 import { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
 import { SigningKeyStore } from "../src/storage/SigningKeyStore.js"
@@ -257,4 +258,35 @@ describe("two instances on one store (memory)", () => {
       // Garbage kids never reach the store.
       yield* b.learn("not-a-kid")
     }))
+})
+
+describe("the schedule (KeySchedule)", () => {
+  const at = (seconds: number) => seconds * 1000
+  const keys = [
+    { kid: "c", activeFrom: at(500), position: 3 },
+    { kid: "a", activeFrom: at(0), position: 1 },
+    { kid: "b", activeFrom: at(100), position: 2 }
+  ]
+  const statusesAt = (seconds: number) =>
+    Object.fromEntries(schedule(keys).map((scheduled) => [scheduled.key.kid, statusAt(scheduled, at(seconds))]))
+
+  it("orders by active_from; each key is superseded by the next and retires 3660 s later", () => {
+    expect(schedule(keys).map((s) => [s.key.kid, s.supersededAt, s.retiresAt])).toEqual([
+      ["a", at(100), at(3760)],
+      ["b", at(500), at(4160)],
+      ["c", undefined, undefined]
+    ])
+    expect(statusesAt(50)).toEqual({ a: "active", b: "next", c: "next" })
+    expect(statusesAt(100)).toEqual({ a: "retiring", b: "active", c: "next" })
+    expect(statusesAt(500)).toEqual({ a: "retiring", b: "retiring", c: "active" })
+    expect(statusesAt(3760)).toEqual({ a: "retired", b: "retiring", c: "active" })
+    expect(statusesAt(4160)).toEqual({ a: "retired", b: "retired", c: "active" })
+    expect(schedule(keys).map((s) => verifiesAt(s, at(3759)))).toEqual([true, true, true])
+    expect(schedule(keys).map((s) => verifiesAt(s, at(3760)))).toEqual([false, true, true])
+  })
+
+  it("of two keys starting at the same moment, the one added later signs", () => {
+    const tied = [{ kid: "z", activeFrom: 0, position: 2 }, { kid: "y", activeFrom: 0, position: 1 }]
+    expect(schedule(tied).map((s) => [s.key.kid, statusAt(s, 0)])).toEqual([["y", "retiring"], ["z", "active"]])
+  })
 })
