@@ -30,6 +30,14 @@ export interface AppConfigShape {
    */
   readonly issuerConfigured: boolean
   readonly signingKeyFile: Option.Option<string>
+  /** Seconds a new signing key is published before it signs (KEY_PUBLISH_DELAY_S, default 300). */
+  readonly keyPublishDelaySeconds: number
+  /** Rotate the signing key automatically when the active one is older than this (KEY_ROTATION_DAYS). */
+  readonly keyRotationDays: Option.Option<number>
+  /** AES-256-GCM key sealing private keys and the digest key at rest (KEY_ENCRYPTION_KEY), 32 bytes. */
+  readonly keyEncryptionKey: Option.Option<Redacted.Redacted<Buffer>>
+  /** The key being rotated away from (KEY_ENCRYPTION_KEY_PREVIOUS): opens, never seals. */
+  readonly keyEncryptionKeyPrevious: Option.Option<Redacted.Redacted<Buffer>>
   readonly maxBodyBytes: number
   readonly upstreamTimeoutMs: number
   /** Failed client authentications per client id and remote address per minute before 429. */
@@ -66,6 +74,28 @@ const adminTokensFromEnv = (postgres: boolean) =>
     return parsed.right
   })
 
+/** 32 bytes as 64 hex digits or base64 (either alphabet, padding optional); undefined otherwise. */
+export const parseEncryptionKey = (text: string): Buffer | undefined => {
+  const trimmed = text.trim()
+  const bytes = /^[0-9A-Fa-f]{64}$/.test(trimmed)
+    ? Buffer.from(trimmed, "hex")
+    : /^[A-Za-z0-9+/_-]{43}=?$/.test(trimmed)
+    ? Buffer.from(trimmed.replace(/\+/g, "-").replace(/\//g, "_").replace(/=$/, ""), "base64url")
+    : undefined
+  return bytes?.length === 32 ? bytes : undefined
+}
+
+/** An encryption key setting: unset or empty is none; anything but 32 bytes stops the start (never echoed). */
+const encryptionKey = (name: string) =>
+  Config.option(Config.redacted(name)).pipe(
+    Config.map(Option.filter((value) => Redacted.value(value).trim() !== "")),
+    Config.validate({
+      message: `${name} must be 32 bytes, written as 64 hex digits or in base64 (e.g. openssl rand -base64 32)`,
+      validation: Option.match({ onNone: () => true, onSome: (value) => parseEncryptionKey(Redacted.value(value)) !== undefined })
+    }),
+    Config.map(Option.map((value) => Redacted.make(parseEncryptionKey(Redacted.value(value))!)))
+  )
+
 export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, AppConfigShape>() {
   static readonly fromEnv = Effect.gen(function*() {
     const port = yield* Config.port("PORT").pipe(Config.withDefault(3000))
@@ -77,7 +107,7 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
     const adminTokens = yield* adminTokensFromEnv(Option.isSome(databaseUrl))
     const configuredIssuer = Option.filter(yield* Config.option(Config.string("ISSUER")), (url) => url.length > 0)
     const issuer = Option.getOrElse(configuredIssuer, () => `http://localhost:${port}`)
-    return AppConfig.of({
+    const config = AppConfig.of({
       port,
       host,
       databaseUrl,
@@ -86,6 +116,18 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
       issuer: issuer.replace(/\/+$/, ""),
       issuerConfigured: Option.isSome(configuredIssuer),
       signingKeyFile: Option.filter(yield* Config.option(Config.string("SIGNING_KEY_FILE")), (f) => f.length > 0),
+      keyPublishDelaySeconds: yield* Config.integer("KEY_PUBLISH_DELAY_S").pipe(
+        Config.validate({ message: "KEY_PUBLISH_DELAY_S must be a non-negative integer", validation: (n) => n >= 0 }),
+        Config.withDefault(300)
+      ),
+      keyRotationDays: yield* Config.option(Config.number("KEY_ROTATION_DAYS").pipe(
+        Config.validate({
+          message: "KEY_ROTATION_DAYS must be a positive number of days",
+          validation: (n) => Number.isFinite(n) && n > 0
+        })
+      )),
+      keyEncryptionKey: yield* encryptionKey("KEY_ENCRYPTION_KEY"),
+      keyEncryptionKeyPrevious: yield* encryptionKey("KEY_ENCRYPTION_KEY_PREVIOUS"),
       maxBodyBytes: yield* Config.integer("MAX_BODY_BYTES").pipe(
         Config.validate({ message: "MAX_BODY_BYTES must be a positive integer", validation: (n) => n > 0 }),
         Config.withDefault(1024 * 1024)
@@ -126,6 +168,13 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
       ),
       tracing: yield* tracingFromEnv
     })
+    if (Option.isSome(config.keyRotationDays) && Option.isSome(config.signingKeyFile)) {
+      return yield* Effect.fail(ConfigError.InvalidData(
+        [],
+        "KEY_ROTATION_DAYS cannot be used with SIGNING_KEY_FILE (the file's key is rotated by replacing the file)"
+      ))
+    }
+    return config
   }).pipe(Effect.mapError(fromConfigError))
 
   static readonly layer = Layer.effect(AppConfig, AppConfig.fromEnv)
@@ -143,6 +192,10 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         issuer: "http://issuer.test",
         issuerConfigured: true,
         signingKeyFile: Option.none(),
+        keyPublishDelaySeconds: 300,
+        keyRotationDays: Option.none(),
+        keyEncryptionKey: Option.none(),
+        keyEncryptionKeyPrevious: Option.none(),
         maxBodyBytes: 1024 * 1024,
         upstreamTimeoutMs: 10_000,
         authFailureLimit: 20,

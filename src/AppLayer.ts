@@ -14,10 +14,12 @@ import { AuthFailureLimiter } from "./auth/AuthFailureLimiter.js"
 import { ClientCredentialsGrant } from "./auth/ClientCredentialsGrant.js"
 import { ClientSecrets } from "./auth/ClientSecrets.js"
 import { CredentialManager } from "./auth/CredentialManager.js"
+import { KeyEncryption } from "./auth/KeyEncryption.js"
 import { KeyService } from "./auth/KeyService.js"
 import { TokenService } from "./auth/TokenService.js"
 import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
 import * as AdminHttp from "./http/AdminHttp.js"
+import * as AdminKeysHttp from "./http/AdminKeysHttp.js"
 import * as DiscoveryHttp from "./http/DiscoveryHttp.js"
 import * as MetricsHttp from "./http/MetricsHttp.js"
 import { requestLog } from "./http/RequestLog.js"
@@ -28,7 +30,10 @@ import * as ServiceHttp from "./http/ServiceHttp.js"
 import * as TokenHttp from "./http/TokenHttp.js"
 import * as WebHttp from "./http/WebHttp.js"
 
-/** Domain services over the given key and digest-key layers. Needs AppConfig, CredentialRepo, ServerKeyStore. */
+/**
+ * Domain services over the given key and digest-key layers. Needs AppConfig, CredentialRepo, and
+ * whatever the key layers need (the live ones: ServerKeyStore, SigningKeyStore, KeyEncryption).
+ */
 export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
   readonly keys: Layer.Layer<KeyService, EK, RK>
   readonly secrets: Layer.Layer<ClientSecrets, never, RS>
@@ -40,7 +45,10 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
     Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets))
   )
 
-export const layerDomain = makeDomainLayer({ keys: KeyService.layer, secrets: ClientSecrets.layer })
+/** The live domain: stored (or SIGNING_KEY_FILE) keys, the stored digest key, both sealed at rest as configured. */
+export const layerDomain = makeDomainLayer({ keys: KeyService.layer, secrets: ClientSecrets.layer }).pipe(
+  Layer.provide(KeyEncryption.layer)
+)
 export const layerDomainTest = makeDomainLayer({ keys: KeyService.layerTest, secrets: ClientSecrets.layerTest })
 
 /** Every endpoint of `Api`, implemented. */
@@ -52,6 +60,7 @@ export const layerHttpApi = Layer.merge(
       AdminHttp.layerProfiles,
       AdminHttp.layerServices,
       AdminHttp.layerAudit,
+      AdminKeysHttp.layer,
       DiscoveryHttp.layer,
       WebHttp.layer,
       MetricsHttp.layer

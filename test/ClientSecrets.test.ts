@@ -5,6 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { ClientSecrets, makeClientSecrets } from "../src/auth/ClientSecrets.js"
+import { KeyEncryption } from "../src/auth/KeyEncryption.js"
 import { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
 
 describe("ClientSecrets", () => {
@@ -93,7 +94,7 @@ describe("ClientSecrets", () => {
   it.effect("instances sharing a key store share the digest key", () =>
     Effect.gen(function*() {
       const store = yield* ServerKeyStore
-      const build = Effect.provide(ClientSecrets, Layer.provide(ClientSecrets.layer, Layer.succeed(ServerKeyStore, store)))
+      const build = Effect.provide(ClientSecrets, Layer.provide(ClientSecrets.layer, Layer.merge(Layer.succeed(ServerKeyStore, store), KeyEncryption.layerNone)))
       const one = yield* build
       const two = yield* build
       const generated = yield* one.generate

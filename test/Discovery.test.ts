@@ -35,6 +35,8 @@ const CONTRACT_ENDPOINTS: ReadonlyArray<readonly [string, string]> = [
   ["post", "/admin/profiles/{}/environments/{}/services/{}/credentials"],
   ["delete", "/admin/profiles/{}/environments/{}/services/{}/credentials/{}"],
   ["post", "/admin/profiles/{}/save"],
+  ["get", "/admin/keys"],
+  ["post", "/admin/keys/rotate"],
   ["get", "/.well-known/jwks.json"],
   ["get", "/.well-known/oauth-authorization-server"],
   ["get", "/healthz"],

@@ -12,7 +12,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import * as Jose from "jose"
 import { randomUUID } from "node:crypto"
-import { KeyService } from "../src/auth/KeyService.js"
+import { testSigningKey } from "../src/auth/KeyService.js"
 import {
   admin,
   createFixture,
@@ -485,7 +485,7 @@ describe("POST /service/…: tokens signed by the test (expiry, scope, foreign k
     /** Signs claims with the server's own key through jose, as the server does. */
     const signReal = (claims: Record<string, unknown>) =>
       Effect.gen(function*() {
-        const keys = yield* KeyService
+        const keys = yield* testSigningKey
         return yield* Effect.promise(() =>
           new Jose.SignJWT(claims).setProtectedHeader({ alg: "RS256", typ: "JWT", kid: keys.kid }).sign(keys.privateKey)
         )
@@ -549,7 +549,7 @@ describe("POST /service/…: tokens signed by the test (expiry, scope, foreign k
 
     it.effect("live credential, matching data, but signed by another RSA key with the same kid → 401", () =>
       Effect.gen(function*() {
-        const keys = yield* KeyService
+        const keys = yield* testSigningKey
         const fixture = yield* createFixture()
         const now = yield* serverNow(fixture)
         const { privateKey } = attackerKeyPair()
@@ -565,7 +565,7 @@ describe("POST /service/…: tokens signed by the test (expiry, scope, foreign k
 
     it.effect("signed by another key through jose, same kid → 401", () =>
       Effect.gen(function*() {
-        const keys = yield* KeyService
+        const keys = yield* testSigningKey
         const fixture = yield* createFixture()
         const now = yield* serverNow(fixture)
         const { privateKey } = yield* Effect.promise(() => Jose.generateKeyPair("RS256", { modulusLength: 2048 }))

@@ -15,7 +15,7 @@ import * as Jose from "jose"
 import { createPublicKey } from "node:crypto"
 import * as NodeHttp from "node:http"
 import type { AddressInfo } from "node:net"
-import { KeyService } from "../src/auth/KeyService.js"
+import { testSigningKey } from "../src/auth/KeyService.js"
 import { createFixture, type Fixture, issueToken, makeTestServer } from "./support/TestServer.js"
 import {
   attackerKeyPair,
@@ -37,10 +37,10 @@ import {
 
 /** A fixture, the server's current time, and the server's signing key. */
 const setup = Effect.gen(function*() {
-  const keys = yield* KeyService
+  const keys = yield* testSigningKey
   const fixture = yield* createFixture()
   const now = yield* serverNow(fixture)
-  const publicJwk = keys.jwks.keys.find((key) => key.kid === keys.kid)!
+  const publicJwk = keys.publicJwk
   return { keys, fixture, now, publicJwk }
 })
 

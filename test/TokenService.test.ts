@@ -6,9 +6,9 @@
 import { expect, it } from "@effect/vitest"
 import { Effect, Layer, TestClock } from "effect"
 import * as Jose from "jose"
-import { createHmac, KeyObject, randomUUID, sign } from "node:crypto"
+import { createHmac, createPublicKey, KeyObject, randomUUID, sign } from "node:crypto"
 import { AppConfig } from "../src/AppConfig.js"
-import { KeyService } from "../src/auth/KeyService.js"
+import { KeyService, testSigningKey } from "../src/auth/KeyService.js"
 import { MAX_TOKEN_LENGTH, TokenService } from "../src/auth/TokenService.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import type { ServiceAddress } from "../src/storage/CredentialRepo.js"
@@ -57,7 +57,7 @@ const claimsAt = (iat: number, overrides: Record<string, unknown> = {}) => ({
 const ownToken = (
   payload: object | string = claimsAt(NOW),
   header: Record<string, unknown> = {}
-) => Effect.map(KeyService, (keys) => signRs256(keys.privateKey, { alg: "RS256", typ: "JWT", kid: keys.kid, ...header }, payload))
+) => Effect.map(testSigningKey, (keys) => signRs256(keys.privateKey, { alg: "RS256", typ: "JWT", kid: keys.kid, ...header }, payload))
 
 const segments = (token: string) => token.split(".") as [string, string, string]
 
@@ -74,7 +74,7 @@ it.layer(TokenServiceTest)("TokenService", (it) => {
     Effect.gen(function*() {
       yield* atNow
       const tokens = yield* TokenService
-      const keys = yield* KeyService
+      const keys = yield* testSigningKey
       const issued = yield* tokens.issue(CLIENT_ID, ADDRESS)
       expect(Jose.decodeProtectedHeader(issued.accessToken)).toEqual({ alg: "RS256", typ: "JWT", kid: keys.kid })
       const claims = Jose.decodeJwt(issued.accessToken)
@@ -146,7 +146,7 @@ it.layer(TokenServiceTest)("TokenService", (it) => {
   it.effect("rejects alg none", () =>
     Effect.gen(function*() {
       yield* atNow
-      const keys = yield* KeyService
+      const keys = yield* testSigningKey
       const [, payload] = segments(yield* ownToken())
       const header = b64({ alg: "none", typ: "JWT", kid: keys.kid })
       expect(yield* verdict(`${header}.${payload}.`)).toBe("InvalidToken")
@@ -157,8 +157,8 @@ it.layer(TokenServiceTest)("TokenService", (it) => {
   it.effect("rejects HS256 signed with the public key's PEM as the HMAC secret", () =>
     Effect.gen(function*() {
       yield* atNow
-      const keys = yield* KeyService
-      const publicPem = yield* Effect.promise(() => Jose.exportSPKI(keys.verificationKey(keys.kid)!))
+      const keys = yield* testSigningKey
+      const publicPem = yield* Effect.promise(() => Jose.exportSPKI(createPublicKey({ key: { ...keys.publicJwk }, format: "jwk" })))
       const input = `${b64({ alg: "HS256", typ: "JWT", kid: keys.kid })}.${b64(claimsAt(NOW))}`
       for (const secret of [publicPem, publicPem.trim()]) {
         const signature = createHmac("sha256", Buffer.from(secret, "utf8")).update(input).digest("base64url")
@@ -169,7 +169,7 @@ it.layer(TokenServiceTest)("TokenService", (it) => {
   it.effect("rejects a token signed by another RSA key under the server's kid", () =>
     Effect.gen(function*() {
       yield* atNow
-      const keys = yield* KeyService
+      const keys = yield* testSigningKey
       const other = yield* Effect.promise(() => Jose.generateKeyPair("RS256", { modulusLength: 2048 }))
       const forged = signRs256(other.privateKey, { alg: "RS256", typ: "JWT", kid: keys.kid }, claimsAt(NOW))
       expect(yield* verdict(forged)).toBe("InvalidToken")
@@ -263,7 +263,7 @@ it.layer(TokenServiceTest)("TokenService", (it) => {
   it.effect("rejects an iat far in the future", () =>
     Effect.gen(function*() {
       yield* atNow
-      const keys = yield* KeyService
+      const keys = yield* testSigningKey
       const future = NOW + 86_400
       const token = yield* Effect.promise(() =>
         new Jose.SignJWT(claimsAt(future))

@@ -23,10 +23,12 @@ import {
   NewCredential,
   ProfileDocument,
   ProfileSummary,
+  RotatedKey,
   SaveProfileRequest,
   SaveProfileResult,
   ServiceDocument,
-  ServiceInput
+  ServiceInput,
+  SigningKeyInfo
 } from "../domain/Models.js"
 import {
   AdminTooManyAttemptsWire,
@@ -326,5 +328,47 @@ export class AuditApi extends HttpApiGroup.make("audit")
   .annotate(
     OpenApi.Description,
     "Every admin change is recorded with the change itself, in the same transaction: a change that fails leaves no event."
+  )
+{}
+
+export const SigningKeyList = Schema.Struct({ keys: Schema.Array(SigningKeyInfo) }).annotations({
+  identifier: "SigningKeyList"
+})
+
+export class KeysApi extends HttpApiGroup.make("keys")
+  .add(
+    HttpApiEndpoint.get("listKeys", "/admin/keys")
+      .annotate(OpenApi.Summary, "List signing keys")
+      .annotate(
+        OpenApi.Description,
+        "Every signing key, newest first, with its status and schedule (never private material). With " +
+          "SIGNING_KEY_FILE, the file's key, active."
+      )
+      .addSuccess(SigningKeyList)
+  )
+  .add(
+    HttpApiEndpoint.post("rotateKey", "/admin/keys/rotate")
+      .annotate(OpenApi.Summary, "Rotate the signing key")
+      .setPayload(EmptyObject)
+      .addSuccess(RotatedKey, { status: 201 })
+      .addError(InvalidRequestWire)
+      .addError(ConflictWire)
+      .annotate(
+        OpenApi.Description,
+        "Makes a new RS256 key, published in the JWKS at once, that starts signing after KEY_PUBLISH_DELAY_S " +
+          "(status next until then, or active at once when the delay is 0). The previous key keeps verifying " +
+          "until its last token has expired (3600 s plus 60 s of tolerated clock skew after the switch), then " +
+          "retires. 409 conflict while a key is already scheduled (next), and with SIGNING_KEY_FILE (rotation " +
+          "is then the operator's). No body, or `{}`."
+      )
+  )
+  .middleware(AdminBodies)
+  .middleware(AdminAuth)
+  .addError(PayloadTooLargeWire)
+  .addError(StorageUnavailableWire)
+  .annotate(OpenApi.Title, "Admin: signing keys")
+  .annotate(
+    OpenApi.Description,
+    "The RS256 keys that sign access tokens: their rotation schedule, shared by every instance on one database."
   )
 {}

@@ -6,10 +6,12 @@
  * nothing but cost (it would cap the token endpoint at ~20 requests/s). Checking is constant-time,
  * and an unknown client id is checked against a dummy digest so it costs what a wrong secret costs.
  */
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Either, Layer, Redacted } from "effect"
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import type { ClientId } from "../domain/Identifiers.js"
+import { StartupError } from "../StartupError.js"
 import { ServerKeyStore } from "../storage/ServerKeyStore.js"
+import { KeyEncryption } from "./KeyEncryption.js"
 
 export interface GeneratedCredential {
   readonly clientId: ClientId
@@ -49,12 +51,20 @@ export const makeClientSecrets = (digestKey: Buffer): ClientSecretsShape => {
 }
 
 export class ClientSecrets extends Context.Tag("service-auth/ClientSecrets")<ClientSecrets, ClientSecretsShape>() {
-  /** Digest key shared by every instance through the database. */
+  /** Digest key shared by every instance through the database (sealed there when KEY_ENCRYPTION_KEY is set). */
   static readonly layer = Layer.effect(
     ClientSecrets,
     Effect.gen(function*() {
       const store = yield* ServerKeyStore
-      const key = yield* store.getOrCreate(DIGEST_KEY_NAME, async () => randomBytes(32).toString("base64url"))
+      const encryption = yield* KeyEncryption
+      const stored = yield* store.getOrCreate(
+        DIGEST_KEY_NAME,
+        async () => encryption.seal(DIGEST_KEY_NAME, randomBytes(32).toString("base64url"))
+      )
+      const key = yield* Either.match(encryption.open(DIGEST_KEY_NAME, Redacted.value(stored)), {
+        onLeft: (problem) => Effect.die(new StartupError({ message: problem })),
+        onRight: Effect.succeed
+      })
       return makeClientSecrets(Buffer.from(Redacted.value(key), "base64url"))
     }).pipe(Effect.orDie)
   )

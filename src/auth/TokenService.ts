@@ -2,10 +2,12 @@
  * Issues and verifies access tokens: RS256 JWTs (RFC 7519, RFC 9068 claims) that live 3600 s.
  * Time is Effect's `Clock`, so `TestClock` drives expiry in tests.
  *
- * Verification is an allow-list (RFC 8725): only `RS256`, only keys this server holds (by `kid`;
- * `jku`, `x5u` and embedded `jwk` headers are never followed), no `crit` extensions, and cheap
+ * Verification is an allow-list (RFC 8725): only `RS256`, only keys this server holds and has not
+ * retired (by `kid`; a kid it does not hold makes it reload its keys once, see `KeyService`; `jku`,
+ * `x5u` and embedded `jwk` headers are never followed), no `crit` extensions, and cheap
  * structural checks before any cryptography, so an oversized or malformed token costs nothing.
- * Tokens are signed with WebCrypto (on the thread pool) from a pre-encoded header, and checked with
+ * Tokens are signed with WebCrypto (on the thread pool) by the key the schedule names for their
+ * `iat`, from a pre-encoded header, and checked with
  * node:crypto's synchronous RSA verify (WebCrypto's is about ten times slower), once per token:
  * a verified token's exact text is remembered, and only the time-dependent checks run again.
  * Whether the issuing credential is still live is the caller's check, made in the same database
@@ -13,18 +15,16 @@
  */
 import { Clock, Context, Effect, Either, Layer, Schema } from "effect"
 import * as Jose from "jose"
-import { randomUUID, verify as verifySignature } from "node:crypto"
+import { KeyObject, randomUUID, verify as verifySignature } from "node:crypto"
 import { AppConfig } from "../AppConfig.js"
 import { InsufficientScope, InvalidToken } from "../domain/Errors.js"
 import { ClientId } from "../domain/Identifiers.js"
 import type { ServiceAddress } from "../storage/CredentialRepo.js"
-import { SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
+import { CLOCK_SKEW_SECONDS, SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import { KeyService, SIGNING_ALGORITHM } from "./KeyService.js"
 
 /** Larger tokens are refused before they are parsed; ours are about 800 bytes. */
 export const MAX_TOKEN_LENGTH = 8192
-/** Tolerated clock skew between instances for `iat`. */
-const MAX_FUTURE_IAT_SECONDS = 60
 
 const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/
 
@@ -67,6 +67,15 @@ export interface TokenServiceShape {
 }
 
 const invalid = (description: string) => new InvalidToken({ description })
+/** One instance each, so that `verify` can tell an unknown key from every other failure. */
+const unknownKey = invalid("The access token is signed with an unknown key")
+const retiredKey = invalid("The access token is signed with a retired key")
+
+/** The `kid` of a token whose header parsed (`checkSigned` got that far). */
+const kidOf = (token: string): string => {
+  const { kid } = Jose.decodeProtectedHeader(token)
+  return typeof kid === "string" ? kid : ""
+}
 
 /** Verified tokens remembered at the most; a full cache is emptied (clients reuse a token for an hour). */
 const MAX_VERIFIED_TOKENS = 10_000
@@ -83,14 +92,13 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
     Effect.gen(function*() {
       const keys = yield* KeyService
       const config = yield* AppConfig
-      // The protected header is the same for every token of a key: encoded once.
-      const encodedHeader = Buffer.from(JSON.stringify({ alg: SIGNING_ALGORITHM, typ: "JWT", kid: keys.kid }))
-        .toString("base64url")
 
-      const sign = async (claims: AccessTokenClaims): Promise<string> => {
-        const signingInput = `${encodedHeader}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}`
+      const sign = async (claims: AccessTokenClaims, nowMillis: number): Promise<string> => {
+        // The key the schedule names for this moment; its protected header is encoded once.
+        const key = keys.signingKeyAt(nowMillis)
+        const signingInput = `${key.encodedHeader}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}`
         // WebCrypto signs on libuv's thread pool, off the event loop.
-        const signature = await crypto.subtle.sign("RSASSA-PKCS1-v1_5", keys.privateKey, Buffer.from(signingInput))
+        const signature = await crypto.subtle.sign("RSASSA-PKCS1-v1_5", key.privateKey, Buffer.from(signingInput))
         return `${signingInput}.${Buffer.from(signature).toString("base64url")}`
       }
 
@@ -119,7 +127,7 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
           client_id: clientId,
           jti: randomUUID()
         }
-        return { accessToken: await sign(claims), claims }
+        return { accessToken: await sign(claims, nowMillis), claims }
       }
 
       const issue = Effect.fn("TokenService.issue", { captureStackTrace: false })(
@@ -131,8 +139,8 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         }
       )
 
-      /** Structure, header, signature and claims: everything that does not depend on the time. */
-      const checkSigned = (token: string): Either.Either<SignedToken, InvalidToken> => {
+      /** Structure, header, signature and claims: everything but the expiry (and the key's retirement). */
+      const checkSigned = (token: string, nowMillis: number): Either.Either<SignedToken, InvalidToken> => {
         if (token.length > MAX_TOKEN_LENGTH) return Either.left(invalid("The access token is too large"))
         if (!JWS_COMPACT.test(token)) return Either.left(invalid("The access token is malformed"))
         let header: Jose.ProtectedHeaderParameters
@@ -145,8 +153,9 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         if (header.crit !== undefined) return Either.left(invalid("The access token has unsupported critical headers"))
         if (header.typ !== undefined && header.typ !== "JWT") return Either.left(invalid("The access token has the wrong type"))
         const kid = typeof header.kid === "string" ? header.kid : undefined
-        const key = kid === undefined ? undefined : keys.verificationKey(kid)
-        if (kid === undefined || key === undefined) return Either.left(invalid("The access token is signed with an unknown key"))
+        const key = kid === undefined ? undefined : keys.verificationKeyAt(kid, nowMillis)
+        if (kid === undefined || key === undefined) return Either.left(unknownKey)
+        if (key === "retired") return Either.left(retiredKey)
 
         const [encodedHeader, encodedPayload, signature] = token.split(".") as [string, string, string]
         const signed = verifySignature(
@@ -176,10 +185,13 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
       // exact text is remembered (only a token that passed every time-independent check is, and only
       // while its key is still held). The time-dependent checks run on every call.
       const verified = new Map<string, SignedToken>()
-      const signedToken = (token: string): Either.Either<SignedToken, InvalidToken> => {
+      const signedToken = (token: string, nowMillis: number): Either.Either<SignedToken, InvalidToken> => {
         const known = verified.get(token)
-        if (known !== undefined && keys.verificationKey(known.kid) !== undefined) return Either.right(known)
-        const checked = checkSigned(token)
+        if (known !== undefined) {
+          if (keys.verificationKeyAt(known.kid, nowMillis) instanceof KeyObject) return Either.right(known)
+          verified.delete(token)
+        }
+        const checked = checkSigned(token, nowMillis)
         if (Either.isRight(checked)) {
           if (verified.size >= MAX_VERIFIED_TOKENS) verified.clear()
           verified.set(token, checked.right)
@@ -191,15 +203,15 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         token: string,
         nowMillis: number
       ): Either.Either<AccessTokenClaims, InvalidToken | InsufficientScope> => {
-        const signed = signedToken(token)
+        const signed = signedToken(token, nowMillis)
         if (Either.isLeft(signed)) return Either.left(signed.left)
         const { claims } = signed.right
         const now = Math.floor(nowMillis / 1000)
-        if (claims.nbf !== undefined && claims.nbf > now + MAX_FUTURE_IAT_SECONDS) {
+        if (claims.nbf !== undefined && claims.nbf > now + CLOCK_SKEW_SECONDS) {
           return Either.left(invalid("The access token is not yet valid"))
         }
         if (now >= claims.exp) return Either.left(invalid("The access token expired"))
-        if (claims.iat > now + MAX_FUTURE_IAT_SECONDS) return Either.left(invalid("The access token is not yet valid"))
+        if (claims.iat > now + CLOCK_SKEW_SECONDS) return Either.left(invalid("The access token is not yet valid"))
         if (!claims.scope.split(" ").includes(SERVICE_CALL_SCOPE)) {
           return Either.left(
             new InsufficientScope({ description: `The access token lacks the ${SERVICE_CALL_SCOPE} scope` })
@@ -209,6 +221,11 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
       }
 
       const verify = Effect.fn("TokenService.verify", { captureStackTrace: false })(function*(token: string) {
+        const verified = verifyAt(token, yield* Clock.currentTimeMillis)
+        if (Either.isRight(verified) || verified.left !== unknownKey) return yield* verified
+        // A key this instance does not hold yet (rotated on another instance a moment ago?): one
+        // reload from the database, then the verdict.
+        yield* keys.learn(kidOf(token))
         return yield* verifyAt(token, yield* Clock.currentTimeMillis)
       })
 

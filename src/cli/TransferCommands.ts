@@ -10,7 +10,7 @@ import { Command, Options } from "@effect/cli"
 import type { Migrator, SqlClient, SqlError } from "@effect/sql"
 import { Cause, Config, Console, Effect, Either, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { readFile } from "node:fs/promises"
-import { fromPkcs8, SIGNING_KEY_NAME } from "../auth/KeyService.js"
+import { importSigningKey, SIGNING_KEY_NAME } from "../auth/KeyService.js"
 import { describeFileError, type StartupError } from "../StartupError.js"
 import * as PgliteClient from "../storage/PgliteClient.js"
 import * as Storage from "../storage/Storage.js"
@@ -176,7 +176,7 @@ const checkSigningKey = (document: ExportDocument) =>
     document.tables.server_keys.filter((key) => key.name === SIGNING_KEY_NAME),
     (key) =>
       Effect.tryPromise({
-        try: () => fromPkcs8(key.value),
+        try: () => importSigningKey(key.value),
         catch: (error) =>
           new TransferRefused({
             message: `the file's signing key is not usable (${error instanceof Error ? error.message : "unreadable"}); ` +

@@ -46,7 +46,7 @@ const environmentNotFound = new NotFound({ description: "Environment not found" 
 const serviceNotFound = new NotFound({ description: "Service not found" })
 
 /** The admin token check and the body reader, which every admin group uses. */
-const adminMiddleware = Layer.merge(AdminAuthHttp.layer, AdminBodies.layer)
+export const adminMiddleware = Layer.merge(AdminAuthHttp.layer, AdminBodies.layer)
 
 export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
   Effect.gen(function*() {

@@ -12,8 +12,15 @@ export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
   Effect.gen(function*() {
     const keys = yield* KeyService
     const repo = yield* CredentialRepo
-    const { issuer } = yield* AppConfig
-    const jwks = { keys: keys.jwks.keys.map(({ kty, kid, alg, use, n, e }) => ({ kty: kty as "RSA", kid, alg, use, n: n!, e: e! })) }
+    const { issuer, keyPublishDelaySeconds } = yield* AppConfig
+    // Resource servers that honour it refetch well within the publication delay, so they hold a
+    // new key before its first token (half the delay, at most a minute).
+    const jwksHeaders = { "cache-control": `public, max-age=${Math.min(60, Math.floor(keyPublishDelaySeconds / 2))}` }
+    const jwks = Effect.map(keys.jwks, ({ keys }) =>
+      HttpServerResponse.unsafeJson(
+        { keys: keys.map(({ kty, kid, alg, use, n, e }) => ({ kty, kid, alg, use, n, e })) },
+        { headers: jwksHeaders }
+      ))
     const metadata = {
       issuer,
       token_endpoint: `${issuer}/oauth/token`,
@@ -26,7 +33,7 @@ export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
     }
     const openapi = openApiYaml()
     return handlers
-      .handle("jwks", () => Effect.succeed(jwks))
+      .handle("jwks", () => jwks)
       .handle("metadata", () => Effect.succeed(metadata))
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
       .handle("readyz", () => Effect.as(repo.ping, { status: "ok" as const }))

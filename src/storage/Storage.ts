@@ -22,6 +22,7 @@ import { makeDataDirPrivate, tightenDataDir } from "./PrivateDataDir.js"
 import { StartupError } from "../StartupError.js"
 import { STORAGE_TIMEOUT } from "./StorageErrors.js"
 import { ServerKeyStore } from "./ServerKeyStore.js"
+import { SigningKeyStore } from "./SigningKeyStore.js"
 import { tracerEnabled } from "../Tracing.js"
 
 /**
@@ -37,7 +38,9 @@ const cachedRepo = <E, R>(guard: Effect.Effect<CacheGuard, E, R>) =>
 
 /** Repositories over whatever `SqlClient` is provided, after migrating it. */
 const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>, failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>) =>
-  Layer.mergeAll(repo, AuditTrail.layerSql, ServerKeyStore.layerSql, failureCounts).pipe(Layer.provideMerge(Migrations.layer))
+  Layer.mergeAll(repo, AuditTrail.layerSql, ServerKeyStore.layerSql, SigningKeyStore.layerSql, failureCounts).pipe(
+    Layer.provideMerge(Migrations.layer)
+  )
 
 /**
  * For PostgreSQL, which other instances write too: the hot reads are cached under a lease kept
@@ -160,7 +163,12 @@ export const layerEmbedded = (dataDir: string | undefined) =>
 export const layerMigrated = <E, R>(client: Layer.Layer<SqlClient.SqlClient, E, R>) =>
   Migrations.layer.pipe(Layer.provideMerge(client))
 
-export const layerMemory = Layer.mergeAll(CredentialRepoMemory.layer, ServerKeyStore.layerMemory, FailureCounts.layerLocal)
+export const layerMemory = Layer.mergeAll(
+  CredentialRepoMemory.layer,
+  ServerKeyStore.layerMemory,
+  SigningKeyStore.layerMemory,
+  FailureCounts.layerLocal
+)
 
 export const layerFromConfig = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>

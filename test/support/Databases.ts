@@ -7,6 +7,7 @@
  */
 import { describe } from "@effect/vitest"
 import { Layer, Redacted } from "effect"
+import { randomBytes } from "node:crypto"
 import * as Storage from "../../src/storage/Storage.js"
 
 export const TEST_DATABASE_URL: string | undefined = process.env.TEST_DATABASE_URL === ""
@@ -38,3 +39,25 @@ export const postgresStorage = () =>
   TEST_DATABASE_URL === undefined
     ? Layer.die(new Error("TEST_DATABASE_URL is unset"))
     : Storage.layerPostgres(Redacted.make(TEST_DATABASE_URL))
+
+/**
+ * A new, empty database on the PostgreSQL server of `TEST_DATABASE_URL`, for tests that need one
+ * to themselves (several processes sharing its keys, the stored form of secrets); `drop` removes it.
+ */
+export const freshDatabase = async (): Promise<{ readonly url: string; readonly drop: () => Promise<void> }> => {
+  const { default: pg } = await import("pg")
+  const name = `service_auth_test_${randomBytes(6).toString("hex")}`
+  const run = async (statement: string) => {
+    const client = new pg.Client({ connectionString: TEST_DATABASE_URL })
+    await client.connect()
+    try {
+      await client.query(statement)
+    } finally {
+      await client.end()
+    }
+  }
+  await run(`CREATE DATABASE ${name}`)
+  const url = new URL(TEST_DATABASE_URL!)
+  url.pathname = `/${name}`
+  return { url: url.toString(), drop: () => run(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) }
+}

@@ -8,24 +8,41 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { AppConfig, type AppConfigShape } from "../../src/AppConfig.js"
-import { layerDomainTest, layerServe } from "../../src/AppLayer.js"
+import { layerDomainTest, layerServe, makeDomainLayer } from "../../src/AppLayer.js"
+import { ClientSecrets } from "../../src/auth/ClientSecrets.js"
+import { KeyEncryption } from "../../src/auth/KeyEncryption.js"
+import { KeyService } from "../../src/auth/KeyService.js"
 import type { AuditTrail } from "../../src/storage/AuditTrail.js"
 import type { CredentialRepo } from "../../src/storage/CredentialRepo.js"
 import type { FailureCounts } from "../../src/storage/FailureCounts.js"
 import type { ServerKeyStore } from "../../src/storage/ServerKeyStore.js"
+import type { SigningKeyStore } from "../../src/storage/SigningKeyStore.js"
 import * as Storage from "../../src/storage/Storage.js"
 
 export const ADMIN_TOKEN = "test-admin-token"
 /** Who makes the changes tests write straight into a repository (the audit trail's actor). */
 export const TEST_ACTOR = { name: "test", source: "127.0.0.1" } as const
 
+/** The live signing keys (stored, rotating, sealed as configured) over the test digest key. */
+const layerDomainStoredKeys = makeDomainLayer({ keys: KeyService.layer, secrets: ClientSecrets.layerTest }).pipe(
+  Layer.provideMerge(KeyEncryption.layer)
+)
+
 export const makeTestServer = (options: {
   readonly storage?: Layer.Layer<CredentialRepo | AuditTrail | ServerKeyStore | FailureCounts, unknown>
   readonly config?: Partial<AppConfigShape>
+  /** `test`: one fixed key (the default); `stored`: the live key rotation over the storage. */
+  readonly keys?: "test" | "stored"
 } = {}) =>
   layerServe.pipe(
-    Layer.provideMerge(layerDomainTest),
-    Layer.provideMerge(options.storage ?? Storage.layerMemory),
+    Layer.provideMerge(options.keys === "stored" ? layerDomainStoredKeys : layerDomainTest),
+    // Every storage layer of Storage.ts holds the signing keys too; a hand-made one need not, with test keys.
+    Layer.provideMerge(
+      (options.storage ?? Storage.layerMemory) as Layer.Layer<
+        CredentialRepo | AuditTrail | ServerKeyStore | SigningKeyStore | FailureCounts,
+        unknown
+      >
+    ),
     Layer.provideMerge(AppConfig.layerTest(options.config)),
     Layer.provideMerge(NodeHttpServer.layerTest),
     Layer.orDie

@@ -1,0 +1,25 @@
+/** Handlers of the signing-key endpoints of the admin API (`KeysApi`): the schedule, and a rotation. */
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect, Layer } from "effect"
+import { Api } from "../api/Api.js"
+import { type KeyInfo, KeyService } from "../auth/KeyService.js"
+import type { SigningKeyInfo } from "../domain/Models.js"
+import { adminMiddleware } from "./AdminHttp.js"
+
+const wireOf = (key: KeyInfo): SigningKeyInfo => ({
+  kid: key.kid,
+  status: key.status,
+  created_at: key.createdAt,
+  active_from: key.activeFrom,
+  superseded_at: key.supersededAt,
+  retires_at: key.retiresAt
+})
+
+export const layer = HttpApiBuilder.group(Api, "keys", (handlers) =>
+  Effect.gen(function*() {
+    const keys = yield* KeyService
+    return handlers
+      .handle("listKeys", () => Effect.map(keys.list, (list) => ({ keys: list.map(wireOf) })))
+      .handle("rotateKey", () =>
+        Effect.map(keys.rotate, (key) => ({ kid: key.kid, status: key.status, active_from: key.activeFrom })))
+  })).pipe(Layer.provide(adminMiddleware))
