@@ -16,8 +16,7 @@ import { AppConfig } from "../src/AppConfig.js"
 import { KeyEncryption } from "../src/auth/KeyEncryption.js"
 import { schedule, statusAt, verifiesAt } from "../src/auth/KeySchedule.js"
 import { KeyService } from "../src/auth/KeyService.js"
-import { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
-import { SigningKeyStore } from "../src/storage/SigningKeyStore.js"
+import * as Storage from "../src/storage/Storage.js"
 import { decodeJwt } from "./support/Http.js"
 import {
   admin,
@@ -26,7 +25,8 @@ import {
   issueToken,
   type JsonResponse,
   makeTestServer,
-  send
+  send,
+  TEST_ACTOR
 } from "./support/TestServer.js"
 import { callPath, callService, expectEcho, expectInvalidToken } from "./support/Tokens.js"
 
@@ -57,6 +57,10 @@ const expectError = (response: JsonResponse, status: number, error: string) => {
 const realSleep = (ms: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
 
 describe("rotation with the default publication delay (300 s)", () => {
+  const rotationEvents = Effect.map(
+    admin.get("/admin/audit?limit=500"),
+    (trail) => (trail.body.events as Array<{ readonly action: string }>).filter((event) => event.action === "key.rotated")
+  )
   layer(makeTestServer({ keys: "stored" }))((it) => {
     it.effect("publishes at once, switches at active_from, keeps the old key until its last token expired, then retires it", () =>
       Effect.gen(function*() {
@@ -93,8 +97,10 @@ describe("rotation with the default publication delay (300 s)", () => {
             retires_at: iso(300 + 3660)
           }
         ])
-        // One scheduled key at a time.
+        // One scheduled key at a time; the refused rotation leaves no audit event.
+        expect(yield* rotationEvents).toHaveLength(1)
         expectError(yield* rotate, 409, "conflict")
+        expect(yield* rotationEvents).toHaveLength(1)
 
         // The old key signs until active_from...
         yield* TestClock.adjust("299 seconds")
@@ -150,6 +156,26 @@ describe("rotation with KEY_PUBLISH_DELAY_S=0", () => {
         yield* verifies(fixture, after)
         expect((yield* jwks).kids).toHaveLength(3)
       }))
+
+    it.effect("each rotation is in the audit trail, with its actor and the new kid; a refused one is not", () =>
+      Effect.gen(function*() {
+        const rotated = yield* rotate
+        expect(rotated.status).toBe(201)
+        const trail = yield* admin.get("/admin/audit?limit=500")
+        const events = (trail.body.events as Array<any>).filter((event) => event.action === "key.rotated")
+        expect(events[0]).toEqual({
+          time: iso(0),
+          actor: "admin",
+          source: expect.any(String),
+          action: "key.rotated",
+          profile: null,
+          environment: null,
+          service_uuid: null,
+          client_id: null,
+          details: { kid: rotated.body.kid, active_from: iso(0) }
+        })
+        expect(JSON.stringify(trail.body)).not.toContain("PRIVATE KEY")
+      }))
   })
 })
 
@@ -170,6 +196,10 @@ describe("KEY_ROTATION_DAYS", () => {
           keys = yield* listKeys
         }
         expect(keys.map((key) => [key.status, key.active_from])).toEqual([["next", iso(1200)], ["active", iso(0)]])
+        const trail = yield* admin.get("/admin/audit?limit=500")
+        expect((trail.body.events as Array<any>).filter((event) => event.action === "key.rotated")).toEqual([
+          expect.objectContaining({ actor: "key-rotation-schedule", source: "server", details: { kid: keys[0]!.kid, active_from: iso(1200) } })
+        ])
         yield* TestClock.adjust("300 seconds")
         const second = kidOf(yield* issueToken(fixture))
         expect(second).toBe(keys[0]!.kid)
@@ -229,7 +259,7 @@ describe("the key endpoints need the admin token", () => {
 })
 
 describe("two instances on one store (memory)", () => {
-  const instance = (stores: Layer.Layer<SigningKeyStore | ServerKeyStore>) =>
+  const instance = (stores: Layer.Layer<Layer.Layer.Success<typeof Storage.layerMemory>>) =>
     Effect.map(
       Layer.build(KeyService.layer.pipe(
         Layer.provide(Layer.mergeAll(stores, KeyEncryption.layerNone, AppConfig.layerTest({ keyPublishDelaySeconds: 0 })))
@@ -240,13 +270,13 @@ describe("two instances on one store (memory)", () => {
   it.scoped("a key rotated on one with no delay is learnt by the other from its first token's kid", () =>
     Effect.gen(function*() {
       const stores = Layer.succeedContext(
-        yield* Layer.build(Layer.merge(SigningKeyStore.layerMemory, ServerKeyStore.layerMemory))
+        yield* Layer.build(Storage.layerMemory)
       )
       const a = yield* instance(stores)
       const b = yield* instance(stores)
       const first = a.signingKeyAt(0).kid
       expect(b.signingKeyAt(0).kid).toBe(first)
-      const rotated = yield* a.rotate
+      const rotated = yield* a.rotate(TEST_ACTOR)
       expect(a.signingKeyAt(0).kid).toBe(rotated.kid)
       // B has not reloaded yet: it does not hold the key, until a token names it.
       expect(b.verificationKeyAt(rotated.kid, 0)).toBeUndefined()

@@ -120,6 +120,14 @@ describe.skipIf(TEST_DATABASE_URL === undefined)("signing-key rotation on two in
       [newKid, "active"],
       [oldKid, "retiring"]
     ])
+    // The rotation's audit event was written with it, in the shared database: both instances list it.
+    for (const server of [first, second]) {
+      const trail = await adminCall(server, "GET", "/admin/audit?limit=500")
+      expect(trail.body.events.filter((event: { action: string }) => event.action === "key.rotated")[0]).toMatchObject({
+        actor: "admin",
+        details: { kid: newKid }
+      })
+    }
   }, 60_000)
 
   it("a key rotated on one is in the other's JWKS on the very next request", async () => {

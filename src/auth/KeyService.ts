@@ -18,8 +18,11 @@ import * as Jose from "jose"
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto"
 import { readFile } from "node:fs/promises"
 import { AppConfig } from "../AppConfig.js"
+import type { AdminActorShape } from "../domain/AdminActor.js"
+import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, type StorageUnavailable } from "../domain/Errors.js"
 import { describeFileError, StartupError } from "../StartupError.js"
+import { AuditTrail } from "../storage/AuditTrail.js"
 import { ServerKeyStore } from "../storage/ServerKeyStore.js"
 import {
   type NewSigningKey,
@@ -70,8 +73,8 @@ export interface KeyServiceShape {
   readonly jwks: Effect.Effect<{ readonly keys: ReadonlyArray<PublicJwk> }>
   /** Every key with its status, newest first, as stored. */
   readonly list: Effect.Effect<ReadonlyArray<KeyInfo>, StorageUnavailable>
-  /** Schedules a new key: published now, signing after KEY_PUBLISH_DELAY_S. */
-  readonly rotate: Effect.Effect<KeyInfo, Conflict | StorageUnavailable>
+  /** Schedules a new key: published now, signing after KEY_PUBLISH_DELAY_S; `key.rotated` in the audit trail. */
+  readonly rotate: (actor: AdminActorShape) => Effect.Effect<KeyInfo, Conflict | StorageUnavailable>
 }
 
 /** A key in memory: its schedule times, its public half, and its private half when it may sign. */
@@ -187,6 +190,9 @@ export const readSigningKeyFile = (file: string) =>
     })
   ))
 
+/** The actor of an automatic rotation (KEY_ROTATION_DAYS) in the audit trail: no admin token made it. */
+const SCHEDULE_ACTOR: AdminActorShape = { name: "key-rotation-schedule", source: "server" }
+
 /** One key that never rotates (SIGNING_KEY_FILE, tests); `rotate` says why not. */
 const fixedKeys = (key: HeldKey, whyNoRotation: string): KeyServiceShape => {
   const ring = ringOf([key])
@@ -196,7 +202,7 @@ const fixedKeys = (key: HeldKey, whyNoRotation: string): KeyServiceShape => {
     learn: () => Effect.void,
     jwks: Effect.succeed({ keys: [key.jwk] }),
     list: Effect.map(Clock.currentTimeMillis, (now) => [infoOf(ring.ordered[0]!, now)]),
-    rotate: Effect.fail(new Conflict({ description: whyNoRotation }))
+    rotate: () => Effect.fail(new Conflict({ description: whyNoRotation }))
   }
 }
 
@@ -214,6 +220,7 @@ const storedKeys = Effect.gen(function*() {
   const config = yield* AppConfig
   const store = yield* SigningKeyStore
   const serverKeys = yield* ServerKeyStore
+  const audit = yield* AuditTrail
   const encryption = yield* KeyEncryption
   const publishDelayMillis = config.keyPublishDelaySeconds * 1000
 
@@ -316,14 +323,21 @@ const storedKeys = Effect.gen(function*() {
 
   /** Inserts a new key when `decide` (under the store's lock, at `now`) says so, then reloads. */
   const rotateWhen = <E>(
+    actor: AdminActorShape,
     decide: (scheduled: ReadonlyArray<Scheduled<StoredTimes>>, now: number) => Either.Either<boolean, E>
   ) =>
     Effect.gen(function*() {
       const pem = yield* Effect.promise(generatePkcs8)
       const now = yield* Clock.currentTimeMillis
       const candidate = yield* sealedKey(pem, { createdAt: now, activeFrom: now + publishDelayMillis })
-      const inserted = yield* store.insertIf((keys) =>
-        Either.map(decide(schedule(keys.map(timesOf)), now), (insert) => (insert ? Option.some(candidate) : Option.none()))
+      const inserted = yield* store.insertIf(
+        (keys) =>
+          Either.map(decide(schedule(keys.map(timesOf)), now), (insert) => (insert ? Option.some(candidate) : Option.none())),
+        (key) =>
+          audit.record([auditEvent(actor, new Date(now), {
+            action: "key.rotated",
+            details: { kid: key.kid, active_from: key.activeFrom.toISOString() }
+          })])
       )
       yield* reload
       return inserted
@@ -350,11 +364,11 @@ const storedKeys = Effect.gen(function*() {
         )
   }
 
-  const rotate = Effect.gen(function*() {
+  const rotate = (actor: AdminActorShape) => Effect.gen(function*() {
     // What memory already shows costs no key generation; the store's lock decides the rest.
     const known = pendingConflict(ring.ordered, yield* Clock.currentTimeMillis)
     if (Option.isSome(known)) return yield* known.value
-    const rotated = yield* rotateWhen((scheduled, now) =>
+    const rotated = yield* rotateWhen(actor, (scheduled, now) =>
       Option.match(pendingConflict(scheduled, now), { onNone: () => Either.right(true), onSome: Either.left })
     )
     const key = Option.getOrThrow(rotated)
@@ -371,7 +385,7 @@ const storedKeys = Effect.gen(function*() {
     yield* Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       if (!due(ring.ordered, now)) return
-      const rotated = yield* rotateWhen((scheduled, at) => Either.right(due(scheduled, at)))
+      const rotated = yield* rotateWhen(SCHEDULE_ACTOR, (scheduled, at) => Either.right(due(scheduled, at)))
       if (Option.isSome(rotated)) {
         yield* Effect.logInfo(`signing key rotated automatically (KEY_ROTATION_DAYS): new key ${rotated.value.kid}`)
       }

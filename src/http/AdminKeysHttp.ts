@@ -3,6 +3,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { Api } from "../api/Api.js"
 import { type KeyInfo, KeyService } from "../auth/KeyService.js"
+import { AdminActor } from "../domain/AdminActor.js"
 import type { SigningKeyInfo } from "../domain/Models.js"
 import { adminMiddleware } from "./AdminHttp.js"
 
@@ -21,5 +22,7 @@ export const layer = HttpApiBuilder.group(Api, "keys", (handlers) =>
     return handlers
       .handle("listKeys", () => Effect.map(keys.list, (list) => ({ keys: list.map(wireOf) })))
       .handle("rotateKey", () =>
-        Effect.map(keys.rotate, (key) => ({ kid: key.kid, status: key.status, active_from: key.activeFrom })))
+        Effect.flatMap(AdminActor, keys.rotate).pipe(
+          Effect.map((key) => ({ kid: key.kid, status: key.status, active_from: key.activeFrom }))
+        ))
   })).pipe(Layer.provide(adminMiddleware))

@@ -44,7 +44,9 @@ export interface SigningKeyStoreShape {
    * or why not); the insertion commits with the lock held, so no other insertion decided in between.
    */
   readonly insertIf: <E>(
-    decide: (keys: ReadonlyArray<StoredSigningKey>) => Either.Either<Option.Option<NewSigningKey>, E>
+    decide: (keys: ReadonlyArray<StoredSigningKey>) => Either.Either<Option.Option<NewSigningKey>, E>,
+    /** Written with the insertion, in its transaction (the audit trail's `key.rotated`). */
+    alongside?: (key: NewSigningKey) => Effect.Effect<void, StorageUnavailable>
   ) => Effect.Effect<Option.Option<NewSigningKey>, E | StorageUnavailable>
   /** Replaces each private key for which `transform` answers a new stored form; answers how many. */
   readonly reseal: <E>(
@@ -75,7 +77,7 @@ export class SigningKeyStore extends Context.Tag("service-auth/SigningKeyStore")
       const lock = sql`LOCK TABLE signing_keys IN SHARE ROW EXCLUSIVE MODE`
       return SigningKeyStore.of({
         list: storageOperation(select),
-        insertIf: (decide) =>
+        insertIf: (decide, alongside) =>
           Effect.gen(function*() {
             yield* lock
             const decision = decide(yield* select)
@@ -85,7 +87,7 @@ export class SigningKeyStore extends Context.Tag("service-auth/SigningKeyStore")
               yield* sql`INSERT INTO signing_keys (kid, public_jwk, private_key, created_at, active_from)
                 VALUES (${key.kid}, ${JSON.stringify(key.publicJwk)}::jsonb, ${key.privateKey}, ${key.createdAt},
                         ${key.activeFrom})`
-              // An audit record of the rotation belongs here, in this transaction.
+              if (alongside !== undefined) yield* alongside(key)
             }
             return decision.right
           }).pipe(sql.withTransaction, storageOperation),
@@ -110,12 +112,17 @@ export class SigningKeyStore extends Context.Tag("service-auth/SigningKeyStore")
     return SigningKeyStore.of({
       list: Effect.sync(() => keys),
       // Synchronous from the decision to the insertion: nothing else runs in between.
-      insertIf: (decide) =>
-        Effect.suspend(() => {
+      insertIf: <E>(
+        decide: (keys: ReadonlyArray<StoredSigningKey>) => Either.Either<Option.Option<NewSigningKey>, E>,
+        alongside?: (key: NewSigningKey) => Effect.Effect<void, StorageUnavailable>
+      ): Effect.Effect<Option.Option<NewSigningKey>, E | StorageUnavailable> =>
+        Effect.suspend((): Effect.Effect<Option.Option<NewSigningKey>, E | StorageUnavailable> => {
           const decision = decide(keys)
           if (Either.isLeft(decision)) return Effect.fail(decision.left)
-          if (Option.isSome(decision.right)) keys = [...keys, { ...decision.right.value, position: keys.length + 1 }]
-          return Effect.succeed(decision.right)
+          if (Option.isNone(decision.right)) return Effect.succeed(decision.right)
+          const key = decision.right.value
+          keys = [...keys, { ...key, position: keys.length + 1 }]
+          return Effect.as(alongside === undefined ? Effect.void : alongside(key), decision.right)
         }),
       reseal: (transform) =>
         Effect.gen(function*() {
