@@ -5,7 +5,7 @@
  * are asserted as a script would read them.
  */
 import { spawn, spawnSync } from "node:child_process"
-import { mkdtempSync, rmSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -287,9 +287,18 @@ describe("service-auth admin CLI", () => {
     expect(wrongToken).toMatchObject({ code: 1, stdout: "", stderr: "service-auth: The admin token is not valid\n" })
     expect(wrongToken.stderr).not.toContain("not-the-admin-token")
 
-    const noToken = await cli(["profiles", "list"], { ADMIN_TOKEN: undefined })
+    const tokenDir = mkdtempSync(join(tmpdir(), "service-auth-cli-token-"))
+    const noToken = await cli(["profiles", "list"], { ADMIN_TOKEN: undefined, DATA_DIR: tokenDir })
     expect(noToken.code).toBe(1)
     expect(noToken.stderr).toContain("ADMIN_TOKEN is not set")
+    // The token an embedded server keeps in DATA_DIR/admin-token serves a server on this machine only.
+    writeFileSync(join(tokenDir, "admin-token"), `${ADMIN_TOKEN}\n`, { mode: 0o600 })
+    const fromFile = await cli(["profiles", "list", "--json"], { ADMIN_TOKEN: undefined, DATA_DIR: tokenDir })
+    expect(fromFile.code, fromFile.stderr).toBe(0)
+    const elsewhere = await cli(["profiles", "list", "--url", "http://auth.example.invalid"], { ADMIN_TOKEN: undefined, DATA_DIR: tokenDir })
+    expect(elsewhere.code).toBe(1)
+    expect(elsewhere.stderr).toContain("ADMIN_TOKEN is not set")
+    rmSync(tokenDir, { recursive: true, force: true })
 
     const port = await freePort()
     const started = Date.now()

@@ -7,6 +7,9 @@
  */
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { Config, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
+import { ADMIN_TOKEN_FILE } from "../AdminTokenFile.js"
 import { CredentialList, ProfileList } from "../api/AdminApi.js"
 import { AuditEventPage } from "../domain/AuditEvents.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
@@ -109,23 +112,46 @@ export class AdminClient extends Context.Tag("service-auth/cli/AdminClient")<Adm
       AdminClient,
       Effect.gen(function*() {
         const base = yield* parseServerUrl(url)
-        const token = yield* adminToken
+        const token = yield* adminTokenFor(base)
         const http = yield* HttpClient.HttpClient
         return makeAdminClient(base, token, http)
       })
     ).pipe(Layer.provide(FetchHttpClient.layer))
 }
 
-const adminToken = Config.option(Config.redacted("ADMIN_TOKEN")).pipe(
-  Effect.orElseSucceed(() => Option.none<Redacted.Redacted>()),
-  Effect.flatMap((token) =>
-    Option.isSome(token) && Redacted.value(token.value) !== ""
-      ? Effect.succeed(token.value)
-      : new AdminTokenMissing({
-        message: "ADMIN_TOKEN is not set: export the server's admin token in ADMIN_TOKEN (it is never taken as an argument)"
+/** Whether `base` names this machine: only then may the local data directory's token be sent to it. */
+const isLoopback = (base: string) => {
+  const host = new URL(base).hostname
+  return host === "localhost" || host === "[::1]" || /^127(\.\d{1,3}){3}$/.test(host)
+}
+
+/**
+ * `ADMIN_TOKEN`; or, for a server on this machine, the token an embedded server generated into
+ * `DATA_DIR/admin-token` (./data by default), which only this user can read. Never sent elsewhere:
+ * that token is the local server's.
+ */
+const adminTokenFor = (base: string) =>
+  Effect.gen(function*() {
+    const configured = yield* Config.option(Config.redacted("ADMIN_TOKEN")).pipe(
+      Effect.orElseSucceed(() => Option.none<Redacted.Redacted>())
+    )
+    if (Option.isSome(configured) && Redacted.value(configured.value) !== "") return configured.value
+    const dataDir = yield* Config.string("DATA_DIR").pipe(Config.withDefault("./data"), Effect.orElseSucceed(() => "./data"))
+    const stored = isLoopback(base)
+      ? yield* Effect.sync(() => {
+        try {
+          return readFileSync(join(dataDir, ADMIN_TOKEN_FILE), "utf8").trim()
+        } catch {
+          return ""
+        }
       })
-  )
-)
+      : ""
+    if (stored !== "") return Redacted.make(stored)
+    return yield* new AdminTokenMissing({
+      message: "ADMIN_TOKEN is not set: export the server's admin token in ADMIN_TOKEN (it is never taken as an " +
+        "argument; for an embedded server on this machine, DATA_DIR/admin-token is read when it exists)"
+    })
+  })
 
 /** The base URL without a trailing slash; a path prefix is kept (a server behind a reverse proxy). */
 export const parseServerUrl = (raw: string): Effect.Effect<string, InvalidServerUrl> => {
