@@ -10,13 +10,14 @@ import { Command, Options } from "@effect/cli"
 import type { Migrator, SqlClient, SqlError } from "@effect/sql"
 import { Cause, Config, Console, Effect, Either, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { readFile } from "node:fs/promises"
-import { importSigningKey, SIGNING_KEY_NAME } from "../auth/KeyService.js"
 import { describeFileError, type StartupError } from "../StartupError.js"
 import * as PgliteClient from "../storage/PgliteClient.js"
 import * as Storage from "../storage/Storage.js"
 import {
+  checkKeys,
   countTables,
   describeCounts,
+  DISTINCT_COUNTS,
   type ExportDocument,
   exportDatabase,
   type ImportSummary,
@@ -94,7 +95,9 @@ const countsJson = (counts: TableCounts) => ({
   services: counts.services,
   credentials: counts.credentials,
   deleted_credentials: counts.deletedCredentials,
-  keys: counts.keys
+  keys: counts.keys,
+  signing_keys: counts.signingKeys,
+  audit_events: counts.auditEvents
 })
 
 /** One line on stderr naming what went wrong; a defect (a bug) with its trace. Never a secret. */
@@ -170,27 +173,9 @@ const exportCommand = Command.make(
   )
 )
 
-/** The signing key is checked as the server will load it: a file that imports must also start. */
-const checkSigningKey = (document: ExportDocument) =>
-  Effect.forEach(
-    document.tables.server_keys.filter((key) => key.name === SIGNING_KEY_NAME),
-    (key) =>
-      Effect.tryPromise({
-        try: () => importSigningKey(key.value),
-        catch: (error) =>
-          new TransferRefused({
-            message: `the file's signing key is not usable (${error instanceof Error ? error.message : "unreadable"}); ` +
-              "nothing was imported"
-          })
-      }),
-    { discard: true }
-  )
-
 const describeImport = (summary: ImportSummary, database: Database) => {
   if (summary.mode === "replace") return `imported ${describeCounts(summary.file)} into ${describeDatabase(database)}`
-  const present = (Object.keys(summary.file) as Array<keyof TableCounts>)
-    .filter((key) => key !== "deletedCredentials")
-    .reduce((sum, key) => sum + summary.file[key] - summary.added[key], 0)
+  const present = DISTINCT_COUNTS.reduce((sum, key) => sum + summary.file[key] - summary.added[key], 0)
   return `merged into ${describeDatabase(database)}: added ${describeCounts(summary.added)}; ${present} already present` +
     (summary.revoked > 0 ? `; ${summary.revoked} credentials deleted as in the file` : "")
 }
@@ -215,7 +200,10 @@ const importCommand = Command.make(
         parseExport(text),
         (invalid) => new TransferRefused({ message: `${options.in}: ${invalid.message}; nothing was imported` })
       )
-      yield* checkSigningKey(document)
+      // The keys are checked as the server will load them: a file that imports must also start.
+      yield* checkKeys(document.tables).pipe(
+        Effect.mapError((invalid) => new TransferRefused({ message: `${options.in}: ${invalid.message}; nothing was imported` }))
+      )
       const summary = yield* importDatabase(document, { merge: options.merge }).pipe(
         Effect.provide(openDatabase(database, { mustExist: false }))
       )
@@ -227,15 +215,20 @@ const importCommand = Command.make(
             file: countsJson(summary.file),
             added: countsJson(summary.added),
             revoked_credentials: summary.revoked,
-            replaced_keys: summary.replacedKeys
+            replaced_keys: summary.replacedKeys,
+            restart_needed: summary.restartNeeded
           })
           : describeImport(summary, database)
       )
-      if (summary.replacedKeys.length > 0) {
-        // Instances load the keys once, at start: those running on this database still hold the old ones.
+      const replaced = `service-auth import: the keys this database held (${summary.replacedKeys.join(", ")}) were replaced by the file's`
+      if (summary.restartNeeded) {
+        // The digest key is loaded once, at start; a signing key from before rotation is adopted only at start.
+        yield* Console.error(`${replaced}: restart every server running on it`)
+      } else if (summary.replacedKeys.length > 0) {
+        // Running servers reload the signing keys every 2 seconds.
         yield* Console.error(
-          `service-auth import: the keys this database held (${summary.replacedKeys.join(", ")}) were replaced by the ` +
-            "file's: restart every server running on it"
+          `${replaced}: servers running on it use the new signing keys within 2 seconds, without a restart ` +
+            "(given the KEY_ENCRYPTION_KEY they are sealed with)"
         )
       }
     }).pipe(runCommand("import"))
