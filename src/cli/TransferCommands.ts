@@ -168,7 +168,7 @@ const exportCommand = Command.make(
     }).pipe(runCommand("export"))
 ).pipe(
   Command.withDescription(
-    "Write the whole database (catalogue, credential digests, signing and digest keys) to one JSON file, mode 0600. " +
+    "Write the whole database (catalogue, credential digests, signing and digest keys as stored, audit trail) to one JSON file, mode 0600. " +
       "The embedded database must not be in use by a server."
   )
 )

@@ -596,8 +596,10 @@ const keyMismatch = (name: string) =>
  *   content is a conflict that refuses the import, except two columns of credentials where the
  *   safe value wins: `deleted_at` (a deletion on either side stays a deletion, the earlier one) and
  *   `last_used_at` (the later). Keys must be identical or absent in the target, unless the target
- *   has no live credential: then nothing depends on its keys, and the file's replace them.
- * - Either way, no service may end with more than 2 live credentials.
+ *   has no live credential: then nothing depends on its keys, and the file's replace them. Signing
+ *   keys count as one set (`compareSigningKeys`), replaced whole, inserted in the file's order.
+ * - Either way, no service may end with more than 2 live credentials, and the file's audit events
+ *   the target does not hold yet are appended in the file's order.
  */
 export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
   document: ExportDocument,
