@@ -35,7 +35,7 @@ const httpUrl = (name: string, value: string): Effect.Effect<URL, ConfigError.Co
 
 /**
  * None unless OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is set (and
- * OTEL_SDK_DISABLED is not `true`). The rest is read only then, so a leftover OTEL_* variable cannot
+ * neither OTEL_SDK_DISABLED=true nor OTEL_TRACES_EXPORTER=none says otherwise). The rest is read only then, so a leftover OTEL_* variable cannot
  * stop a server that does not trace.
  */
 export const settingsFromEnv: Effect.Effect<Option.Option<TracingSettings>, ConfigError.ConfigError> = Effect.gen(
@@ -43,8 +43,10 @@ export const settingsFromEnv: Effect.Effect<Option.Option<TracingSettings>, Conf
     const specific = yield* setting("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     const general = yield* setting("OTEL_EXPORTER_OTLP_ENDPOINT")
     const disabled = yield* setting("OTEL_SDK_DISABLED")
+    const exporter = yield* setting("OTEL_TRACES_EXPORTER")
     if (Option.isNone(specific) && Option.isNone(general)) return Option.none()
     if (Option.exists(disabled, (value) => value.trim().toLowerCase() === "true")) return Option.none()
+    if (Option.exists(exporter, (value) => value.trim().toLowerCase() === "none")) return Option.none()
 
     // The OpenTelemetry specification: the signal's own endpoint is used as given, the general one
     // gets `v1/traces` appended to its path.

@@ -370,6 +370,27 @@ describe("no OTLP endpoint", () => {
   }, 60_000)
 })
 
+describe("an endpoint, but traces turned off", () => {
+  it.each([{ OTEL_SDK_DISABLED: "true" }, { OTEL_TRACES_EXPORTER: "none" }])("%j: nothing is sent", async (off) => {
+    const receiver = await startReceiver()
+    const server = await startServer({
+      ...serverSettings(),
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: "100",
+      ...off
+    })
+    try {
+      await tokenAndCall(server.base)
+      await sleep(1_000)
+      expect(await server.stop()).toBe(0)
+      expect(receiver.exports).toHaveLength(0)
+    } finally {
+      await server.stop()
+      await receiver.close()
+    }
+  }, 60_000)
+})
+
 describe("start-up failures: one line, exit 1", () => {
   /** `node dist/service-auth.mjs` (built by the global setup) run to its exit. */
   const runToExit = async (env: Record<string, string>) => {

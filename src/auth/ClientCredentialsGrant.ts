@@ -8,6 +8,7 @@ import { InvalidClient, InvalidRequest, type StorageUnavailable, TooManyAttempts
 import { isClientId } from "../domain/Identifiers.js"
 import { currentDate } from "../domain/Time.js"
 import { CredentialRepo, serviceAddress, spanAttributes } from "../storage/CredentialRepo.js"
+import { tracerEnabled } from "../Tracing.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
 import { ClientSecrets } from "./ClientSecrets.js"
 import { type IssuedToken, TokenService } from "./TokenService.js"
@@ -51,6 +52,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
       const secrets = yield* ClientSecrets
       const tokens = yield* TokenService
       const limiter = yield* AuthFailureLimiter
+      const traced = yield* tracerEnabled
 
       const grant = Effect.fn("ClientCredentialsGrant.grant", { captureStackTrace: false })(
         function*(request: GrantRequest) {
@@ -60,7 +62,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
           if (address === undefined) return yield* targetNotFound
           // A client id that is not of our form names no credential: row 5, like any unknown one.
           const clientId = Option.liftPredicate(request.clientId, isClientId)
-          yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
+          if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
           const target = yield* repo.findTokenTarget(address, clientId)
           if (Option.isNone(target) || target.value.authType !== "oauth") return yield* targetNotFound
 

@@ -22,6 +22,7 @@ import { ClientId } from "../domain/Identifiers.js"
 import type { ServiceAddress } from "../storage/CredentialRepo.js"
 import { CLOCK_SKEW_SECONDS, SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import { KeyService, SIGNING_ALGORITHM } from "./KeyService.js"
+import { tracerEnabled } from "../Tracing.js"
 
 /** Larger tokens are refused before they are parsed; ours are about 800 bytes. */
 export const MAX_TOKEN_LENGTH = 8192
@@ -92,6 +93,12 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
     Effect.gen(function*() {
       const keys = yield* KeyService
       const config = yield* AppConfig
+      // Its own span only when traces are exported: a no-op span is not free on every token.
+      const traced = yield* tracerEnabled
+      const signing = <A>(sign: Effect.Effect<A>): Effect.Effect<A> =>
+        traced
+          ? Effect.withSpan(sign, "TokenService.sign", { captureStackTrace: false, attributes: { "jwt.alg": SIGNING_ALGORITHM } })
+          : sign
 
       const sign = async (claims: AccessTokenClaims, nowMillis: number): Promise<string> => {
         // The key the schedule names for this moment; its protected header is encoded once.
@@ -133,9 +140,7 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
       const issue = Effect.fn("TokenService.issue", { captureStackTrace: false })(
         function*(clientId: ClientId, address: ServiceAddress) {
           const now = yield* Clock.currentTimeMillis
-          return yield* Effect.promise(() => issueAt(clientId, address, now)).pipe(
-            Effect.withSpan("TokenService.sign", { captureStackTrace: false, attributes: { "jwt.alg": SIGNING_ALGORITHM } })
-          )
+          return yield* signing(Effect.promise(() => issueAt(clientId, address, now)))
         }
       )
 

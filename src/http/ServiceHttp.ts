@@ -14,6 +14,7 @@ import { TokenService } from "../auth/TokenService.js"
 import { BadGateway, InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
 import { type JsonObject, ServiceHandlers } from "../gateway/ServiceHandlers.js"
 import { CredentialRepo, serviceAddress, spanAttributes } from "../storage/CredentialRepo.js"
+import { tracerEnabled } from "../Tracing.js"
 import { parseAuthorization } from "./AuthorizationHeader.js"
 import { errorResponse } from "./ErrorResponses.js"
 import { describeDefect } from "./ServerErrors.js"
@@ -57,6 +58,8 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
     const tokens = yield* TokenService
     const serviceHandlers = yield* ServiceHandlers
     const { maxBodyBytes } = yield* AppConfig
+    // What only a trace needs is done only when traces are exported: a no-op span is not free.
+    const traced = yield* tracerEnabled
 
     const callService = Effect.fn("ServiceHttp.callService", { captureStackTrace: false })(
       function*(
@@ -73,7 +76,7 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
           ? Option.some(verified.right.client_id)
           : Option.none()
 
-        yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
+        if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
         const route = yield* repo.findServiceRoute(address, clientId)
         if (Option.isNone(route)) return errorResponse(serviceNotFound)
 
@@ -113,10 +116,13 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
           serviceHandlers.resolve(address, route.value.handler)({ address, clientId: caller, body })
         ).pipe(
           // The stored handler type: a handler registered in code for this uuid runs in its place.
-          Effect.withSpan("ServiceHandlers.call", {
-            captureStackTrace: false,
-            attributes: { "service_auth.handler.configured": route.value.handler.type }
-          }),
+          (handling) =>
+            traced
+              ? Effect.withSpan(handling, "ServiceHandlers.call", {
+                captureStackTrace: false,
+                attributes: { "service_auth.handler.configured": route.value.handler.type }
+              })
+              : handling,
           // A handler registered in code that throws has failed, like one that fails: 502, not 500.
           Effect.catchAllDefect((defect) =>
             Effect.zipRight(
