@@ -4,7 +4,7 @@
  * entry's position, never by quoting it: an entry may hold a token.
  */
 import { Either, Redacted } from "effect"
-import { createHash } from "node:crypto"
+import { tokenDigest } from "./http/AuthorizationHeader.js"
 
 export interface AdminTokenEntry {
   /** The actor the audit trail records for this token. */
@@ -50,11 +50,9 @@ export const parseAdminTokens = (
           : `${at}: the name ${name} is given twice`
       )
     }
-    const same = entries.find((entry) => digest(Redacted.value(entry.token)).equals(digest(token)))
+    const same = entries.find((entry) => tokenDigest(Redacted.value(entry.token)).equals(tokenDigest(token)))
     if (same !== undefined) return Either.left(`${at} (${name}): the token is also ${same.name}'s; give each name its own token`)
     entries.push({ name, token: Redacted.make(token) })
   }
   return Either.right(entries)
 }
-
-const digest = (value: string) => createHash("sha256").update(value, "utf8").digest()

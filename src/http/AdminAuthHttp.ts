@@ -10,15 +10,13 @@
  */
 import { HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Option, Redacted } from "effect"
-import { createHash, timingSafeEqual } from "node:crypto"
+import { timingSafeEqual } from "node:crypto"
 import { AppConfig } from "../AppConfig.js"
 import { AdminAuth } from "../api/AdminApi.js"
 import { makeAuthFailureLimiter } from "../auth/AuthFailureLimiter.js"
 import { AdminTooManyAttempts, Unauthorized } from "../domain/Errors.js"
 import { FailureCounts } from "../storage/FailureCounts.js"
-import { parseAuthorization } from "./AuthorizationHeader.js"
-
-const sha256 = (value: string) => createHash("sha256").update(value, "utf8").digest()
+import { parseAuthorization, tokenDigest } from "./AuthorizationHeader.js"
 
 /** The limiter's client-id slot: admin failures are keyed by the address alone. */
 const ADMIN = ""
@@ -28,11 +26,11 @@ export const layer = Layer.effect(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const limiter = yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts, "admin")
-    const expected = config.adminTokens.map(({ name, token }) => ({ name, digest: sha256(Redacted.value(token)) }))
+    const expected = config.adminTokens.map(({ name, token }) => ({ name, digest: tokenDigest(Redacted.value(token)) }))
 
     /** The name of the token presented, comparing it with every token whatever matches. */
     const actorOf = (presented: string): string | undefined => {
-      const digest = sha256(presented)
+      const digest = tokenDigest(presented)
       const matches = expected.map((token) => timingSafeEqual(digest, token.digest))
       return expected[matches.indexOf(true)]?.name
     }

@@ -7,7 +7,7 @@
  */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Metric, Option, Redacted } from "effect"
-import { createHash, timingSafeEqual } from "node:crypto"
+import { timingSafeEqual } from "node:crypto"
 import { AppConfig } from "../AppConfig.js"
 import { Api } from "../api/Api.js"
 import { Unauthorized } from "../domain/Errors.js"
@@ -15,7 +15,7 @@ import { ProcessMetrics } from "../metrics/ProcessMetrics.js"
 import * as Prometheus from "../metrics/Prometheus.js"
 import { registerKnownSeries } from "../metrics/ServiceMetrics.js"
 import { CredentialRepo } from "../storage/CredentialRepo.js"
-import { parseAuthorization } from "./AuthorizationHeader.js"
+import { parseAuthorization, tokenDigest } from "./AuthorizationHeader.js"
 import { errorResponse } from "./ErrorResponses.js"
 
 const PREFIXES = ["service_auth_", "process_", "nodejs_"]
@@ -29,8 +29,6 @@ const CATALOGUE = {
 }
 const CATALOGUE_NAMES = new Set(Object.keys(CATALOGUE).map((key) => `service_auth_${key}`))
 
-const sha256 = (value: string) => createHash("sha256").update(value, "utf8").digest()
-
 const unauthorized = (description: string) =>
   errorResponse(new Unauthorized({ description }), { "www-authenticate": `Bearer realm="metrics"` })
 
@@ -39,13 +37,13 @@ export const layer = HttpApiBuilder.group(Api, "metrics", (handlers) =>
     const config = yield* AppConfig
     const repo = yield* CredentialRepo
     const processMetrics = yield* ProcessMetrics
-    const expected = Option.map(config.metricsToken, (token) => sha256(Redacted.value(token)))
+    const expected = Option.map(config.metricsToken, (token) => tokenDigest(Redacted.value(token)))
     registerKnownSeries()
 
     const authorized = (header: string | undefined) => {
       if (Option.isNone(expected)) return true
       const credentials = header === undefined ? undefined : parseAuthorization(header)
-      return credentials?.scheme === "bearer" && timingSafeEqual(sha256(credentials.value), expected.value)
+      return credentials?.scheme === "bearer" && timingSafeEqual(tokenDigest(credentials.value), expected.value)
     }
 
     const scrape = Effect.gen(function*() {
