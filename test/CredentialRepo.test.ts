@@ -9,7 +9,7 @@ import { randomBytes, randomUUID } from "node:crypto"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import type { ServiceHandlerConfig } from "../src/domain/Models.js"
 import { CredentialRepo, type ServiceAddress, type StoredChange } from "../src/storage/CredentialRepo.js"
-import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
+import { describeWithPostgres, embeddedStorage, isolatedPostgresStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { TEST_ACTOR, uniqueName } from "./support/TestServer.js"
 
 const T0 = new Date("2026-01-01T00:00:00.000Z")
@@ -672,9 +672,10 @@ describeWithPostgres("PostgreSQL", () => {
   /**
    * Interleavings only a server with concurrent sessions allows (the memory store and PGlite run one
    * operation or transaction at a time). Each test forces its interleaving with row locks held by
-   * other sessions, so it is deterministic.
+   * other sessions, so it is deterministic; on a database of its own, so that no other test file's
+   * session joins the lock queues it reads.
    */
-  layer(postgresStorage(), { excludeTestServices: true, timeout: "60 seconds" })("CredentialRepo (PostgreSQL interleavings)", (it) => {
+  layer(isolatedPostgresStorage(), { excludeTestServices: true, timeout: "60 seconds" })("CredentialRepo (PostgreSQL interleavings)", (it) => {
     /** The pid of a backend that waits for a lock held by `blocker`. */
     const waiterOf = (blocker: number) =>
       Effect.flatMap(SqlClient.SqlClient, (sql) =>

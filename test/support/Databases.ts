@@ -6,7 +6,7 @@
  * names (`uniqueName`) and never assumes the database is empty.
  */
 import { describe } from "@effect/vitest"
-import { Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Storage from "../../src/storage/Storage.js"
 
@@ -61,3 +61,15 @@ export const freshDatabase = async (): Promise<{ readonly url: string; readonly 
   url.pathname = `/${name}`
   return { url: url.toString(), drop: () => run(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) }
 }
+
+/**
+ * PostgreSQL storage on a database of its own, created with the layer and dropped after it: for
+ * tests that read the server's sessions and locks (`pg_blocking_pids`), which the catalogue writes
+ * of other test files, running at the same time on `TEST_DATABASE_URL`, would join.
+ */
+export const isolatedPostgresStorage = () =>
+  Layer.unwrapScoped(
+    Effect.acquireRelease(Effect.promise(freshDatabase), (database) => Effect.promise(database.drop)).pipe(
+      Effect.map((database) => Storage.layerPostgres(Redacted.make(database.url)))
+    )
+  )
