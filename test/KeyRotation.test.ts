@@ -62,6 +62,7 @@ describe("rotation with the default publication delay (300 s)", () => {
     (trail) => (trail.body.events as Array<{ readonly action: string }>).filter((event) => event.action === "key.rotated")
   )
   layer(makeTestServer({ keys: "stored" }))((it) => {
+    // Generates RSA keys and walks the whole schedule: on a loaded two-core machine it has taken over 30 s.
     it.effect("publishes at once, switches at active_from, keeps the old key until its last token expired, then retires it", () =>
       Effect.gen(function*() {
         const fixture = yield* createFixture()
@@ -128,7 +129,7 @@ describe("rotation with the default publication delay (300 s)", () => {
         yield* verifies(fixture, yield* issueToken(fixture))
         // A retired key is listed, and a rotation may follow.
         expect((yield* rotate).status).toBe(201)
-      }))
+      }), 120_000)
   })
 })
 
