@@ -114,3 +114,14 @@ export const openApiSpec = (): Json => {
 }
 
 export const openApiYaml = (): string => toYaml(openApiSpec())
+
+let served: string | undefined
+
+/**
+ * The document `GET /openapi.yaml` serves: built on the first request for it, not while the server
+ * starts (building and rendering it was a tenth of a start-up), then kept.
+ */
+export const servedOpenApiYaml = (): string => (served ??= openApiYaml())
+
+/** Whether `servedOpenApiYaml` has built the document yet (tests: start-up does not). */
+export const servedOpenApiBuilt = (): boolean => served !== undefined

@@ -3,7 +3,6 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { AppConfig } from "../AppConfig.js"
 import { Api } from "../api/Api.js"
-import { openApiYaml } from "../api/OpenApiDocument.js"
 import { KeyService } from "../auth/KeyService.js"
 import { SERVICE_CALL_SCOPE } from "../domain/AccessTokens.js"
 import { CredentialRepo } from "../storage/CredentialRepo.js"
@@ -31,12 +30,18 @@ export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
       response_types_supported: [],
       service_documentation: `${issuer}/openapi.yaml`
     }
-    const openapi = openApiYaml()
+    // Imported on the first request: the document's build and the YAML package are no part of a start.
+    const openapi = yield* Effect.cached(
+      Effect.promise(() => import("../api/OpenApiDocument.js")).pipe(
+        Effect.map(({ servedOpenApiYaml }) =>
+          HttpServerResponse.text(servedOpenApiYaml(), { contentType: "application/yaml; charset=utf-8" })
+        )
+      )
+    )
     return handlers
       .handle("jwks", () => jwks)
       .handle("metadata", () => Effect.succeed(metadata))
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
       .handle("readyz", () => Effect.as(repo.ping, { status: "ok" as const }))
-      .handle("openapi", () =>
-        Effect.succeed(HttpServerResponse.text(openapi, { contentType: "application/yaml; charset=utf-8" })))
+      .handle("openapi", () => openapi)
   }))
