@@ -68,5 +68,12 @@ await bundle("main.js", "service-auth.mjs")
 // The CLI (`bin`): the same treatment, for the same start-up reason.
 await bundle("cli/main.js", "cli.mjs", "#!/usr/bin/env node\n")
 chmodSync(join(DIST, "cli.mjs"), 0o755)
+// A fresh embedded database for first starts to copy (src/storage/EmbeddedTemplate.ts): initdb runs
+// here once instead of on every new DATA_DIR. Without it a first start runs initdb itself.
+const { Effect } = await import("effect")
+const EmbeddedTemplate = await import(join(DIST, "storage", "EmbeddedTemplate.js"))
+await Effect.runPromise(EmbeddedTemplate.build()).catch((error) =>
+  console.error(`service-auth: no embedded database template (first starts will run initdb): ${error?.message ?? error}`)
+)
 writeFileSync(STAMP, `${new Date().toISOString()}\n`)
 console.error(`service-auth: compiled src/ into dist/ in ${((Date.now() - started) / 1000).toFixed(1)} s`)

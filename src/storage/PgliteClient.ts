@@ -13,8 +13,10 @@ import { PgClient } from "@effect/sql-pg"
 import { PGlite } from "@electric-sql/pglite"
 import { Effect, Layer, Stream } from "effect"
 import { existsSync } from "node:fs"
-import { join } from "node:path"
+import { createRequire } from "node:module"
+import { dirname, join } from "node:path"
 import { execFile } from "node:child_process"
+import { pathToFileURL } from "node:url"
 
 const statementError = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 
@@ -26,6 +28,9 @@ const SETTINGS = { postgresqlconf: ["shared_buffers=16MB"] }
 
 /** Whether `dataDir` already holds a database (PostgreSQL writes PG_VERSION first). */
 export const isInitialized = (dataDir: string) => existsSync(join(dataDir, "PG_VERSION"))
+
+/** PGlite's `dist/` folder (`import.meta.resolve` is not there under every loader, vitest's included). */
+export const pgliteDist = (): string => dirname(createRequire(import.meta.url).resolve("@electric-sql/pglite"))
 
 /**
  * Creates the database in an empty `dataDir` in a short-lived child process. initdb runs in a
@@ -40,7 +45,7 @@ export const initializeApart = (dataDir: string) =>
       await (await PGlite.create(dataDir, settings)).close()`
     const child = execFile(
       process.execPath,
-      ["--input-type=module", "-e", script, JSON.stringify([import.meta.resolve("@electric-sql/pglite"), dataDir, SETTINGS])],
+      ["--input-type=module", "-e", script, JSON.stringify([pathToFileURL(join(pgliteDist(), "index.js")).href, dataDir, SETTINGS])],
       { timeout: 120_000 },
       (error, _stdout, stderr) =>
         resume(

@@ -14,6 +14,7 @@ import * as CacheCoherence from "./CacheCoherence.js"
 import { type CacheGuard, localGuard, withReadCache } from "./CredentialRepoCache.js"
 import * as CredentialRepoMemory from "./CredentialRepoMemory.js"
 import * as CredentialRepoSql from "./CredentialRepoSql.js"
+import * as EmbeddedTemplate from "./EmbeddedTemplate.js"
 import { lockDataDir } from "./DataDirLock.js"
 import { FailureCounts } from "./FailureCounts.js"
 import * as Migrations from "./Migrations.js"
@@ -126,11 +127,19 @@ export const layerEmbeddedClient = (dataDir: string | undefined) =>
       yield* makeDataDirPrivate(dataDir)
       yield* lockDataDir(dataDir)
       if (!PgliteClient.isInitialized(dataDir)) {
-        yield* PgliteClient.initializeApart(dataDir).pipe(
+        // The build's template when there is one (milliseconds), initdb otherwise (seconds).
+        const copied = yield* EmbeddedTemplate.copyInto(dataDir).pipe(
           Effect.mapError((error) =>
-            new StartupError({ message: `cannot create the embedded database in DATA_DIR ${dataDir}: ${error.cause}` })
+            new StartupError({ message: `cannot create the embedded database in DATA_DIR ${dataDir}: ${error.message}` })
           )
         )
+        if (!copied) {
+          yield* PgliteClient.initializeApart(dataDir).pipe(
+            Effect.mapError((error) =>
+              new StartupError({ message: `cannot create the embedded database in DATA_DIR ${dataDir}: ${error.cause}` })
+            )
+          )
+        }
         yield* tightenDataDir(dataDir)
       }
     }
