@@ -26,14 +26,18 @@ describe("the embedded database template", () => {
     expect(existsSync(`${template}.partial`)).toBe(false)
   })
 
-  it.effect("copied into a directory that already holds files: they stay, and the copy migrates and stores", () =>
+  it.effect("copied into a directory that already holds files: they stay, a cut-short copy is redone, the copy migrates and stores", () =>
     Effect.gen(function*() {
       const dataDir = join(root, "data")
       mkdirSync(dataDir)
       writeFileSync(join(dataDir, "admin-token"), "kept\n")
+      // What a copy cut short would leave: a file of the template's, and no PG_VERSION.
+      writeFileSync(join(dataDir, "postgresql.conf"), "cut short")
       expect(yield* EmbeddedTemplate.copyInto(dataDir, template)).toBe(true)
       expect(readFileSync(join(dataDir, "admin-token"), "utf8")).toBe("kept\n")
-      expect(readFileSync(join(dataDir, "PG_VERSION"), "utf8")).toBe(readFileSync(join(template, "PG_VERSION"), "utf8"))
+      for (const file of ["PG_VERSION", "postgresql.conf"]) {
+        expect(readFileSync(join(dataDir, file), "utf8")).toBe(readFileSync(join(template, file), "utf8"))
+      }
       const stored = yield* Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         yield* sql`CREATE TABLE copied (value text)`

@@ -49,16 +49,16 @@ export const build = (target: string = templateDir()): Effect.Effect<string, Sql
 /**
  * Copies the template into `dataDir` (which may hold the lock and admin-token files already);
  * false when there is no template for this PGlite. `PG_VERSION` goes last, so a copy cut short is
- * not taken for a database by the next start.
+ * not taken for a database by the next start, which copies again.
  */
 export const copyInto = (dataDir: string, template: string = templateDir()): Effect.Effect<boolean, Error> =>
   Effect.try({
     try: () => {
       if (!fs.existsSync(join(template, VERSION_FILE))) return false
+      // Overwrites what a copy cut short left (there is no PG_VERSION yet, so it is no database).
       fs.cpSync(template, dataDir, {
         recursive: true,
-        errorOnExist: true,
-        force: false,
+        force: true,
         filter: (source) => source !== join(template, VERSION_FILE)
       })
       fs.copyFileSync(join(template, VERSION_FILE), join(dataDir, VERSION_FILE))
