@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AppConfig } from "../src/AppConfig.js"
 import { asJsonResponse, rawRequest } from "./support/Http.js"
 import { runToExit, type ServerProcess, startServer } from "./support/ServerProcess.js"
-import type { JsonResponse } from "./support/TestServer.js"
+import { fixtureOf, type JsonResponse } from "./support/TestServer.js"
 
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 const WRONG_TOKEN = randomBytes(24).toString("base64url")
@@ -174,26 +174,20 @@ describe(`the throttles count the client address (AUTH_FAILURE_LIMIT=${LIMIT})`,
     const uuid = (service.body as { uuid: string }).uuid
     const credential = await admin(proxied, "POST", `/admin/profiles/${profile}/environments/prod/services/${uuid}/credentials`)
     expect(credential.status).toBe(201)
-    const { client_id, client_secret } = credential.body as { client_id: string; client_secret: string }
+    const created = credential.body as { client_id: string; client_secret: string }
+    const { tokenFields } = fixtureOf({ profile, environment: "prod", uuid }, created)
 
     const tokenRequest = (secret: string, call: Call) =>
       send(proxied, "POST", "/oauth/token", {
         ...call,
         headers: { "content-type": "application/x-www-form-urlencoded", ...call.headers },
-        body: new URLSearchParams({
-          grant_type: "client_credentials",
-          client_id,
-          client_secret: secret,
-          profile,
-          environment: "prod",
-          service_uuid: uuid
-        }).toString()
+        body: new URLSearchParams({ ...tokenFields, client_secret: secret }).toString()
       })
     const guesser = { "x-forwarded-for": someAddress() }
     for (let i = 0; i < LIMIT; i++) {
       expect((await tokenRequest("wrong-secret", { headers: guesser })).status).toBe(401)
     }
-    expectRefused(await tokenRequest(client_secret, { headers: guesser }), CLIENT_TOO_MANY)
+    expectRefused(await tokenRequest(created.client_secret, { headers: guesser }), CLIENT_TOO_MANY)
     for (
       const call of [
         { headers: { "x-forwarded-for": "203.0.113.61" } },
@@ -202,7 +196,7 @@ describe(`the throttles count the client address (AUTH_FAILURE_LIMIT=${LIMIT})`,
         { from: "127.0.0.2", headers: guesser }
       ]
     ) {
-      const issued = await tokenRequest(client_secret, call)
+      const issued = await tokenRequest(created.client_secret, call)
       expect(issued.status, JSON.stringify(call)).toBe(200)
       expect(typeof (issued.body as { access_token?: unknown }).access_token).toBe("string")
     }
