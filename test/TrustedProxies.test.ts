@@ -116,6 +116,8 @@ describe("the client address from a trusted proxy", () => {
       [{ "x-forwarded-for": "[2001:db8::a]:4711" }, "2001:db8::a"],
       [{ forwarded: "for=192.0.2.60;proto=http;by=203.0.113.43" }, "192.0.2.60"],
       [{ forwarded: "for=6.6.6.6, for=\"[2001:db8::8]:4711\";proto=https, For=10.1.2.3" }, "2001:db8::8"],
+      // A client's unbalanced quote does not swallow the element the proxy appended after it.
+      [{ forwarded: ["for=\"6.6.6.6", "for=203.0.113.77"] }, "203.0.113.77"],
       // Not an address (RFC 7239's `unknown`, garbage): the trusted hop that reported it.
       [{ "x-forwarded-for": "unknown" }, "127.0.0.1"],
       [{ "x-forwarded-for": "6.6.6.6, not-an-address, 10.1.2.3" }, "10.1.2.3"],

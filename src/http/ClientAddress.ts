@@ -78,31 +78,14 @@ export const forwardedAddress = (text: string): string | undefined => {
   return isIP(value) === 0 ? undefined : value
 }
 
-/** Splits on `separator` outside double-quoted strings (RFC 7239 values may be quoted). */
-const splitOutsideQuotes = (text: string, separator: string): Array<string> => {
-  const parts: Array<string> = []
-  let current = ""
-  let quoted = false
-  for (let i = 0; i < text.length; i++) {
-    const char = text[i]!
-    if (char === "\\" && quoted && i + 1 < text.length) {
-      current += char + text[++i]
-      continue
-    }
-    if (char === "\"") quoted = !quoted
-    if (char === separator && !quoted) {
-      parts.push(current)
-      current = ""
-    } else current += char
-  }
-  parts.push(current)
-  return parts
-}
-
-/** The `for=` value of each element of a Forwarded header, left to right (`""` for an element without one). */
+/**
+ * The `for=` value of each element of a Forwarded header, left to right (`""` for an element without
+ * one). Split on every `,` and `;`, quotes or not: an address never holds either, and a client's
+ * unbalanced quote must not swallow the element our proxy appends after it.
+ */
 const forwardedFor = (header: string): Array<string> =>
-  splitOutsideQuotes(header, ",").map((element) => {
-    const pair = splitOutsideQuotes(element, ";").map((p) => p.trim()).find((p) => /^for\s*=/i.test(p))
+  header.split(",").map((element) => {
+    const pair = element.split(";").map((p) => p.trim()).find((p) => /^for\s*=/i.test(p))
     return pair === undefined ? "" : pair.slice(pair.indexOf("=") + 1)
   })
 
