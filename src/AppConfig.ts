@@ -4,6 +4,8 @@
  */
 import { Config, ConfigError, Context, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import { type AdminTokenEntry, parseAdminTokens } from "./AdminTokens.js"
+import { NO_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from "./http/ClientAddress.js"
+import type { TlsFiles } from "./http/TlsCertificates.js"
 import { fromConfigError } from "./StartupError.js"
 import { settingsFromEnv as tracingFromEnv, type TracingSettings } from "./Tracing.js"
 
@@ -51,7 +53,35 @@ export interface AppConfigShape {
   readonly metricsToken: Option.Option<Redacted.Redacted<string>>
   /** Where spans are exported (OTEL_EXPORTER_OTLP_*); none: tracing is off. */
   readonly tracing: Option.Option<TracingSettings>
+  /** TRUSTED_PROXIES: peers whose forwarding headers name the client address (`ClientAddress`). */
+  readonly trustedProxies: TrustedProxies
+  /** TLS_CERT_FILE and TLS_KEY_FILE: HTTPS on PORT when set (`TlsCertificates`). */
+  readonly tls: Option.Option<TlsFiles>
 }
+
+/** TRUSTED_PROXIES, parsed; a malformed entry stops the start. */
+const trustedProxiesFromEnv = Effect.gen(function*() {
+  const parsed = parseTrustedProxies(Option.getOrElse(yield* Config.option(Config.string("TRUSTED_PROXIES")), () => ""))
+  return "error" in parsed ? yield* Effect.fail(ConfigError.InvalidData([], parsed.error)) : parsed.proxies
+})
+
+/** TLS_CERT_FILE and TLS_KEY_FILE: both or neither (empty is unset). */
+const tlsFromEnv = Effect.gen(function*() {
+  const read = (name: string) =>
+    Effect.map(Config.option(Config.string(name)), Option.filter((path) => path.trim() !== ""))
+  const certFile = yield* read("TLS_CERT_FILE")
+  const keyFile = yield* read("TLS_KEY_FILE")
+  if (Option.isSome(certFile) && Option.isSome(keyFile)) {
+    return Option.some<TlsFiles>({ certFile: certFile.value, keyFile: keyFile.value })
+  }
+  if (Option.isSome(certFile) || Option.isSome(keyFile)) {
+    return yield* Effect.fail(ConfigError.InvalidData(
+      [],
+      "TLS_CERT_FILE and TLS_KEY_FILE must be set together (the certificate and its private key, PEM)"
+    ))
+  }
+  return Option.none<TlsFiles>()
+})
 
 /**
  * ADMIN_TOKEN and ADMIN_TOKENS, checked. With PostgreSQL one is required: instances sharing a
@@ -106,7 +136,8 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
     )
     const adminTokens = yield* adminTokensFromEnv(Option.isSome(databaseUrl))
     const configuredIssuer = Option.filter(yield* Config.option(Config.string("ISSUER")), (url) => url.length > 0)
-    const issuer = Option.getOrElse(configuredIssuer, () => `http://localhost:${port}`)
+    const tls = yield* tlsFromEnv
+    const issuer = Option.getOrElse(configuredIssuer, () => `${Option.isSome(tls) ? "https" : "http"}://localhost:${port}`)
     const config = AppConfig.of({
       port,
       host,
@@ -166,7 +197,9 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         yield* Config.option(Config.redacted("METRICS_TOKEN")),
         (token) => Redacted.value(token).length > 0
       ),
-      tracing: yield* tracingFromEnv
+      tracing: yield* tracingFromEnv,
+      trustedProxies: yield* trustedProxiesFromEnv,
+      tls
     })
     if (Option.isSome(config.keyRotationDays) && Option.isSome(config.signingKeyFile)) {
       return yield* Effect.fail(ConfigError.InvalidData(
@@ -204,6 +237,8 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         logFormat: "text",
         metricsToken: Option.none(),
         tracing: Option.none(),
+        trustedProxies: NO_TRUSTED_PROXIES,
+        tls: Option.none(),
         ...overrides
       })
     )

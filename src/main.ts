@@ -40,7 +40,7 @@ const announce = (config: AppConfigShape, tokenLine: Option.Option<string>) =>
     // Printed whatever LOG_LEVEL says: the operator needs to know where the token is (never the token).
     if (Option.isSome(tokenLine)) yield* Effect.sync(() => Logging.printAlways(config.logFormat, tokenLine.value))
     yield* Effect.logInfo(
-      `service-auth listening on http://${config.host}:${config.port} (storage: ${
+      `service-auth listening on ${Option.isSome(config.tls) ? "https" : "http"}://${config.host}:${config.port} (storage: ${
         config.databaseUrl._tag === "Some" ? "PostgreSQL" : `embedded database in ${config.dataDir}`
       })`
     )
@@ -85,6 +85,7 @@ const program = Effect.gen(function*() {
   const configured = yield* AppConfig.fromEnv
   // What needs no database fails before the database is opened (seconds on a fresh data directory).
   yield* NodeServer.checkPortFree(configured)
+  yield* NodeServer.checkTls(configured)
   if (Option.isSome(configured.signingKeyFile)) yield* readSigningKeyFile(configured.signingKeyFile.value)
   const { config, tokenLine } = yield* withStoredAdminToken(configured)
   return yield* Layer.launch(serverLayer(config, tokenLine)).pipe(

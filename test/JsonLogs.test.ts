@@ -1,7 +1,7 @@
 /**
  * LOG_FORMAT=json: every line the server writes is one JSON object with `time`, `level` and
  * `message`; each request's line (LOG_LEVEL=debug) carries a request id, the method, the route
- * template (never the raw path), the status and the duration. No secret, token or client secret
+ * template (never the raw path), the status, the duration and the client address. No secret, token or client secret
  * is ever in it. The real server (`npm start`) on an embedded database.
  */
 import { randomBytes } from "node:crypto"
@@ -18,7 +18,14 @@ describe("LOG_FORMAT=json", () => {
   const dir = mkdtempSync(join(tmpdir(), "json-logs-"))
 
   beforeAll(async () => {
-    server = await startServer({ ADMIN_TOKEN, DATA_DIR: join(dir, "data"), LOG_FORMAT: "json", LOG_LEVEL: "debug" })
+    server = await startServer({
+      ADMIN_TOKEN,
+      DATA_DIR: join(dir, "data"),
+      LOG_FORMAT: "json",
+      LOG_LEVEL: "debug",
+      // The test's requests come from 127.0.0.1, here a proxy: a forwarded client shows in the log.
+      TRUSTED_PROXIES: "127.0.0.1"
+    })
   }, 60_000)
 
   afterAll(async () => {
@@ -53,7 +60,11 @@ describe("LOG_FORMAT=json", () => {
     })).json() as { access_token: string }
     const call = await fetch(`${server.base}/service/${profile}/prod/json/${service.uuid}`, {
       method: "POST",
-      headers: { authorization: `Bearer ${token.access_token}`, "content-type": "application/json" },
+      headers: {
+        authorization: `Bearer ${token.access_token}`,
+        "content-type": "application/json",
+        "x-forwarded-for": "203.0.113.40"
+      },
       body: JSON.stringify({ hello: "world" })
     })
     expect(call.status).toBe(200)
@@ -70,9 +81,16 @@ describe("LOG_FORMAT=json", () => {
 
     const requests = entries.filter((entry) => typeof entry.request_id === "string")
     const tokenLine = requests.find((entry) => entry.route === "/oauth/token")
-    expect(tokenLine).toMatchObject({ method: "POST", status: 200, duration_ms: expect.any(Number), level: "DEBUG" })
+    expect(tokenLine).toMatchObject({
+      method: "POST",
+      status: 200,
+      duration_ms: expect.any(Number),
+      level: "DEBUG",
+      client_address: "127.0.0.1"
+    })
     expect(requests.find((entry) => entry.route === "/service/{profile}/{environment}/json/{uuid}")).toMatchObject({
-      status: 200
+      status: 200,
+      client_address: "203.0.113.40"
     })
     expect(requests.find((entry) => entry.route === "/admin/profiles/{profile}")).toMatchObject({ method: "PUT" })
     expect(new Set(requests.map((entry) => entry.request_id)).size).toBe(requests.length)

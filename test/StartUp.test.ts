@@ -10,7 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
-import { freePort, startServer } from "./support/ServerProcess.js"
+import { freePort, runToExit as runServerToExit, startServer } from "./support/ServerProcess.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
 const ADMIN_TOKEN = "start-up-admin-token"
@@ -27,24 +27,7 @@ afterAll(() => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** `npm start` with the given settings, run to its exit (or killed at the deadline). */
-const runToExit = (env: Record<string, string>, deadlineMs = 15_000) =>
-  new Promise<{ code: number | null; output: string; ms: number }>((resolve) => {
-    const started = Date.now()
-    const child = spawn("npm", ["start", "--silent"], {
-      cwd: ROOT,
-      env: { ...process.env, HOST: "127.0.0.1", LOG_LEVEL: "warning", ADMIN_TOKEN, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true
-    })
-    let output = ""
-    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
-    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
-    const timer = setTimeout(() => process.kill(-child.pid!, "SIGKILL"), deadlineMs)
-    child.once("exit", (code) => {
-      clearTimeout(timer)
-      resolve({ code, output, ms: Date.now() - started })
-    })
-  })
+const runToExit = (env: Record<string, string>, deadlineMs?: number) => runServerToExit({ ADMIN_TOKEN, ...env }, deadlineMs)
 
 /** One GET /healthz on a fresh connection: refused, answered (with the status), or hung (1 s timeout). */
 const probe = async (port: number): Promise<"refused" | "hung" | number> => {

@@ -180,7 +180,9 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
       ...serverSettings(),
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
       OTEL_EXPORTER_OTLP_HEADERS: "x-collector-key=collector-secret",
-      OTEL_BSP_SCHEDULE_DELAY: "100"
+      OTEL_BSP_SCHEDULE_DELAY: "100",
+      // The test's requests come from 127.0.0.1, here a proxy: the spans show the forwarded client.
+      TRUSTED_PROXIES: "127.0.0.1"
     })
   }, 60_000)
 
@@ -193,7 +195,8 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
     const traceId = randomBytes(16).toString("hex")
     const parentSpanId = randomBytes(8).toString("hex")
     const { credential, service, token, again } = await tokenAndCall(server.base, {
-      traceparent: `00-${traceId}-${parentSpanId}-01`
+      traceparent: `00-${traceId}-${parentSpanId}-01`,
+      "x-forwarded-for": "198.51.100.23, 127.0.0.1"
     })
 
     const names = [
@@ -224,7 +227,12 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
     const tokenSpan = spans.find((s) => s.name === "POST /oauth/token" && s.traceId === traceId)
     expect(tokenSpan).toMatchObject({
       parentSpanId,
-      attributes: { "http.request.method": "POST", "http.route": "/oauth/token", "http.response.status_code": 200 }
+      attributes: {
+        "http.request.method": "POST",
+        "http.route": "/oauth/token",
+        "http.response.status_code": 200,
+        "client.address": "198.51.100.23"
+      }
     })
     const inTrace = spans.filter((s) => s.traceId === traceId)
     const grant = inTrace.find((s) => s.name === "ClientCredentialsGrant.grant")

@@ -3,7 +3,7 @@
  * the header is parsed here and compared in constant time with every configured token (both sides
  * hashed to equal length, all compared, no early exit), which names the actor.
  *
- * Failed attempts (a bearer token that matches none) are counted per remote address, like client
+ * Failed attempts (a bearer token that matches none) are counted per client address, like client
  * authentications (AUTH_FAILURE_LIMIT a minute, shared by instances on PostgreSQL): an address over
  * the limit gets 429 with Retry-After, right token or not, until its minute is over. A success does
  * not reset the count.
@@ -44,7 +44,7 @@ export const layer = Layer.effect(
           if (credentials === undefined || credentials.scheme !== "bearer") {
             return yield* new Unauthorized({ description: "Send the admin token as Authorization: Bearer <token>" })
           }
-          // The TCP peer: X-Forwarded-For is not trusted (docs/contract.md §3).
+          // The client address: the TCP peer, or what a trusted proxy forwarded (`ClientAddress`).
           const source = Option.getOrElse(request.remoteAddress, () => "unknown")
           const blocked = yield* limiter.blockedFor(ADMIN, source)
           if (Option.isSome(blocked)) return yield* new AdminTooManyAttempts({ retryAfterSeconds: blocked.value })

@@ -5,20 +5,22 @@
 import type { Server } from "node:http"
 import type { Duplex } from "node:stream"
 
-const answer = (status: string, description: string) => {
+const answer = (status: string, description: string, extraHeaders: string) => {
   const body = JSON.stringify({ error: "invalid_request", error_description: description })
   return `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${
     Buffer.byteLength(body)
-  }\r\nconnection: close\r\n\r\n${body}`
+  }\r\n${extraHeaders}connection: close\r\n\r\n${body}`
 }
 
-export const answerClientErrors = (server: Server): void => {
+/** `headers`: sent with these answers too, as with every other (HSTS over TLS). */
+export const answerClientErrors = (server: Server, headers: Readonly<Record<string, string>> = {}): void => {
+  const extra = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("")
   server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
     if (!socket.writable) return void socket.destroy()
     socket.end(
       error.code === "HPE_HEADER_OVERFLOW"
-        ? answer("431 Request Header Fields Too Large", "Request headers are too large")
-        : answer("400 Bad Request", "The request is not valid HTTP")
+        ? answer("431 Request Header Fields Too Large", "Request headers are too large", extra)
+        : answer("400 Bad Request", "The request is not valid HTTP", extra)
     )
   })
 }

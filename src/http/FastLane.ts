@@ -29,6 +29,7 @@ import { type ClientId, isClientId } from "../domain/Identifiers.js"
 import { echo, ServiceHandlers } from "../gateway/ServiceHandlers.js"
 import { recorderOf } from "../metrics/ServiceMetrics.js"
 import { CredentialRepo, serviceAddress } from "../storage/CredentialRepo.js"
+import { clientAddress } from "./ClientAddress.js"
 import { mediaTypeOf, rememberBody } from "./RequestBody.js"
 import { SERVICE_ROUTE, TOKEN_ROUTE } from "./RequestMetrics.js"
 import { jsonObject, presentedCredentials, SERVICE_ANSWER_HEADERS } from "./ServiceHttp.js"
@@ -160,7 +161,7 @@ const make = Effect.gen(function*() {
       const address = serviceAddress(profile, environment, service_uuid)
       if (
         address === undefined || !isClientId(clientId) ||
-        Option.isSome(limiter.blockedAt(clientId, request.socket.remoteAddress ?? "unknown", now))
+        Option.isSome(limiter.blockedAt(clientId, clientAddress(request), now))
       ) return next()
       const target = peek.tokenTarget(address, Option.some(clientId))
       if (target === undefined || Option.isNone(target) || target.value.authType !== "oauth") return next()

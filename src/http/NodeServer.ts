@@ -8,17 +8,24 @@
  *   finish for up to SHUTDOWN_GRACE_MS, closes idle keep-alive connections as they become idle,
  *   then closes whatever is left, before storage is closed;
  * - requests Node's parser refuses still get the contract's JSON error body (`ClientErrors`);
- * - the fast lane (`FastLane`) sees each request first and hands it to the app unless it answers it.
+ * - the fast lane (`FastLane`) sees each request first and hands it to the app unless it answers it;
+ * - with TRUSTED_PROXIES, each request's client address is worked out once, on arrival
+ *   (`ClientAddress`), and the app sees it as `request.remoteAddress`;
+ * - with TLS_CERT_FILE and TLS_KEY_FILE it speaks HTTPS only, keeps its certificate current
+ *   (`TlsCertificates`) and sends `Strict-Transport-Security` with every answer.
  */
-import { HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { type HttpApp, HttpServer, HttpServerRequest } from "@effect/platform"
+import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
+import { Effect, Layer, Option, Runtime } from "effect"
 import { createServer, type Server } from "node:http"
+import { createServer as createSecureServer } from "node:https"
 import { connect } from "node:net"
 import type { AppConfigShape } from "../AppConfig.js"
 import { StartupError } from "../StartupError.js"
+import { clientAddress, NO_TRUSTED_PROXIES, rememberClientAddress, resolveClientAddress } from "./ClientAddress.js"
 import { answerClientErrors } from "./ClientErrors.js"
 import { FastLane } from "./FastLane.js"
+import { HSTS, readTlsPair, type TlsFiles, watchTlsPair } from "./TlsCertificates.js"
 
 /** `reason`: the error code (EADDRINUSE...), or the message of an error that has none. */
 const listenFailure = (reason: string, host: string, port: number) =>
@@ -104,22 +111,76 @@ export const checkPortFree = (config: Pick<AppConfigShape, "host" | "port">) => 
   )
 }
 
-export const layer = (config: Pick<AppConfigShape, "host" | "port" | "shutdownGraceMs">) =>
+/** The certificate pair at start: unreadable or mismatched files stop it with one line. */
+export const checkTls = (config: Pick<AppConfigShape, "tls">) =>
+  Option.match(config.tls, {
+    onNone: () => Effect.void,
+    onSome: (files) => tlsPair(files)
+  })
+
+const tlsPair = (files: TlsFiles) =>
+  Effect.suspend(() => {
+    const pair = readTlsPair(files)
+    return typeof pair === "string" ? Effect.fail(new StartupError({ message: pair })) : Effect.succeed(pair)
+  })
+
+/** An HTTPS server on the pair, kept current until the scope closes; plain HTTP without TLS. */
+const makeServer = (config: Pick<AppConfigShape, "tls">) =>
+  Option.match(config.tls, {
+    onNone: () => Effect.succeed(createServer()),
+    onSome: (files) =>
+      Effect.gen(function*() {
+        const server = createSecureServer(yield* tlsPair(files))
+        const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+        yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            watchTlsPair(files, {
+              replaced: (pair) => {
+                server.setSecureContext(pair)
+                runFork(Effect.logInfo(`TLS certificate reloaded from ${files.certFile}`))
+              },
+              refused: (reason) =>
+                runFork(Effect.logWarning(`TLS certificate not replaced, still serving the previous one: ${reason}`))
+            })
+          ),
+          (stop) => Effect.sync(stop)
+        )
+        return server as Server
+      })
+  })
+
+/** The app, seeing the client address `ClientAddress` worked out as `request.remoteAddress`. */
+const withClientAddress = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.updateService(
+    app,
+    HttpServerRequest.HttpServerRequest,
+    (request) => request.modify({ remoteAddress: clientAddress(NodeHttpServerRequest.toIncomingMessage(request)) })
+  )
+
+export const layer = (
+  config: Pick<AppConfigShape, "host" | "port" | "shutdownGraceMs" | "trustedProxies" | "tls">
+) =>
   Layer.scoped(
     HttpServer.HttpServer,
     Effect.gen(function*() {
       const lane = yield* FastLane
-      const server = createServer()
-      answerClientErrors(server)
+      const server = yield* makeServer(config)
+      const secure = Option.isSome(config.tls)
+      answerClientErrors(server, secure ? { "strict-transport-security": HSTS } : {})
       const inFlight = trackInFlight(server)
+      const proxied = config.trustedProxies !== NO_TRUSTED_PROXIES
       return HttpServer.make({
         address: { _tag: "TcpAddress", hostname: config.host, port: config.port },
         serve: (app, middleware) =>
           Effect.gen(function*() {
             const handler = yield* (middleware === undefined
-              ? NodeHttpServer.makeHandler(app)
-              : NodeHttpServer.makeHandler(app, middleware))
-            server.on("request", (request, response) => lane(request, response, () => handler(request, response)))
+              ? NodeHttpServer.makeHandler(proxied ? withClientAddress(app) : app)
+              : NodeHttpServer.makeHandler(app, proxied ? (inner) => withClientAddress(middleware(inner)) : middleware))
+            server.on("request", (request, response) => {
+              if (proxied) rememberClientAddress(request, resolveClientAddress(config.trustedProxies, request))
+              if (secure) response.setHeader("strict-transport-security", HSTS)
+              lane(request, response, () => handler(request, response))
+            })
             yield* Effect.acquireRelease(
               // `serve` cannot fail by its type: the StartupError travels as a defect to main.ts.
               listen(server, config.host, config.port).pipe(Effect.orDie),

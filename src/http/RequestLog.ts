@@ -1,10 +1,11 @@
 /**
  * One debug line per request: method, path, status and duration, and as fields (what LOG_FORMAT=json
- * shows) a request id, the route template, the status and the duration. Never the query string,
- * headers or body, which is where secrets and tokens travel.
+ * shows) a request id, the route template, the status, the duration and the client address (the TCP
+ * peer, or what a trusted proxy forwarded: `ClientAddress`). Never the query string, headers or
+ * body, which is where secrets and tokens travel.
  */
 import { type HttpApp, HttpServerRequest } from "@effect/platform"
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import { routeTemplate } from "./Routes.js"
 
@@ -24,7 +25,8 @@ export const requestLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E,
             method: request.method,
             route: routeTemplate(path) ?? "unknown",
             status: response.status,
-            duration_ms: elapsed
+            duration_ms: elapsed,
+            client_address: Option.getOrElse(request.remoteAddress, () => "unknown")
           })
         )
       ),

@@ -2,12 +2,16 @@
  * The server span of each request, in place of the platform's (which records the full URL with its
  * query string and every request and response header): named by the route template
  * (`POST /service/{profile}/{environment}/json/{uuid}`), it continues an incoming W3C `traceparent`
- * (or B3) and records the method, route, path, peer address and status. Never a query string,
+ * (or B3) and records the method, route, path, client address (`ClientAddress`) and status. Never a query string,
  * header or body, where secrets and tokens travel. Nothing at all when the tracer is off.
  */
 import { type HttpApp, HttpServerError, HttpServerRequest, HttpTraceContext } from "@effect/platform"
 import { Context, Effect, FiberRef, Option } from "effect"
 import { routeTemplate } from "./Routes.js"
+
+/** Whether the request came over TLS (`NodeServer` with TLS_CERT_FILE). */
+const isEncrypted = (request: HttpServerRequest.HttpServerRequest): boolean =>
+  (request.source as { readonly socket?: { readonly encrypted?: boolean } }).socket?.encrypted === true
 
 export const requestSpan = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
   Effect.withFiberRuntime((fiber) => {
@@ -25,7 +29,7 @@ export const requestSpan = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E
           "http.request.method": request.method,
           ...(route === undefined ? {} : { "http.route": route }),
           "url.path": path,
-          "url.scheme": "http",
+          "url.scheme": isEncrypted(request) ? "https" : "http",
           ...Option.match(request.remoteAddress, { onNone: () => ({}), onSome: (address) => ({ "client.address": address }) })
         }
       },

@@ -6,6 +6,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
+import { get as httpsGet } from "node:https"
 import { createServer } from "node:net"
 import { fileURLToPath } from "node:url"
 
@@ -23,7 +24,41 @@ export const freePort = () =>
     })
   })
 
+/** GET /healthz over HTTPS, checking the certificate against `ca` for the name localhost. */
+const secureHealthStatus = (port: number, ca: string | Buffer) =>
+  new Promise<number>((resolve, reject) => {
+    const request = httpsGet(
+      { host: "127.0.0.1", port, path: "/healthz", ca, servername: "localhost", agent: false, timeout: 2_000 },
+      (response) => {
+        response.resume()
+        resolve(response.statusCode ?? 0)
+      }
+    )
+    request.once("timeout", () => request.destroy(new Error("timeout")))
+    request.once("error", reject)
+  })
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** `npm start` with the given settings run to its exit (or killed at the deadline): for starts that must fail. */
+export const runToExit = (env: Readonly<Record<string, string>>, deadlineMs = 15_000) =>
+  new Promise<{ code: number | null; output: string; ms: number }>((resolve) => {
+    const started = Date.now()
+    const child = spawn("npm", ["start", "--silent"], {
+      cwd: ROOT,
+      env: { ...process.env, HOST: "127.0.0.1", LOG_LEVEL: "warning", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true
+    })
+    let output = ""
+    child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()))
+    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()))
+    const timer = setTimeout(() => process.kill(-child.pid!, "SIGKILL"), deadlineMs)
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      resolve({ code, output, ms: Date.now() - started })
+    })
+  })
 
 export interface ServerProcess {
   readonly base: string
@@ -43,10 +78,12 @@ export const startServer = async (
     readonly healthTimeoutMs?: number
     /** Start the server under this umask (octal, e.g. "022"), as a shell would. */
     readonly umask?: string
+    /** The server speaks HTTPS (TLS_CERT_FILE in `env`) with a certificate for localhost this CA issued. */
+    readonly tlsCa?: string | Buffer
   } = {}
 ): Promise<ServerProcess> => {
   const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
+  const base = `${options.tlsCa === undefined ? "http" : "https"}://127.0.0.1:${port}`
   let log = ""
   const command = ["npm", "start", "--silent"]
   const [file, ...args] = options.umask === undefined
@@ -90,8 +127,10 @@ export const startServer = async (
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode} before it was healthy:\n${log}`)
     try {
-      const response = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(2_000) })
-      if (response.status === 200) return { base, port, child, serverPid, log: () => log, stop }
+      const status = options.tlsCa === undefined
+        ? (await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(2_000) })).status
+        : await secureHealthStatus(port, options.tlsCa)
+      if (status === 200) return { base, port, child, serverPid, log: () => log, stop }
     } catch {
       /* not listening yet */
     }
