@@ -19,7 +19,7 @@
  * limit (the app's 413 closes the connection). A body the lane has already read travels with the
  * request (`rememberBody`).
  */
-import { Context, Effect, Either, Layer, Option, Runtime } from "effect"
+import { Context, Effect, Either, Layer, Option, Runtime, type Tracer } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { AppConfig } from "../AppConfig.js"
 import { ClientCredentialsGrant, decideToken, type TokenInput } from "../auth/ClientCredentialsGrant.js"
@@ -75,6 +75,18 @@ const make = Effect.gen(function*() {
   const tracer: LaneTracer = Option.isSome(config.tracing) ? yield* Effect.tracer : undefined
   const logged = yield* Effect.map(Effect.whenLogLevel(Effect.void, "Debug"), Option.isSome)
 
+  /** A sampled request's catalogue read answered by the cache: its span, as the cache's own reads make. */
+  const cacheSpanned = <A extends ReadonlyArray<unknown>, B>(
+    parent: Tracer.Span,
+    name: string,
+    read: (...args: A) => B | undefined
+  ) =>
+  (...args: A): B | undefined => {
+    const held = read(...args)
+    if (held !== undefined) endSpan(childSpan(tracer, parent, name, { "cache.hit": true }))
+    return held
+  }
+
   /** Writes the answer and records it, once, however the request ended up answered. */
   const finish = (
     request: IncomingMessage,
@@ -127,7 +139,10 @@ const make = Effect.gen(function*() {
         remoteAddress: clientAddress(request),
         nowMillis: clock.unsafeCurrentTimeMillis()
       }
-      const decision = decideToken(input, grants.services)
+      const decision = decideToken(input, span === undefined ? grants.services : {
+        ...grants.services,
+        tokenTarget: cacheSpanned(span, "CredentialRepoCache.findTokenTarget", grants.services.tokenTarget)
+      })
       if (decision._tag === "Answer") return done(decision)
       if (decision._tag === "Issue" && !decision.touch) {
         // All in memory: only the signature remains (on the thread pool).
@@ -221,7 +236,10 @@ const make = Effect.gen(function*() {
       }
       readBody(request, response, next, (text) => callHandler(verdict, text, callSpan, done, failed))
     }
-    const decision = decideServiceCall(input, gate.services)
+    const decision = decideServiceCall(input, callSpan === undefined ? gate.services : {
+      ...gate.services,
+      serviceRoute: cacheSpanned(callSpan, "CredentialRepoCache.findServiceRoute", gate.services.serviceRoute)
+    })
     if (decision._tag === "Answer" || decision._tag === "Call") return proceed(decision)
     const completing = gate.complete(input, decision)
     run(callSpan === undefined ? completing : Effect.withParentSpan(completing, callSpan)).then(proceed).catch(failed)
