@@ -1,52 +1,23 @@
 /**
  * Reference for `npm run bench`'s proxy scenario: the least an authenticating JSON proxy can do on
- * node:http with jose. It verifies the Bearer token as `bare-bearer-server.ts` does (RS256 against
- * the JWKS of the service-auth under test; `data` and `aud` name the called path), checks that the
- * body is a JSON object, POSTs it to BARE_UPSTREAM_URL over keep-alive connections, and answers the
+ * node:http with jose. It checks the call as `bare-bearer-check.ts` says (a Bearer token verified
+ * against the JWKS of the service-auth under test), checks that the body is a JSON object, POSTs it to BARE_UPSTREAM_URL over keep-alive connections, and answers the
  * upstream's JSON object. No framework, no revocation check, no cache of verified tokens.
  *
  *   PORT BARE_JWKS_URL BARE_UPSTREAM_URL   npx tsx bench/bare-proxy-server.ts
  */
-import * as Jose from "jose"
-import { Agent, createServer, request as httpRequest, type ServerResponse } from "node:http"
+import { Agent, createServer, request as httpRequest } from "node:http"
+import { answer, checkCall, loadJwks } from "./bare-bearer-check.js"
 
 const port = Number(process.env.PORT)
-const jwksUrl = process.env.BARE_JWKS_URL
 const upstream = process.env.BARE_UPSTREAM_URL
-if (!jwksUrl || !upstream) throw new Error("BARE_JWKS_URL and BARE_UPSTREAM_URL are required")
-const jwksResponse = await fetch(jwksUrl, { signal: AbortSignal.timeout(5_000) })
-if (!jwksResponse.ok) throw new Error(`GET ${jwksUrl}: ${jwksResponse.status}`)
-const jwks = Jose.createLocalJWKSet(await jwksResponse.json())
+if (!upstream) throw new Error("BARE_UPSTREAM_URL is required")
+const jwks = await loadJwks()
 const agent = new Agent({ keepAlive: true, maxSockets: 128 })
-
-const PATH = /^\/service\/([^/?]+)\/([^/?]+)\/json\/([^/?]+)$/
-
-const answer = (response: ServerResponse, status: number, body: unknown) => {
-  response.writeHead(status, { "content-type": "application/json", "cache-control": "no-store" })
-  response.end(JSON.stringify(body))
-}
-const invalidToken = { error: "invalid_token", error_description: "The access token is invalid" }
 const badGateway = { error: "bad_gateway", error_description: "The upstream service failed" }
 
 const server = createServer(async (request, response) => {
-  const path = PATH.exec(request.url ?? "")
-  if (request.method !== "POST" || path === null) {
-    return answer(response, 404, { error: "not_found", error_description: "Not found" })
-  }
-  const authorization = request.headers.authorization ?? ""
-  if (!authorization.startsWith("Bearer ")) return answer(response, 401, invalidToken)
-  let claims: Jose.JWTPayload
-  try {
-    claims = (await Jose.jwtVerify(authorization.slice(7), jwks, { algorithms: ["RS256"] })).payload
-  } catch {
-    return answer(response, 401, invalidToken)
-  }
-  const [url, profile, environment, uuid] = path
-  const data = claims.data as { profile?: unknown; environment?: unknown; service_uuid?: unknown } | undefined
-  if (
-    data?.profile !== profile || data?.environment !== environment || data?.service_uuid !== uuid ||
-    typeof claims.aud !== "string" || !claims.aud.endsWith(url)
-  ) return answer(response, 401, invalidToken)
+  if ((await checkCall(request, response, jwks)) === undefined) return
   let text = ""
   request.setEncoding("utf8")
   request.on("data", (chunk: string) => (text += chunk))
