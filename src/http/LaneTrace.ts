@@ -15,15 +15,27 @@ export type LaneTracer = Tracer.Tracer | undefined
 
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/
 
+/**
+ * Where @effect/opentelemetry reads a remote parent's trace flags (it takes "sampled" when they are
+ * absent, whatever the span's `sampled` says): the same key, so that OpenTelemetry's modules need
+ * not be loaded to name it.
+ */
+const OTEL_TRACE_FLAGS = Context.GenericTag<"OtelTraceFlags", number>("@effect/opentelemetry/Tracer/OtelTraceFlags")
+
+/** A caller's span whose sampled flag the parent-based samplers see. */
+export const remoteParent = (parent: { readonly traceId: string; readonly spanId: string; readonly sampled: boolean }) =>
+  Tracer.externalSpan({
+    traceId: parent.traceId,
+    spanId: parent.spanId,
+    sampled: parent.sampled,
+    context: Context.make(OTEL_TRACE_FLAGS, parent.sampled ? 1 : 0)
+  })
+
 /** The caller's span from a W3C `traceparent` (an invalid one is ignored, as the specification says). */
 const callerSpan = (header: string | undefined): Option.Option<Tracer.AnySpan> => {
   const match = header === undefined ? null : TRACEPARENT.exec(header.trim())
   if (match === null || match[1] === "ff" || /^0+$/.test(match[2]!) || /^0+$/.test(match[3]!)) return Option.none()
-  return Option.some(Tracer.externalSpan({
-    traceId: match[2]!,
-    spanId: match[3]!,
-    sampled: (parseInt(match[4]!, 16) & 1) === 1
-  }))
+  return Option.some(remoteParent({ traceId: match[2]!, spanId: match[3]!, sampled: (parseInt(match[4]!, 16) & 1) === 1 }))
 }
 
 const nowNanos = () => process.hrtime.bigint()
