@@ -167,7 +167,14 @@ const tokenAndCall = async (base: string, tokenHeaders: Record<string, string> =
     body: form
   })
   expect(again.status).toBe(200)
-  return { profile, service, credential, token, again: (await again.json() as { access_token: string }).access_token }
+  return {
+    profile,
+    service,
+    credential,
+    form: form.toString(),
+    token,
+    again: (await again.json() as { access_token: string }).access_token
+  }
 }
 
 describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
@@ -297,15 +304,7 @@ describe("head sampling (OTEL_TRACES_SAMPLER=parentbased_traceidratio, OTEL_TRAC
       OTEL_TRACES_SAMPLER_ARG: "0"
     })
     try {
-      const { profile, service, credential } = await tokenAndCall(server.base)
-      const form = new URLSearchParams({
-        grant_type: "client_credentials",
-        client_id: credential.client_id,
-        client_secret: credential.client_secret,
-        profile,
-        environment: "prod",
-        service_uuid: service.uuid
-      }).toString()
+      const { profile, service, form } = await tokenAndCall(server.base)
       const tokenWith = async (headers: Record<string, string>) => {
         const response = await fetch(`${server.base}/oauth/token`, {
           method: "POST",
