@@ -8,8 +8,8 @@
  * match: status, headers (but Date) and body (but the values each server generates: client ids,
  * secrets, tokens).
  */
-import { randomBytes } from "node:crypto"
-import { mkdtempSync, rmSync } from "node:fs"
+import { generateKeyPairSync, randomBytes } from "node:crypto"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { FastCheck as fc } from "effect"
@@ -46,10 +46,26 @@ const admin = async (side: Side, method: string, path: string, body?: unknown) =
   return { status: response.status, body: text === "" ? undefined : JSON.parse(text) }
 }
 
-const start = async (logLevel: string): Promise<Side> => {
+/** Both servers sign with this key: generating one on a fresh data directory is slow on a loaded machine. */
+const signingKeyFile = () => {
+  const dir = mkdtempSync(join(tmpdir(), "service-auth-lane-key-"))
+  dirs.push(dir)
+  const file = join(dir, "key.pem")
+  const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 })
+  writeFileSync(file, privateKey.export({ type: "pkcs8", format: "pem" }), { mode: 0o600 })
+  return file
+}
+
+const start = async (logLevel: string, keyFile: string): Promise<Side> => {
   const dir = mkdtempSync(join(tmpdir(), "service-auth-lane-"))
   dirs.push(dir)
-  const server = await startServer({ ADMIN_TOKEN, DATA_DIR: join(dir, "data"), LOG_LEVEL: logLevel, ISSUER: "http://issuer.test" })
+  const server = await startServer({
+    ADMIN_TOKEN,
+    DATA_DIR: join(dir, "data"),
+    LOG_LEVEL: logLevel,
+    ISSUER: "http://issuer.test",
+    SIGNING_KEY_FILE: keyFile
+  })
   const side: Side = { server, port: server.port, credentials: [], tokens: new Map() }
   expect((await admin(side, "PUT", `/admin/profiles/${PROFILE}`, {})).status).toBe(201)
   expect((await admin(side, "PUT", `/admin/profiles/${PROFILE}/environments/${ENVIRONMENT}`, {})).status).toBe(201)
@@ -65,7 +81,10 @@ const start = async (logLevel: string): Promise<Side> => {
 }
 
 beforeAll(async () => {
-  ;[lane, app] = await Promise.all([start("warning"), start("debug")])
+  const keyFile = signingKeyFile()
+  // One after the other: two fresh embedded databases migrating at once can miss the start deadline.
+  lane = await start("warning", keyFile)
+  app = await start("debug", keyFile)
 }, 120_000)
 
 afterAll(async () => {
