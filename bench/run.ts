@@ -20,7 +20,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { cpus, tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
+import { fileURLToPath, pathToFileURL } from "node:url"
 import { freePort } from "../test/support/ServerProcess.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
@@ -30,11 +30,11 @@ const positive = (name: string, fallback: number) => {
   if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`)
   return value
 }
-const SECONDS = positive("BENCH_SECONDS", 10)
-const ROUNDS = Math.round(positive("BENCH_ROUNDS", 3))
-const CONNECTIONS = Math.round(positive("BENCH_CONNECTIONS", 50))
-const DATABASE_URL = process.env.DATABASE_URL || process.env.BENCH_DATABASE_URL || undefined
-const ADMIN_TOKEN = `bench-${crypto.randomUUID()}`
+export const SECONDS = positive("BENCH_SECONDS", 10)
+export const ROUNDS = Math.round(positive("BENCH_ROUNDS", 3))
+export const CONNECTIONS = Math.round(positive("BENCH_CONNECTIONS", 50))
+export const DATABASE_URL = process.env.DATABASE_URL || process.env.BENCH_DATABASE_URL || undefined
+export const ADMIN_TOKEN = `bench-${crypto.randomUUID()}`
 
 /** /proc reports CPU time in clock ticks (USER_HZ), nearly always 100 a second. */
 const CLOCK_TICK_US = (() => {
@@ -45,7 +45,7 @@ const CLOCK_TICK_US = (() => {
   }
 })()
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const withTimeout = <A>(promise: Promise<A>, ms: number, what: string) =>
   Promise.race([promise, sleep(ms).then((): never => { throw new Error(`${what}: no answer within ${ms / 1000} s`) })])
@@ -54,14 +54,14 @@ const withTimeout = <A>(promise: Promise<A>, ms: number, what: string) =>
 // Processes: each started in its own group (so one signal reaches npm and the node under it) and
 // measured over its whole tree through /proc.
 
-interface Running {
+export interface Running {
   readonly name: string
   readonly base: string
   readonly child: ChildProcess
   readonly output: () => string
 }
 
-const running: Array<Running> = []
+export const running: Array<Running> = []
 
 const treeOf = (pid: number): Array<number> => {
   try {
@@ -144,7 +144,7 @@ const signalGroup = (pid: number, signal: NodeJS.Signals) => {
 }
 
 /** SIGTERM to the whole group, SIGKILL after 5 s if any of it is still alive. */
-const stop = async (server: Running) => {
+export const stop = async (server: Running) => {
   const pid = server.child.pid
   if (pid === undefined) return
   signalGroup(pid, "SIGTERM")
@@ -180,7 +180,7 @@ const untilHealthy = async (server: Running, startedAt: number) => {
   throw new Error(`no 200 from ${server.base}/healthz within 60 s:\n${server.output()}`)
 }
 
-const startServiceAuth = async (dataDir: string) => {
+export const startServiceAuth = async (dataDir: string, env: Record<string, string> = {}) => {
   const port = await freePort()
   const startedAt = Date.now()
   const server = spawnGroup("service-auth", `http://127.0.0.1:${port}`, "npm", ["start", "--silent"], {
@@ -188,14 +188,15 @@ const startServiceAuth = async (dataDir: string) => {
     HOST: "127.0.0.1",
     ADMIN_TOKEN,
     LOG_LEVEL: "warning",
-    ...(DATABASE_URL === undefined ? { DATA_DIR: dataDir } : { DATABASE_URL })
+    ...(DATABASE_URL === undefined ? { DATA_DIR: dataDir } : { DATABASE_URL }),
+    ...env
   })
   return { server, readyMs: await untilHealthy(server, startedAt) }
 }
 
 /** A bare server under node with tsx's loader: one process, no npx or tsx CLI above it. */
-const startBare = async (file: string, env: Record<string, string>) => {
-  const port = await freePort()
+export const startBare = async (file: string, env: Record<string, string>, port?: number) => {
+  port ??= await freePort()
   const server = spawnGroup(file.replace(/\.ts$/, ""), `http://127.0.0.1:${port}`, process.execPath, [
     "--import",
     "tsx",
@@ -213,7 +214,7 @@ const startBare = async (file: string, env: Record<string, string>) => {
 // ------------------------------------------------------------------------------------------------
 // HTTP set-up and load.
 
-const admin = async (base: string, method: string, path: string, body: unknown = {}) => {
+export const admin = async (base: string, method: string, path: string, body: unknown = {}) => {
   const response = await fetch(`${base}${path}`, {
     method,
     headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
@@ -225,14 +226,14 @@ const admin = async (base: string, method: string, path: string, body: unknown =
   return JSON.parse(text)
 }
 
-interface Request {
+export interface Request {
   readonly path: string
   readonly headers: Record<string, string>
   readonly body: string
 }
 
 /** One request before the load, so a server that would answer 4xx is caught before it is timed. */
-const send = async (server: Running, request: Request) => {
+export const send = async (server: Running, request: Request) => {
   const response = await fetch(`${server.base}${request.path}`, {
     method: "POST",
     headers: request.headers,
@@ -244,9 +245,9 @@ const send = async (server: Running, request: Request) => {
   return JSON.parse(text) as Record<string, unknown>
 }
 
-const claimsOf = (token: string) => JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as Record<string, unknown>
+export const claimsOf = (token: string) => JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as Record<string, unknown>
 
-interface Measurement {
+export interface Measurement {
   readonly rps: number
   readonly p50: number
   readonly p99: number
@@ -256,7 +257,7 @@ interface Measurement {
   readonly rssMeanMb: number
 }
 
-const load = async (server: Running, request: Request): Promise<Measurement> => {
+export const load = async (server: Running, request: Request): Promise<Measurement> => {
   const samples = [rssMb(server)]
   const sampler = setInterval(() => samples.push(rssMb(server)), 200)
   const cpuBefore = cpuMicros(server)
@@ -300,23 +301,23 @@ const load = async (server: Running, request: Request): Promise<Measurement> => 
 // ------------------------------------------------------------------------------------------------
 // Report.
 
-const median = (values: ReadonlyArray<number>) => {
+export const median = (values: ReadonlyArray<number>) => {
   const sorted = [...values].sort((a, b) => a - b)
   const middle = Math.floor(sorted.length / 2)
   return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
 
-const fmt = (n: number, digits = 0) =>
+export const fmt = (n: number, digits = 0) =>
   n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
 // Column widths: two left-aligned labels, then right-aligned figures.
 const WIDTHS = [-18, -19, 8, 7, 7, 8, 11, 17]
-const row = (cells: ReadonlyArray<string>) =>
+export const row = (cells: ReadonlyArray<string>) =>
   cells.map((cell, i) => (WIDTHS[i]! < 0 ? cell.padEnd(-WIDTHS[i]!) : cell.padStart(WIDTHS[i]!))).join(" ").trimEnd()
 
-const HEADER = row(["", "server", "req/s", "p50 ms", "p99 ms", "non-2xx", "CPU µs/req", "RSS MB mean/peak"])
+export const HEADER = row(["", "server", "req/s", "p50 ms", "p99 ms", "non-2xx", "CPU µs/req", "RSS MB mean/peak"])
 
-const line = (label: string, server: string, m: Measurement) =>
+export const line = (label: string, server: string, m: Measurement) =>
   row([
     label,
     server,
@@ -329,7 +330,7 @@ const line = (label: string, server: string, m: Measurement) =>
   ])
 
 /** Medians across rounds; the peak RSS is the highest seen, the non-2xx count the total. */
-const summarise = (list: ReadonlyArray<Measurement>): Measurement => ({
+export const summarise = (list: ReadonlyArray<Measurement>): Measurement => ({
   rps: median(list.map((m) => m.rps)),
   p50: median(list.map((m) => m.p50)),
   p99: median(list.map((m) => m.p99)),
@@ -339,7 +340,7 @@ const summarise = (list: ReadonlyArray<Measurement>): Measurement => ({
   rssMeanMb: median(list.map((m) => m.rssMeanMb))
 })
 
-const describeDatabase = () => {
+export const describeDatabase = () => {
   if (DATABASE_URL === undefined) return "embedded database, fresh data directory"
   try {
     const url = new URL(DATABASE_URL)
@@ -352,7 +353,7 @@ const describeDatabase = () => {
 // ------------------------------------------------------------------------------------------------
 
 // The embedded database's directory; unused on PostgreSQL.
-const dataDir = mkdtempSync(join(tmpdir(), "service-auth-bench-"))
+export const dataDir = mkdtempSync(join(tmpdir(), "service-auth-bench-"))
 
 const main = async () => {
   try {
@@ -491,10 +492,13 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   })
 }
 
-main()
+// The proxy scenarios (bench/proxy.ts) import the helpers above; only `npm run bench` runs main.
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main()
   .catch((error) => {
     console.error(error instanceof Error ? error.message : error)
     process.exitCode = 1
   })
   // Nothing left to wait for; exit even if a timed-out load is still holding sockets open.
   .finally(() => process.exit())
+}

@@ -17,6 +17,7 @@ import { CredentialManager } from "./auth/CredentialManager.js"
 import { KeyEncryption } from "./auth/KeyEncryption.js"
 import { KeyService } from "./auth/KeyService.js"
 import { TokenService } from "./auth/TokenService.js"
+import { ServiceCallGate } from "./gateway/ServiceCallDecision.js"
 import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
 import * as AdminHttp from "./http/AdminHttp.js"
 import * as AdminKeysHttp from "./http/AdminKeysHttp.js"
@@ -40,8 +41,8 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
   /** Handlers registered in code (`ServiceHandlers.layerWith`); echo and proxy by default. */
   readonly handlers?: Layer.Layer<ServiceHandlers, never, RH>
 }) =>
-  Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer, options.handlers ?? ServiceHandlers.layer).pipe(
-    Layer.provideMerge(Layer.merge(TokenService.layer, AuthFailureLimiter.layer)),
+  Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer, ServiceCallGate.layer).pipe(
+    Layer.provideMerge(Layer.mergeAll(TokenService.layer, AuthFailureLimiter.layer, options.handlers ?? ServiceHandlers.layer)),
     Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets))
   )
 

@@ -167,7 +167,14 @@ const tokenAndCall = async (base: string, tokenHeaders: Record<string, string> =
     body: form
   })
   expect(again.status).toBe(200)
-  return { profile, service, credential, token, again: (await again.json() as { access_token: string }).access_token }
+  return {
+    profile,
+    service,
+    credential,
+    form: form.toString(),
+    token,
+    again: (await again.json() as { access_token: string }).access_token
+  }
 }
 
 describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
@@ -292,6 +299,63 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
     }
     expect(payload).not.toContain("client_secret=")
   })
+})
+
+describe("head sampling (OTEL_TRACES_SAMPLER=parentbased_traceidratio, OTEL_TRACES_SAMPLER_ARG=0)", () => {
+  it("a caller's sampled traceparent is honoured; new traces and unsampled callers export nothing", async () => {
+    const receiver = await startReceiver()
+    const server = await startServer({
+      ...serverSettings(),
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: "100",
+      OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+      OTEL_TRACES_SAMPLER_ARG: "0"
+    })
+    try {
+      const { profile, service, form } = await tokenAndCall(server.base)
+      const tokenWith = async (headers: Record<string, string>) => {
+        const response = await fetch(`${server.base}/oauth/token`, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
+          body: form
+        })
+        expect(response.status).toBe(200)
+        return (await response.json() as { access_token: string }).access_token
+      }
+      const unsampledTrace = randomBytes(16).toString("hex")
+      await tokenWith({})
+      await tokenWith({ traceparent: `00-${unsampledTrace}-${randomBytes(8).toString("hex")}-00` })
+      const sampledTrace = randomBytes(16).toString("hex")
+      const token = await tokenWith({ traceparent: `00-${sampledTrace}-${randomBytes(8).toString("hex")}-01` })
+      const call = await fetch(`${server.base}/service/${profile}/prod/json/${service.uuid}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          traceparent: `00-${sampledTrace}-${randomBytes(8).toString("hex")}-01`
+        },
+        body: "{}"
+      })
+      expect(call.status).toBe(200)
+
+      // The sampled requests arrive (spans are exported in the order they end: the others first).
+      const spans = await waitFor("the sampled trace", () => {
+        const spans = spansOf(receiver)
+        return spans.some((s) => s.name === "POST /service/{profile}/{environment}/json/{uuid}") ? spans : undefined
+      })
+      expect(spans.every((s) => s.traceId === sampledTrace)).toBe(true)
+      expect(spans.map((s) => s.name)).toEqual(expect.arrayContaining([
+        "POST /oauth/token",
+        "ClientCredentialsGrant.grant",
+        "TokenService.sign",
+        "ServiceHttp.callService",
+        "ServiceHandlers.call"
+      ]))
+    } finally {
+      await server.stop()
+      await receiver.close()
+    }
+  }, 120_000)
 })
 
 describe("OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", () => {

@@ -1,29 +1,25 @@
 /**
- * The client credentials grant (RFC 6749 §4.4) once the request has been parsed: rows 4 and 5 of
- * the contract's precedence table. One indexed read finds the service and the presented client's
- * live credential together; the only write is `last_used_at`, at most once a minute per credential.
+ * The client credentials grant (RFC 6749 §4.4), decided once: `decideToken` takes what a request
+ * to `POST /oauth/token` said and answers it, in the order of the contract's precedence table, or
+ * says what it still needs from storage. Both entries of the endpoint call it: the fast path
+ * (`FastLane`, on node:http) and the HttpApi handler (`TokenHttp`), each a thin adapter; this
+ * service (`ClientCredentialsGrant.answer`) runs the decision to its end in Effect, fetching what
+ * the catalogue cache did not hold, recording a failure, refreshing `last_used_at`, signing.
+ *
+ * One indexed read finds the service and the presented client's live credential together; the only
+ * write of a success is `last_used_at`, at most once a minute per credential.
  */
-import { Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
-import { InvalidClient, InvalidRequest, type StorageUnavailable, TooManyAttempts } from "../domain/Errors.js"
-import { isClientId } from "../domain/Identifiers.js"
-import { currentDate } from "../domain/Time.js"
-import { CredentialRepo, serviceAddress, spanAttributes } from "../storage/CredentialRepo.js"
+import { Context, Duration, Effect, Either, Layer, Option } from "effect"
+import { InvalidClient, InvalidRequest, TooManyAttempts, UnsupportedGrantType } from "../domain/Errors.js"
+import { type ClientId, isClientId } from "../domain/Identifiers.js"
+import { type Answer, errorAnswer } from "../http/Answer.js"
+import type { TokenResult } from "../metrics/ServiceMetrics.js"
+import { CredentialRepo, type ServiceAddress, serviceAddress, spanAttributes, type TokenTarget } from "../storage/CredentialRepo.js"
 import { tracerEnabled } from "../Tracing.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
-import { ClientSecrets } from "./ClientSecrets.js"
-import { type IssuedToken, TokenService } from "./TokenService.js"
-
-export interface GrantRequest {
-  readonly clientId: string
-  /** None when the client's Basic credentials could not be decoded: authentication fails at row 5. */
-  readonly clientSecret: Option.Option<Redacted.Redacted<string>>
-  readonly profile: string
-  readonly environment: string
-  readonly serviceUuid: string
-  readonly basic: boolean
-  /** The client's address, for brute-force protection. */
-  readonly remoteAddress: string
-}
+import { ClientSecrets, type ClientSecretsShape } from "./ClientSecrets.js"
+import { clientCredentials, formFields, NO_STORE, tokenAnswer, type TokenFields } from "./TokenRequest.js"
+import { TokenService } from "./TokenService.js"
 
 /** How stale `last_used_at` may get before a successful request refreshes it. */
 export const LAST_USED_RESOLUTION = Duration.minutes(1)
@@ -32,13 +28,107 @@ export const LAST_USED_RESOLUTION = Duration.minutes(1)
 export const lastUsedIsStale = (lastUsedAt: Date | null, now: number): boolean =>
   lastUsedAt === null || now - lastUsedAt.getTime() >= Duration.toMillis(LAST_USED_RESOLUTION)
 
+/** What a token request said, as read by either entry. */
+export interface TokenInput {
+  readonly authorization: string | undefined
+  /** The body when it is a form (`application/x-www-form-urlencoded`); undefined for any other body. */
+  readonly form: string | undefined
+  /** The client's address, for brute-force protection. */
+  readonly remoteAddress: string
+  readonly nowMillis: number
+}
+
+/** What the decision needs besides the request: all synchronous, all in memory. */
+export interface TokenDecisionServices {
+  readonly blockedAt: (clientId: string, address: string, nowMillis: number) => Option.Option<number>
+  /** The catalogue's answer; undefined when it must be read from storage. */
+  readonly tokenTarget: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<TokenTarget> | undefined
+  readonly matches: ClientSecretsShape["matches"]
+}
+
+export type TokenDecision =
+  /** A failure, answered as it is. */
+  | { readonly _tag: "Answer"; readonly answer: Answer; readonly result: TokenResult }
+  /** The catalogue cache does not hold the target: read it (`findTokenTarget`), then decide again. */
+  | { readonly _tag: "NeedsTarget"; readonly address: ServiceAddress; readonly clientId: Option.Option<ClientId> }
+  /** Authentication failed: count the failure (shared between instances), then answer `answer`. */
+  | { readonly _tag: "Refuse"; readonly clientId: string; readonly answer: Answer }
+  /** Authenticated: sign a token for it, recording `last_used_at` first when `touch`. */
+  | { readonly _tag: "Issue"; readonly clientId: ClientId; readonly address: ServiceAddress; readonly touch: boolean }
+
+/** A failure's answer: `no-store` always, and the Basic challenge when Basic authentication failed. */
+const failureAnswer = (error: InvalidRequest | UnsupportedGrantType | TooManyAttempts | InvalidClient): Answer =>
+  errorAnswer(
+    error,
+    error._tag === "InvalidClient" && error.basic ? { ...NO_STORE, "www-authenticate": `Basic realm="oauth"` } : NO_STORE
+  )
+
+const failure = (
+  error: InvalidRequest | UnsupportedGrantType | TooManyAttempts | InvalidClient,
+  result: TokenResult
+): TokenDecision => ({ _tag: "Answer", answer: failureAnswer(error), result })
+
+const missing = failure(new InvalidRequest({ description: "Missing required parameters" }), "invalid_request")
 /** The specification's description for every row-4 failure. */
-const targetNotFound = new InvalidRequest({ description: "Missing required parameters" })
+const targetNotFound = missing
+
+/** Every answer of the token endpoint but a failure of storage itself, in the contract's order. */
+export const decideToken = (input: TokenInput, services: TokenDecisionServices): TokenDecision => {
+  // Only a form body carries fields; JSON or anything else yields none (docs/contract.md §1).
+  const parsed = input.form === undefined ? Either.right<TokenFields>({}) : formFields(input.form)
+  if (Either.isLeft(parsed)) return failure(parsed.left, "invalid_request")
+  const fields = parsed.right
+
+  // Rows 1 and 2: the grant type.
+  if (fields.grant_type === undefined) return missing
+  if (fields.grant_type !== "client_credentials") return failure(new UnsupportedGrantType(), "unsupported_grant_type")
+
+  // Row 3: client credentials and the target present.
+  const client = clientCredentials(input.authorization, fields)
+  if (Either.isLeft(client)) return failure(client.left, "invalid_request")
+  const { profile, environment, service_uuid } = fields
+  if (client.right === undefined || profile === undefined || environment === undefined || service_uuid === undefined) {
+    return missing
+  }
+  const { basic, clientSecret } = client.right
+
+  // Throttled pairs are refused before anything is looked up.
+  const blocked = services.blockedAt(client.right.clientId, input.remoteAddress, input.nowMillis)
+  if (Option.isSome(blocked)) return failure(new TooManyAttempts({ retryAfterSeconds: blocked.value }), "invalid_client")
+
+  // Row 4: the target exists. A client id that is not of our form names no credential: row 5.
+  const address = serviceAddress(profile, environment, service_uuid)
+  if (address === undefined) return targetNotFound
+  const clientId = Option.liftPredicate(client.right.clientId, isClientId)
+  const target = services.tokenTarget(address, clientId)
+  if (target === undefined) return { _tag: "NeedsTarget", address, clientId }
+  if (Option.isNone(target) || target.value.authType !== "oauth") return targetNotFound
+
+  // Row 5. Always run the comparison, so an unknown client id costs what a wrong secret costs.
+  const credential = Option.getOrUndefined(target.value.credential)
+  const authenticated = Option.isSome(clientSecret) && services.matches(clientSecret.value, credential?.secretHash)
+  if (!authenticated || credential === undefined) {
+    return { _tag: "Refuse", clientId: client.right.clientId, answer: failureAnswer(new InvalidClient({ basic })) }
+  }
+  return {
+    _tag: "Issue",
+    clientId: credential.clientId,
+    address,
+    touch: lastUsedIsStale(credential.lastUsedAt, input.nowMillis)
+  }
+}
 
 export interface ClientCredentialsGrantShape {
-  readonly grant: (
-    request: GrantRequest
-  ) => Effect.Effect<IssuedToken, InvalidRequest | InvalidClient | TooManyAttempts | StorageUnavailable>
+  /** The synchronous services the decision reads. */
+  readonly services: TokenDecisionServices
+  /**
+   * Carries a decision through to its answer: reads the target from storage when the cache did not
+   * hold it (and decides again), counts a failure, records `last_used_at`, signs. A storage failure
+   * is answered 503.
+   */
+  readonly complete: (input: TokenInput, decision: TokenDecision) => Effect.Effect<{ readonly answer: Answer; readonly result: TokenResult }>
+  /** `decideToken`, then `complete`. */
+  readonly answer: (input: TokenInput) => Effect.Effect<{ readonly answer: Answer; readonly result: TokenResult }>
 }
 
 export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCredentialsGrant")<
@@ -53,37 +143,45 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
       const tokens = yield* TokenService
       const limiter = yield* AuthFailureLimiter
       const traced = yield* tracerEnabled
+      const peek = repo.peek
 
-      const grant = Effect.fn("ClientCredentialsGrant.grant", { captureStackTrace: false })(
-        function*(request: GrantRequest) {
-          const blocked = yield* limiter.blockedFor(request.clientId, request.remoteAddress)
-          if (Option.isSome(blocked)) return yield* new TooManyAttempts({ retryAfterSeconds: blocked.value })
-          const address = serviceAddress(request.profile, request.environment, request.serviceUuid)
-          if (address === undefined) return yield* targetNotFound
-          // A client id that is not of our form names no credential: row 5, like any unknown one.
-          const clientId = Option.liftPredicate(request.clientId, isClientId)
-          if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
-          const target = yield* repo.findTokenTarget(address, clientId)
-          if (Option.isNone(target) || target.value.authType !== "oauth") return yield* targetNotFound
+      const services: TokenDecisionServices = {
+        blockedAt: limiter.blockedAt,
+        tokenTarget: peek === undefined ? () => undefined : peek.tokenTarget,
+        matches: secrets.matches
+      }
 
-          const credential = Option.getOrUndefined(target.value.credential)
-          // Always run the comparison, so an unknown client id costs what a wrong secret costs.
-          const authenticated = Option.match(request.clientSecret, {
-            onNone: () => false,
-            onSome: (secret) => secrets.matches(secret, credential?.secretHash)
-          })
-          if (!authenticated || credential === undefined) {
-            yield* limiter.recordFailure(request.clientId, request.remoteAddress)
-            return yield* new InvalidClient({ basic: request.basic })
+      const complete = Effect.fn("ClientCredentialsGrant.grant", { captureStackTrace: false })(
+        function*(input: TokenInput, first: TokenDecision) {
+          let decision = first
+          if (decision._tag === "NeedsTarget") {
+            const { address, clientId } = decision
+            if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
+            const target = yield* repo.findTokenTarget(address, clientId)
+            decision = decideToken(input, { ...services, tokenTarget: () => target })
           }
-
-          const now = yield* currentDate
-          if (lastUsedIsStale(credential.lastUsedAt, now.getTime())) yield* repo.touchCredential(credential.clientId, now)
-          return yield* tokens.issue(credential.clientId, address)
-        }
+          switch (decision._tag) {
+            case "NeedsTarget":
+              return yield* Effect.dieMessage("the token decision needed its target twice")
+            case "Answer":
+              return { answer: decision.answer, result: decision.result }
+            case "Refuse":
+              yield* limiter.recordFailure(decision.clientId, input.remoteAddress)
+              return { answer: decision.answer, result: "invalid_client" as const }
+            case "Issue": {
+              if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(decision.address, Option.some(decision.clientId)))
+              if (decision.touch) yield* repo.touchCredential(decision.clientId, new Date(input.nowMillis))
+              const issued = yield* tokens.issue(decision.clientId, decision.address)
+              return { answer: { status: 200, headers: NO_STORE, body: tokenAnswer(issued) }, result: "issued" as const }
+            }
+          }
+        },
+        Effect.catchTag("StorageUnavailable", (error) =>
+          Effect.succeed({ answer: errorAnswer(error, NO_STORE), result: "temporarily_unavailable" as const }))
       )
 
-      return ClientCredentialsGrant.of({ grant })
+      const answer = (input: TokenInput) => Effect.suspend(() => complete(input, decideToken(input, services)))
+      return ClientCredentialsGrant.of({ services, complete, answer })
     })
   )
 }

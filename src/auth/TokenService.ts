@@ -52,7 +52,7 @@ export interface IssuedToken {
 export interface TokenServiceShape {
   readonly issue: (clientId: ClientId, address: ServiceAddress) => Effect.Effect<IssuedToken>
   readonly verify: (token: string) => Effect.Effect<AccessTokenClaims, InvalidToken | InsufficientScope>
-  /** `issue` at a given time (ms since the epoch), outside Effect: for the fast lane. */
+  /** The one implementation of `issue`: at a given time (ms since the epoch), as a promise. */
   readonly issueAt: (clientId: ClientId, address: ServiceAddress, nowMillis: number) => Promise<IssuedToken>
   /**
    * Whether verified claims are for the service at `address`: `data` names it, and `aud` is its
@@ -60,11 +60,17 @@ export interface TokenServiceShape {
    * port, so only the path is compared).
    */
   readonly isForService: (claims: AccessTokenClaims, address: ServiceAddress) => boolean
-  /** `verify` at a given time (ms since the epoch), synchronously: for the fast lane. */
+  /** The one implementation of `verify`: at a given time (ms since the epoch), synchronously. */
   readonly verifyAt: (
     token: string,
     nowMillis: number
   ) => Either.Either<AccessTokenClaims, InvalidToken | InsufficientScope>
+  /**
+   * Whether `verifyAt` refused the token only for a `kid` this instance does not hold yet (rotated
+   * on another instance a moment ago?): `learnKeyOf` reloads the keys once, then it can be decided.
+   */
+  readonly isUnknownKey: (error: InvalidToken | InsufficientScope) => boolean
+  readonly learnKeyOf: (token: string) => Effect.Effect<void>
 }
 
 const invalid = (description: string) => new InvalidToken({ description })
@@ -225,16 +231,18 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         return Either.right(claims)
       }
 
+      const isUnknownKey = (error: InvalidToken | InsufficientScope) => error === unknownKey
+      const learnKeyOf = (token: string) => keys.learn(kidOf(token))
+
       const verify = Effect.fn("TokenService.verify", { captureStackTrace: false })(function*(token: string) {
         const verified = verifyAt(token, yield* Clock.currentTimeMillis)
-        if (Either.isRight(verified) || verified.left !== unknownKey) return yield* verified
-        // A key this instance does not hold yet (rotated on another instance a moment ago?): one
-        // reload from the database, then the verdict.
-        yield* keys.learn(kidOf(token))
+        if (Either.isRight(verified) || !isUnknownKey(verified.left)) return yield* verified
+        // A key this instance does not hold yet: one reload from the database, then the verdict.
+        yield* learnKeyOf(token)
         return yield* verifyAt(token, yield* Clock.currentTimeMillis)
       })
 
-      return TokenService.of({ issue, verify, issueAt, verifyAt, isForService })
+      return TokenService.of({ issue, verify, issueAt, verifyAt, isForService, isUnknownKey, learnKeyOf })
     })
   )
 }

@@ -7,17 +7,20 @@
  */
 import { Context, Effect, FiberRef, Layer, type Tracer } from "effect"
 import { AppConfig } from "../AppConfig.js"
-import { BadGateway } from "../domain/Errors.js"
+import type { BadGateway } from "../domain/Errors.js"
 import type { ServiceHandlerConfig } from "../domain/Models.js"
 import type { ServiceAddress } from "../storage/CredentialRepo.js"
+import { type JsonObject, postJson } from "./Upstream.js"
 
-export type JsonObject = { readonly [key: string]: unknown }
+export type { JsonObject }
 
 export interface ServiceCall {
   readonly address: ServiceAddress
   /** The client id of the verified token; null for a service without OAuth. */
   readonly clientId: string | null
   readonly body: JsonObject
+  /** The body's text as it was validated (what a proxy sends on); `JSON.stringify(body)` when absent. */
+  readonly bodyText?: string
 }
 
 export type ServiceHandler = (call: ServiceCall) => Effect.Effect<JsonObject, BadGateway>
@@ -25,71 +28,65 @@ export type ServiceHandler = (call: ServiceCall) => Effect.Effect<JsonObject, Ba
 export interface ServiceHandlersShape {
   /** The handler for this service: a registered one, else the one its configuration names. */
   readonly resolve: (address: ServiceAddress, config: ServiceHandlerConfig) => ServiceHandler
+  /** Whether a handler registered in code takes this service's place (the fast path then runs it in Effect). */
+  readonly isRegistered: (address: ServiceAddress) => boolean
+  /** How long a proxy waits for its upstream (UPSTREAM_TIMEOUT_MS). */
+  readonly upstreamTimeoutMs: number
 }
 
-const isJsonObject = (value: unknown): value is JsonObject =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
+/** The echo handler's answer. */
+export const echoOf = (call: ServiceCall): JsonObject => ({
+  service_uuid: call.address.uuid,
+  profile: call.address.profile,
+  environment: call.address.environment,
+  client_id: call.clientId,
+  body: call.body
+})
 
-export const echo: ServiceHandler = (call) =>
-  Effect.succeed({
-    service_uuid: call.address.uuid,
-    profile: call.address.profile,
-    environment: call.address.environment,
-    client_id: call.clientId,
-    body: call.body
-  })
+export const echo: ServiceHandler = (call) => Effect.succeed(echoOf(call))
 
 /** Where a proxy's upstream is, for its span: host and port only (the path or query may hold credentials). */
-const upstreamAttributes = (url: string): Record<string, unknown> => {
+export const upstreamAttributes = (url: string): Record<string, unknown> => {
   try {
     const parsed = new URL(url)
     return {
+      "http.request.method": "POST",
       "server.address": parsed.hostname,
       "server.port": Number(parsed.port) || (parsed.protocol === "https:" ? 443 : 80)
     }
   } catch {
-    return {}
+    return { "http.request.method": "POST" }
   }
 }
 
+/** The W3C `traceparent` that makes the upstream continue the trace at `span`. */
+export const traceparentOf = (span: Pick<Tracer.Span, "traceId" | "spanId" | "sampled">): string =>
+  `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`
+
 /**
- * The `traceparent` (W3C) of the current span, so that the upstream continues the trace. None while
- * traces are not exported: the upstream gets exactly the headers it always got.
+ * The `traceparent` of the current span. None while traces are not exported: the upstream gets
+ * exactly the headers it always got.
  */
 const traceHeaders = (span: Tracer.Span): Effect.Effect<Record<string, string>> =>
   Effect.map(FiberRef.get(FiberRef.currentTracerEnabled), (enabled): Record<string, string> =>
-    enabled ? { traceparent: `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}` } : {})
+    enabled ? { traceparent: traceparentOf(span) } : {})
 
-/** POSTs the body to `url` and answers its JSON object; anything else is a 502. */
+/** POSTs the body to `url` and answers its JSON object; anything else is a 502 (see `Upstream`). */
 export const proxy = (url: string, timeoutMs: number): ServiceHandler => (call) =>
   Effect.useSpan(
     "ServiceHandlers.proxy",
-    { kind: "client", captureStackTrace: false, attributes: { "http.request.method": "POST", ...upstreamAttributes(url) } },
+    { kind: "client", captureStackTrace: false, attributes: upstreamAttributes(url) },
     (span) =>
-      Effect.flatMap(traceHeaders(span), (tracing) =>
-        Effect.tryPromise({
-          try: async (signal) => {
-            const response = await fetch(url, {
-              method: "POST",
-              headers: { "content-type": "application/json", accept: "application/json", ...tracing },
-              body: JSON.stringify(call.body),
-              redirect: "manual",
-              signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)])
-            })
-            span.attribute("http.response.status_code", response.status)
-            const text = await response.text()
-            if (!response.ok) throw new Error(`upstream answered ${response.status}`)
-            const json: unknown = JSON.parse(text)
-            if (!isJsonObject(json)) throw new Error("upstream did not answer a JSON object")
-            return json
-          },
-          catch: (cause) =>
-            new BadGateway({
-              description: cause instanceof Error && cause.name === "TimeoutError"
-                ? `The upstream service did not answer within ${timeoutMs} ms`
-                : "The upstream service is unreachable or did not answer a JSON object"
-            })
-        }))
+      Effect.flatMap(traceHeaders(span), (headers) =>
+        Effect.flatMap(
+          Effect.promise((signal) =>
+            postJson(url, call.bodyText ?? JSON.stringify(call.body), { timeoutMs, headers, signal })
+          ),
+          (answer) => {
+            if (answer.status !== undefined) span.attribute("http.response.status_code", answer.status)
+            return answer.result
+          }
+        ))
   )
 
 export class ServiceHandlers extends Context.Tag("service-auth/ServiceHandlers")<ServiceHandlers, ServiceHandlersShape>() {
@@ -101,7 +98,9 @@ export class ServiceHandlers extends Context.Tag("service-auth/ServiceHandlers")
         ServiceHandlers.of({
           resolve: (address, stored) =>
             registered[address.uuid] ??
-              (stored.type === "proxy" ? proxy(stored.url, config.upstreamTimeoutMs) : echo)
+              (stored.type === "proxy" ? proxy(stored.url, config.upstreamTimeoutMs) : echo),
+          isRegistered: (address) => Object.hasOwn(registered, address.uuid),
+          upstreamTimeoutMs: config.upstreamTimeoutMs
         }))
     )
 

@@ -1,39 +1,48 @@
 /**
- * The fast lane: the success path of the two hot endpoints, answered straight from memory on
- * node:http, in front of the HttpApi app.
+ * The fast path: the two hot endpoints (`POST /oauth/token` and the service call) answered on
+ * node:http, in front of the HttpApi app, by the same decisions the app's handlers call
+ * (`decideToken`, `decideServiceCall`): this file only reads the request, writes the answer, and
+ * records it (metrics, spans, the debug line), so the order of checks exists once.
  *
- * A profile of the token endpoint and the service call under load showed most of the event loop's
- * time in the framework around the handlers (request and response wrappers, the router, fibers and
- * their context), not in the handlers' own work: a bare node:http answer costs a fifth of the
- * platform's. So, for a request whose every input is already in memory (the service route and the
- * credential in the repository's exact cache, a verified token, the built-in echo handler, a body
- * within its declared size), the same checks are made here with the same functions (`verifyAt`,
- * `formFields`, `clientCredentials`, `jsonObject`, `ClientSecrets.matches`...) and the answer is
- * written directly. Everything else is handed to the HttpApi app (`next`), which answers it as
- * always: every failure, every storage read or write (a cache miss, `last_used_at` to record),
- * proxies and handlers registered in code, chunked or oversized bodies, odd paths. A body the lane
- * has already read is handed over with the request (`rememberBody`). With LOG_LEVEL=debug the lane
- * is off, so every request is logged by the app; so it is while traces are exported (an OTLP
- * endpoint is set), so every request has its spans. What the lane answers it also records in the
- * metrics (`ServiceMetrics`), as the app records what it answers: each request is counted once.
+ * A profile of both endpoints under load put most of the event loop's time in the framework around
+ * the handlers (request and response wrappers, the router, fibers and their context), not in the
+ * handlers' own work. So a decision that needs nothing but memory is answered here synchronously
+ * (a signature aside); one that needs storage (a catalogue miss, a key to learn, a failure to
+ * count, `last_used_at` to record) or a handler registered in code is carried to its end by the
+ * same services in Effect (`ClientCredentialsGrant.complete`, `ServiceCallGate`), on the runtime the
+ * app runs on, and still answered here. A proxy's upstream is called over pooled connections
+ * (`Upstream`). Spans are made here when traces are exported (`LaneTrace`), and the debug line
+ * when LOG_LEVEL=debug: neither switches paths.
+ *
+ * What the lane does not take is handed to the app (`next`), which answers it by the same
+ * decisions: other methods and paths, percent-encoded paths, chunked bodies or bodies over the
+ * limit (the app's 413 closes the connection). A body the lane has already read travels with the
+ * request (`rememberBody`).
  */
-import { Context, Effect, Either, Layer, LogLevel, Option } from "effect"
+import { Context, Effect, Either, Layer, Option, Runtime, type Tracer } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { performance } from "node:perf_hooks"
 import { AppConfig } from "../AppConfig.js"
-import { AuthFailureLimiter } from "../auth/AuthFailureLimiter.js"
-import { lastUsedIsStale } from "../auth/ClientCredentialsGrant.js"
-import { ClientSecrets } from "../auth/ClientSecrets.js"
+import { ClientCredentialsGrant, decideToken, type TokenInput } from "../auth/ClientCredentialsGrant.js"
+import { NO_STORE, tokenAnswer } from "../auth/TokenRequest.js"
 import { TokenService } from "../auth/TokenService.js"
-import { type ClientId, isClientId } from "../domain/Identifiers.js"
-import { echo, ServiceHandlers } from "../gateway/ServiceHandlers.js"
-import { recorderOf } from "../metrics/ServiceMetrics.js"
-import { CredentialRepo, serviceAddress } from "../storage/CredentialRepo.js"
+import {
+  decideServiceCall,
+  jsonObject,
+  SERVICE_ANSWER_HEADERS,
+  type ServiceCallAllowed,
+  ServiceCallGate,
+  type ServiceCallInput
+} from "../gateway/ServiceCallDecision.js"
+import { echoOf, ServiceHandlers, traceparentOf, upstreamAttributes } from "../gateway/ServiceHandlers.js"
+import { postJson } from "../gateway/Upstream.js"
+import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult } from "../metrics/ServiceMetrics.js"
+import { spanAttributes } from "../storage/CredentialRepo.js"
+import { type Answer, errorAnswer, writeAnswer } from "./Answer.js"
 import { clientAddress } from "./ClientAddress.js"
+import { childSpan, endServerSpan, endSpan, type LaneTracer, serverSpan } from "./LaneTrace.js"
 import { mediaTypeOf, rememberBody } from "./RequestBody.js"
+import { requestLogLine } from "./RequestLog.js"
 import { SERVICE_ROUTE, TOKEN_ROUTE } from "./RequestMetrics.js"
-import { jsonObject, presentedCredentials, SERVICE_ANSWER_HEADERS } from "./ServiceHttp.js"
-import { clientCredentials, formFields, NO_STORE, tokenAnswer } from "./TokenHttp.js"
 
 /** Answers the request and returns, or calls `next` to let the HttpApi app answer it. */
 export type FastLaneShape = (request: IncomingMessage, response: ServerResponse, next: () => void) => void
@@ -43,17 +52,6 @@ export class FastLane extends Context.Tag("service-auth/FastLane")<FastLane, Fas
 /** Only plain paths: percent-encoded or otherwise unusual ones go to the router, which decodes them. */
 const SERVICE_PATH = /^\/service\/([A-Za-z0-9._-]+)\/([A-Za-z0-9._-]+)\/json\/([0-9A-Fa-f-]{36})$/
 
-/** Writes a JSON answer the way the platform writes one: the same headers, in the same order. */
-const answerJson = (
-  response: ServerResponse,
-  headers: Readonly<Record<string, string>>,
-  body: unknown
-) => {
-  const text = JSON.stringify(body)
-  response.writeHead(200, { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(text) })
-  response.end(text)
-}
-
 /** The declared length when the body has one within the limit; chunked or larger bodies are the app's. */
 const declaredLength = (request: IncomingMessage, maxBytes: number): number | undefined => {
   const declared = request.headers["content-length"]
@@ -62,128 +60,193 @@ const declaredLength = (request: IncomingMessage, maxBytes: number): number | un
   return Number.isInteger(length) && length >= 0 && length <= maxBytes ? length : undefined
 }
 
-/**
- * Runs part of the lane's work; if it throws, the request goes to the app (which answers it as it
- * would have), or, when an answer was already begun, the connection is closed. An exception must
- * never escape into Node's request event, where it would stop the process.
- */
-const guarded = (response: ServerResponse, next: () => void, work: () => void) => {
-  try {
-    work()
-  } catch {
-    if (response.headersSent) response.destroy()
-    else next()
-  }
-}
-
-/** Reads the whole body and hands it to `then` (guarded); the body travels with the request to the app. */
-const readBody = (request: IncomingMessage, response: ServerResponse, next: () => void, then: (text: string) => void) => {
-  const chunks: Array<Buffer> = []
-  request.on("data", (chunk: Buffer) => chunks.push(chunk))
-  request.once("end", () => {
-    const text = Buffer.concat(chunks).toString("utf8")
-    rememberBody(request, text)
-    guarded(response, next, () => then(text))
-  })
-  request.once("error", () => response.destroy())
-}
-
 const make = Effect.gen(function*() {
   const config = yield* AppConfig
-  const repo = yield* CredentialRepo
+  const grants = yield* ClientCredentialsGrant
+  const gate = yield* ServiceCallGate
   const tokens = yield* TokenService
-  const secrets = yield* ClientSecrets
-  const limiter = yield* AuthFailureLimiter
   const handlers = yield* ServiceHandlers
-  const peek = repo.peek
-  const enabled = peek !== undefined && LogLevel.greaterThan(config.logLevel, LogLevel.Debug) &&
-    Option.isNone(config.tracing)
-  const recordIssuedToken = recorderOf({ route: TOKEN_ROUTE, counter: "token" })
-  const recordServedCall = recorderOf({ route: SERVICE_ROUTE, counter: "call" })
+  // The app's runtime (its tracer, logger, log level, clock): what needs Effect runs on it.
+  const runtime = yield* Effect.runtime<never>()
+  const run = Runtime.runPromise(runtime)
+  const clock = yield* Effect.clock
+  const tracer: LaneTracer = Option.isSome(config.tracing) ? yield* Effect.tracer : undefined
+  const logged = yield* Effect.map(Effect.whenLogLevel(Effect.void, "Debug"), Option.isSome)
+
+  /** A sampled request's catalogue read answered by the cache: its span, as the cache's own reads make. */
+  const cacheSpanned = <A extends ReadonlyArray<unknown>, B>(
+    parent: Tracer.Span,
+    name: string,
+    read: (...args: A) => B | undefined
+  ) =>
+  (...args: A): B | undefined => {
+    const held = read(...args)
+    if (held !== undefined) endSpan(childSpan(tracer, parent, name, { "cache.hit": true }))
+    return held
+  }
+
+  /** Writes the answer and records it, once, however the request ended up answered. */
+  const finish = (
+    request: IncomingMessage,
+    response: ServerResponse,
+    route: string,
+    started: bigint,
+    answer: Answer,
+    span: ReturnType<typeof serverSpan>
+  ) => {
+    if (response.headersSent || response.destroyed) return
+    writeAnswer(response, answer)
+    const elapsedNs = process.hrtime.bigint() - started
+    recordDuration(route, Number(elapsedNs) / 1e9)
+    endServerSpan(span, answer.status)
+    if (logged) Runtime.runFork(runtime)(requestLogLine("POST", request.url ?? "", answer.status, Number(elapsedNs / 1_000_000n), clientAddress(request)))
+  }
+
+  /**
+   * Reads the declared-length body; it travels with the request should the app get it. `then` is
+   * guarded: if it throws, the app answers (the request is handed over once) or, when an answer has
+   * begun, the connection is closed. An exception must never escape into a Node event handler.
+   */
+  const readBody = (request: IncomingMessage, response: ServerResponse, next: () => void, then: (text: string) => void) => {
+    const chunks: Array<Buffer> = []
+    request.on("data", (chunk: Buffer) => chunks.push(chunk))
+    request.once("end", () => {
+      const text = Buffer.concat(chunks).toString("utf8")
+      rememberBody(request, text)
+      try {
+        then(text)
+      } catch {
+        if (response.headersSent) response.destroy()
+        else next()
+      }
+    })
+    request.once("error", () => response.destroy())
+  }
+
+  const token = (request: IncomingMessage, response: ServerResponse, next: () => void, started: bigint) => {
+    const span = serverSpan(tracer, request, TOKEN_ROUTE, "/oauth/token", started)
+    const done = (outcome: { readonly answer: Answer; readonly result: TokenResult }) => {
+      if (response.headersSent) return
+      recordTokenRequest(outcome.result)
+      finish(request, response, TOKEN_ROUTE, started, outcome.answer, span)
+    }
+    readBody(request, response, next, (text) => {
+      const input: TokenInput = {
+        authorization: request.headers["authorization"],
+        form: mediaTypeOf(request.headers["content-type"]) === "application/x-www-form-urlencoded" ? text : undefined,
+        remoteAddress: clientAddress(request),
+        nowMillis: clock.unsafeCurrentTimeMillis()
+      }
+      const decision = decideToken(input, span === undefined ? grants.services : {
+        ...grants.services,
+        tokenTarget: cacheSpanned(span, "CredentialRepoCache.findTokenTarget", grants.services.tokenTarget)
+      })
+      if (decision._tag === "Answer") return done(decision)
+      if (decision._tag === "Issue" && !decision.touch) {
+        // All in memory: only the signature remains (on the thread pool).
+        const grant = span && childSpan(tracer, span, "ClientCredentialsGrant.grant", spanAttributes(decision.address, Option.some(decision.clientId)))
+        const issue = grant && childSpan(tracer, grant, "TokenService.issue")
+        const sign = issue && childSpan(tracer, issue, "TokenService.sign", { "jwt.alg": "RS256" })
+        return void tokens.issueAt(decision.clientId, decision.address, input.nowMillis).then((issued) => {
+          endSpan(sign)
+          endSpan(issue)
+          endSpan(grant)
+          done({ answer: { status: 200, headers: NO_STORE, body: tokenAnswer(issued) }, result: "issued" })
+        }).catch(() => response.destroy())
+      }
+      const completing = grants.complete(input, decision)
+      run(span === undefined ? completing : Effect.withParentSpan(completing, span)).then(done).catch(() => response.destroy())
+    })
+  }
+
+  /** The handler's answer: echo and proxy here, a handler registered in code in Effect. */
+  const callHandler = (
+    allowed: ServiceCallAllowed,
+    text: string,
+    callSpan: ReturnType<typeof serverSpan>,
+    done: (answer: Answer) => void,
+    failed: () => void
+  ) => {
+    const body = jsonObject(text)
+    if (Either.isLeft(body)) return done(errorAnswer(body.left))
+    const { address, route, caller } = allowed
+    const handler = route.handler
+    if (handlers.isRegistered(address) || (handler.type !== "echo" && handler.type !== "proxy")) {
+      const calling = gate.call(allowed, body.right, text)
+      return void run(callSpan === undefined ? calling : Effect.withParentSpan(calling, callSpan)).then(done).catch(failed)
+    }
+    const handlerSpan = callSpan &&
+      childSpan(tracer, callSpan, "ServiceHandlers.call", { "service_auth.handler.configured": handler.type })
+    if (handler.type === "echo") {
+      endSpan(handlerSpan)
+      return done({ status: 200, headers: SERVICE_ANSWER_HEADERS, body: echoOf({ address, clientId: caller, body: body.right }) })
+    }
+    const proxySpan = handlerSpan && childSpan(tracer, handlerSpan, "ServiceHandlers.proxy", upstreamAttributes(handler.url), "client")
+    // While traces are exported, the upstream continues the trace (sampled or not, as decided here).
+    const headers = tracer === undefined ? undefined : { traceparent: proxySpan ? traceparentOf(proxySpan) : unsampledParent() }
+    postJson(handler.url, text, { timeoutMs: handlers.upstreamTimeoutMs, ...(headers === undefined ? {} : { headers }) }).then(
+      (upstream) => {
+        if (proxySpan !== undefined && upstream.status !== undefined) proxySpan.attribute("http.response.status_code", upstream.status)
+        endSpan(proxySpan)
+        endSpan(handlerSpan)
+        done(
+          Either.isRight(upstream.result)
+            ? { status: 200, headers: SERVICE_ANSWER_HEADERS, body: upstream.result.right }
+            : errorAnswer(upstream.result.left)
+        )
+      }
+    ).catch(failed)
+  }
 
   const serviceCall = (
     request: IncomingMessage,
     response: ServerResponse,
     next: () => void,
     path: RegExpExecArray,
-    started: number
+    started: bigint
   ) => {
-    const address = serviceAddress(path[1]!, path[2]!, path[3]!)
-    if (address === undefined || peek === undefined || declaredLength(request, config.maxBodyBytes) === undefined) {
-      return next()
+    const url = request.url ?? ""
+    const span = serverSpan(tracer, request, SERVICE_ROUTE, url, started)
+    const callSpan = span && childSpan(tracer, span, "ServiceHttp.callService")
+    const done = (answer: Answer) => {
+      if (response.headersSent) return
+      endSpan(callSpan)
+      recordServiceCall(answer.status)
+      finish(request, response, SERVICE_ROUTE, started, answer, span)
     }
-    const presented = presentedCredentials(request.headers["authorization"])
-    const verified = presented._tag === "Bearer" ? tokens.verifyAt(presented.token, Date.now()) : undefined
-    const clientId: Option.Option<ClientId> = verified !== undefined && Either.isRight(verified)
-      ? Option.some(verified.right.client_id)
-      : Option.none()
-    const route = peek.serviceRoute(address, clientId)
-    if (route === undefined || Option.isNone(route)) return next()
-    let caller: string | null = null
-    if (route.value.authType === "oauth") {
-      if (
-        verified === undefined || Either.isLeft(verified) || !tokens.isForService(verified.right, address) ||
-        !route.value.credentialLive
-      ) return next()
-      caller = verified.right.client_id
+    const failed = () => response.destroy()
+    const input: ServiceCallInput = {
+      profile: path[1]!,
+      environment: path[2]!,
+      uuid: path[3]!,
+      authorization: request.headers["authorization"],
+      nowMillis: clock.unsafeCurrentTimeMillis()
     }
-    if (handlers.resolve(address, route.value.handler) !== echo) return next()
-    readBody(request, response, next, (text) => {
-      const body = jsonObject(text)
-      if (Either.isLeft(body)) return next()
-      answerJson(response, SERVICE_ANSWER_HEADERS, {
-        service_uuid: address.uuid,
-        profile: address.profile,
-        environment: address.environment,
-        client_id: caller,
-        body: body.right
-      })
-      recordServedCall((performance.now() - started) / 1000)
+    const proceed = (verdict: ReturnType<typeof decideServiceCall>) => {
+      if (verdict._tag === "Answer") {
+        // Refused before the body is read (RFC 6750); Node discards the unread body.
+        request.resume()
+        return done(verdict.answer)
+      }
+      if (verdict._tag !== "Call") return failed()
+      if (callSpan !== undefined) {
+        for (const [key, value] of Object.entries(spanAttributes(verdict.address, verdict.clientId))) callSpan.attribute(key, value)
+      }
+      readBody(request, response, next, (text) => callHandler(verdict, text, callSpan, done, failed))
+    }
+    const decision = decideServiceCall(input, callSpan === undefined ? gate.services : {
+      ...gate.services,
+      serviceRoute: cacheSpanned(callSpan, "CredentialRepoCache.findServiceRoute", gate.services.serviceRoute)
     })
-  }
-
-  const token = (request: IncomingMessage, response: ServerResponse, next: () => void, started: number) => {
-    if (
-      peek === undefined || mediaTypeOf(request.headers["content-type"]) !== "application/x-www-form-urlencoded" ||
-      declaredLength(request, config.maxBodyBytes) === undefined
-    ) return next()
-    readBody(request, response, next, (text) => {
-      const fields = formFields(text)
-      if (Either.isLeft(fields) || fields.right.grant_type !== "client_credentials") return next()
-      const client = clientCredentials(request.headers["authorization"], fields.right)
-      const { profile, environment, service_uuid } = fields.right
-      if (
-        Either.isLeft(client) || client.right === undefined || Option.isNone(client.right.clientSecret) ||
-        profile === undefined || environment === undefined || service_uuid === undefined
-      ) return next()
-      const { clientId, clientSecret } = client.right
-      const now = Date.now()
-      const address = serviceAddress(profile, environment, service_uuid)
-      if (
-        address === undefined || !isClientId(clientId) ||
-        Option.isSome(limiter.blockedAt(clientId, clientAddress(request), now))
-      ) return next()
-      const target = peek.tokenTarget(address, Option.some(clientId))
-      if (target === undefined || Option.isNone(target) || target.value.authType !== "oauth") return next()
-      const credential = Option.getOrUndefined(target.value.credential)
-      // A failure, or a last_used_at to record, is the app's: it counts failures and writes.
-      if (
-        credential === undefined || !secrets.matches(clientSecret.value, credential.secretHash) ||
-        lastUsedIsStale(credential.lastUsedAt, now)
-      ) return next()
-      tokens.issueAt(credential.clientId, address, now).then(
-        (issued) =>
-          guarded(response, next, () => {
-            answerJson(response, NO_STORE, tokenAnswer(issued))
-            recordIssuedToken((performance.now() - started) / 1000)
-          }),
-        () => next()
-      )
-    })
+    if (decision._tag === "Answer" || decision._tag === "Call") return proceed(decision)
+    const completing = gate.complete(input, decision)
+    run(callSpan === undefined ? completing : Effect.withParentSpan(completing, callSpan)).then(proceed).catch(failed)
   }
 
   const lane: FastLaneShape = (request, response, next) => {
-    if (!enabled || request.method !== "POST") return next()
+    if (request.method !== "POST" || declaredLength(request, config.maxBodyBytes) === undefined) return next()
+    const url = request.url ?? ""
+    const started = process.hrtime.bigint()
     // The app answers a request at most once, whatever happens here.
     let handedOver = false
     const handOver = () => {
@@ -191,15 +254,30 @@ const make = Effect.gen(function*() {
       handedOver = true
       next()
     }
-    const started = performance.now()
-    guarded(response, handOver, () => {
-      const url = request.url ?? ""
+    // An exception must never escape into Node's request event, where it would stop the process:
+    // the app answers instead (a body already read travels with the request), or, when an answer
+    // has begun, the connection is closed.
+    try {
       if (url === "/oauth/token") return token(request, response, handOver, started)
       const path = SERVICE_PATH.exec(url)
-      return path === null ? handOver() : serviceCall(request, response, handOver, path, started)
-    })
+      if (path === null) return handOver()
+      return serviceCall(request, response, handOver, path, started)
+    } catch {
+      if (response.headersSent) response.destroy()
+      else handOver()
+    }
   }
   return lane
 })
+
+/** A `traceparent` for an upstream of a request that is not sampled: a fresh trace, flagged unsampled. */
+const unsampledParent = () => {
+  const hex = (bytes: number) => {
+    let out = ""
+    for (let i = 0; i < bytes; i++) out += Math.floor(Math.random() * 256).toString(16).padStart(2, "0")
+    return out
+  }
+  return `00-${hex(16)}-${hex(8)}-00`
+}
 
 export const layer = Layer.effect(FastLane, make)

@@ -2,11 +2,13 @@
  * The server span of each request, in place of the platform's (which records the full URL with its
  * query string and every request and response header): named by the route template
  * (`POST /service/{profile}/{environment}/json/{uuid}`), it continues an incoming W3C `traceparent`
- * (or B3) and records the method, route, path, client address (`ClientAddress`) and status. Never a query string,
- * header or body, where secrets and tokens travel. Nothing at all when the tracer is off.
+ * (or B3), honouring its sampled flag (`remoteParent`), and records the method, route, path, client
+ * address (`ClientAddress`) and status. Never a query string, header or body, where secrets and
+ * tokens travel. Nothing at all when the tracer is off.
  */
 import { type HttpApp, HttpServerError, HttpServerRequest, HttpTraceContext } from "@effect/platform"
 import { Context, Effect, FiberRef, Option } from "effect"
+import { remoteParent } from "./LaneTrace.js"
 import { routeTemplate } from "./Routes.js"
 
 /** Whether the request came over TLS (`NodeServer` with TLS_CERT_FILE). */
@@ -23,7 +25,7 @@ export const requestSpan = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E
       route === undefined ? request.method : `${request.method} ${route}`,
       {
         kind: "server",
-        parent: Option.getOrUndefined(HttpTraceContext.fromHeaders(request.headers)),
+        parent: Option.getOrUndefined(Option.map(HttpTraceContext.fromHeaders(request.headers), remoteParent)),
         captureStackTrace: false,
         attributes: {
           "http.request.method": request.method,

@@ -4,20 +4,24 @@
  * key; both can be swapped, e.g. for the embedded or PostgreSQL storage.
  */
 import { HttpClient, HttpClientRequest, type HttpClientResponse, HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { NodeHttpClient } from "@effect/platform-node"
+import { Effect, Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import { AppConfig, type AppConfigShape } from "../../src/AppConfig.js"
 import { layerDomainTest, layerServe, makeDomainLayer } from "../../src/AppLayer.js"
 import { ClientSecrets } from "../../src/auth/ClientSecrets.js"
 import { KeyEncryption } from "../../src/auth/KeyEncryption.js"
 import { KeyService } from "../../src/auth/KeyService.js"
+import { NO_TRUSTED_PROXIES } from "../../src/http/ClientAddress.js"
+import * as FastLane from "../../src/http/FastLane.js"
+import * as NodeServer from "../../src/http/NodeServer.js"
 import type { AuditTrail } from "../../src/storage/AuditTrail.js"
 import type { CredentialRepo } from "../../src/storage/CredentialRepo.js"
 import type { FailureCounts } from "../../src/storage/FailureCounts.js"
 import type { ServerKeyStore } from "../../src/storage/ServerKeyStore.js"
 import type { SigningKeyStore } from "../../src/storage/SigningKeyStore.js"
 import * as Storage from "../../src/storage/Storage.js"
+import { freePort } from "./ServerProcess.js"
 
 export const ADMIN_TOKEN = "test-admin-token"
 /** Who makes the changes tests write straight into a repository (the audit trail's actor). */
@@ -28,6 +32,26 @@ const layerDomainStoredKeys = makeDomainLayer({ keys: KeyService.layer, secrets:
   Layer.provideMerge(KeyEncryption.layer)
 )
 
+/**
+ * The server `npm start` runs (`NodeServer`, with the fast path in front of the app) on a free port
+ * of 127.0.0.1, and an `HttpClient` pointed at it: tests reach the path production serves.
+ */
+const layerNodeServer = Layer.unwrapEffect(
+  Effect.map(Effect.promise(freePort), (port) =>
+    HttpServer.layerTestClient.pipe(
+      Layer.provide(NodeHttpClient.layerWithoutAgent),
+      Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: false })),
+      Layer.provideMerge(NodeServer.layer({
+        host: "127.0.0.1",
+        port,
+        shutdownGraceMs: 1_000,
+        trustedProxies: NO_TRUSTED_PROXIES,
+        tls: Option.none()
+      })),
+      Layer.provide(FastLane.layer)
+    ))
+)
+
 export const makeTestServer = (options: {
   readonly storage?: Layer.Layer<CredentialRepo | AuditTrail | ServerKeyStore | FailureCounts, unknown>
   readonly config?: Partial<AppConfigShape>
@@ -35,6 +59,7 @@ export const makeTestServer = (options: {
   readonly keys?: "test" | "stored"
 } = {}) =>
   layerServe.pipe(
+    Layer.provideMerge(layerNodeServer),
     Layer.provideMerge(options.keys === "stored" ? layerDomainStoredKeys : layerDomainTest),
     // Every storage layer of Storage.ts holds the signing keys too; a hand-made one need not, with test keys.
     Layer.provideMerge(
@@ -44,7 +69,6 @@ export const makeTestServer = (options: {
       >
     ),
     Layer.provideMerge(AppConfig.layerTest(options.config)),
-    Layer.provideMerge(NodeHttpServer.layerTest),
     Layer.orDie
   )
 

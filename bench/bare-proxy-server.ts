@@ -1,0 +1,57 @@
+/**
+ * Reference for `npm run bench`'s proxy scenario: the least an authenticating JSON proxy can do on
+ * node:http with jose. It checks the call as `bare-bearer-check.ts` says (a Bearer token verified
+ * against the JWKS of the service-auth under test), checks that the body is a JSON object, POSTs it to BARE_UPSTREAM_URL over keep-alive connections, and answers the
+ * upstream's JSON object. No framework, no revocation check, no cache of verified tokens.
+ *
+ *   PORT BARE_JWKS_URL BARE_UPSTREAM_URL   npx tsx bench/bare-proxy-server.ts
+ */
+import { Agent, createServer, request as httpRequest } from "node:http"
+import { answer, checkCall, loadJwks } from "./bare-bearer-check.js"
+
+const port = Number(process.env.PORT)
+const upstream = process.env.BARE_UPSTREAM_URL
+if (!upstream) throw new Error("BARE_UPSTREAM_URL is required")
+const jwks = await loadJwks()
+const agent = new Agent({ keepAlive: true, maxSockets: 128 })
+const badGateway = { error: "bad_gateway", error_description: "The upstream service failed" }
+
+const server = createServer(async (request, response) => {
+  if ((await checkCall(request, response, jwks)) === undefined) return
+  let text = ""
+  request.setEncoding("utf8")
+  request.on("data", (chunk: string) => (text += chunk))
+  request.on("end", () => {
+    let body: unknown
+    try {
+      body = JSON.parse(text)
+    } catch {
+      return answer(response, 400, { error: "invalid_request", error_description: "The body is not JSON" })
+    }
+    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      return answer(response, 400, { error: "invalid_request", error_description: "The body is not a JSON object" })
+    }
+    const outgoing = httpRequest(upstream, {
+      method: "POST",
+      agent,
+      headers: { "content-type": "application/json", accept: "application/json", "content-length": Buffer.byteLength(text) }
+    }, (incoming) => {
+      let reply = ""
+      incoming.setEncoding("utf8")
+      incoming.on("data", (chunk: string) => (reply += chunk))
+      incoming.on("end", () => {
+        try {
+          const json: unknown = JSON.parse(reply)
+          if (incoming.statusCode !== 200 || typeof json !== "object" || json === null) throw new Error("not an object")
+          answer(response, 200, json)
+        } catch {
+          answer(response, 502, badGateway)
+        }
+      })
+    })
+    outgoing.setTimeout(10_000, () => outgoing.destroy())
+    outgoing.on("error", () => answer(response, 502, badGateway))
+    outgoing.end(text)
+  })
+})
+server.listen(port, "127.0.0.1", () => console.log(`listening ${port}`))

@@ -1,0 +1,77 @@
+/**
+ * What a token request says (RFC 6749 §4.4.2, §2.3.1): the six form fields and the client's
+ * credentials, parsed in the contract's order; and the 200 answer's body (§5.1).
+ */
+import { Either, Option, Redacted } from "effect"
+import { TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
+import { InvalidRequest } from "../domain/Errors.js"
+import { decodeBasicCredentials, parseAuthorization } from "../http/AuthorizationHeader.js"
+import type { IssuedToken } from "./TokenService.js"
+
+/** Every answer of the token endpoint, success or failure, carries these (RFC 6749 §5.1). */
+export const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" } as const
+
+const FIELDS = ["grant_type", "client_id", "client_secret", "profile", "environment", "service_uuid"] as const
+type Field = typeof FIELDS[number]
+export type TokenFields = Partial<Record<Field, string>>
+
+/** The six fields of a form body: an empty value counts as missing (RFC 6749 §3.1), a repeated one is refused. */
+export const formFields = (text: string): Either.Either<TokenFields, InvalidRequest> => {
+  const params = new URLSearchParams(text)
+  const fields: TokenFields = {}
+  for (const name of FIELDS) {
+    const values = params.getAll(name)
+    if (values.length > 1) return Either.left(new InvalidRequest({ description: `Parameter ${name} is included more than once` }))
+    if (values[0] !== undefined && values[0] !== "") fields[name] = values[0]
+  }
+  return Either.right(fields)
+}
+
+/** The 200 answer's body (RFC 6749 §5.1). */
+export const tokenAnswer = (issued: IssuedToken) => ({
+  access_token: issued.accessToken,
+  token_type: "Bearer",
+  expires_in: TOKEN_LIFETIME_SECONDS,
+  scope: issued.claims.scope
+})
+
+/**
+ * The client's credentials, from `client_secret_basic` or `client_secret_post` (never both).
+ * Undefined when they are missing (row 3). A Basic header that cannot be decoded counts as
+ * present: its authentication fails at row 5, with the Basic challenge.
+ */
+export interface ClientCredentials {
+  readonly clientId: string
+  readonly clientSecret: Option.Option<Redacted.Redacted<string>>
+  readonly basic: boolean
+}
+
+export const clientCredentials = (
+  authorization: string | undefined,
+  fields: TokenFields
+): Either.Either<ClientCredentials | undefined, InvalidRequest> => {
+  const credentials = authorization === undefined ? undefined : parseAuthorization(authorization)
+  const isBasic = credentials?.scheme === "basic" || /^\s*basic(\s|$)/i.test(authorization ?? "")
+  if (!isBasic) {
+    return Either.right(
+      fields.client_id === undefined || fields.client_secret === undefined
+        ? undefined
+        : { clientId: fields.client_id, clientSecret: Option.some(Redacted.make(fields.client_secret)), basic: false }
+    )
+  }
+  if (fields.client_secret !== undefined) {
+    return Either.left(new InvalidRequest({ description: "Use exactly one client authentication method" }))
+  }
+  const decoded = credentials === undefined ? Either.left("malformed") : decodeBasicCredentials(credentials.value)
+  if (Either.isLeft(decoded)) return Either.right({ clientId: "", clientSecret: Option.none(), basic: true })
+  const { clientId, clientSecret } = decoded.right
+  if (fields.client_id !== undefined && fields.client_id !== clientId) {
+    return Either.left(new InvalidRequest({ description: "client_id does not match the HTTP Basic credentials" }))
+  }
+  // Empty parts count as missing, as empty form fields do (RFC 6749 §3.1).
+  return Either.right(
+    clientId === "" || Redacted.value(clientSecret) === ""
+      ? undefined
+      : { clientId, clientSecret: Option.some(clientSecret), basic: true }
+  )
+}

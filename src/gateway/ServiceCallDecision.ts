@@ -1,0 +1,221 @@
+/**
+ * `POST /service/{profile}/{env}/json/{uuid}`, decided once, in the contract's order: find the
+ * service (404); for an `oauth` service authenticate the Bearer token (RFC 6750) before the body is
+ * read. `decideServiceCall` answers a refusal, says what it still needs from storage, or lets the
+ * call through; both entries (`FastLane` on node:http, `ServiceHttp` on the HttpApi app) call it,
+ * then read the body the same way and call the handler. `ServiceCallGate.decide` runs it in Effect,
+ * reading what the catalogue cache and the key ring did not hold.
+ *
+ * One indexed read per request finds the service and tells whether the token's credential is still
+ * live, so a deletion acknowledged by any instance is refused by every instance on the next request.
+ */
+import { Cause, Context, Effect, Either, Layer, Option } from "effect"
+import { type AccessTokenClaims, TokenService } from "../auth/TokenService.js"
+import { BadGateway, type InsufficientScope, InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
+import type { ClientId } from "../domain/Identifiers.js"
+import { type Answer, errorAnswer } from "../http/Answer.js"
+import { parseAuthorization } from "../http/AuthorizationHeader.js"
+import { parseJson } from "../http/RequestBody.js"
+import { describeDefect } from "../http/ServerErrors.js"
+import { CredentialRepo, type ServiceAddress, serviceAddress, type ServiceRoute, spanAttributes } from "../storage/CredentialRepo.js"
+import { tracerEnabled } from "../Tracing.js"
+import { type JsonObject, ServiceHandlers } from "./ServiceHandlers.js"
+
+const REALM = `Bearer realm="service"`
+const challenge = (error?: "invalid_request" | "invalid_token" | "insufficient_scope") => ({
+  "www-authenticate": error === undefined ? REALM : `${REALM}, error="${error}"`
+})
+
+const serviceNotFound = errorAnswer(new NotFound({ description: "Service not found" }))
+const tokenRequired = errorAnswer(new InvalidToken({ description: "An access token is required" }), challenge())
+const malformedHeader = errorAnswer(
+  new InvalidRequest({ description: "The Authorization header must be a single Bearer token" }),
+  challenge("invalid_request")
+)
+const otherService = errorAnswer(
+  new InvalidToken({ description: "The access token was issued for another service" }),
+  challenge("invalid_token")
+)
+const revoked = errorAnswer(new InvalidToken({ description: "The access token has been revoked" }), challenge("invalid_token"))
+
+/** What the request presented: no credentials, something that is not one `Bearer <token>`, or a token. */
+type Presented =
+  | { readonly _tag: "None" }
+  | { readonly _tag: "Malformed" }
+  | { readonly _tag: "Bearer"; readonly token: string }
+
+const presentedCredentials = (header: string | undefined): Presented => {
+  if (header === undefined) return { _tag: "None" }
+  const credentials = parseAuthorization(header)
+  return credentials?.scheme === "bearer" ? { _tag: "Bearer", token: credentials.value } : { _tag: "Malformed" }
+}
+
+export interface ServiceCallInput {
+  readonly profile: string
+  readonly environment: string
+  readonly uuid: string
+  readonly authorization: string | undefined
+  readonly nowMillis: number
+}
+
+/** What the decision needs besides the request: all synchronous, all in memory. */
+export interface ServiceCallServices {
+  readonly verifyAt: (token: string, nowMillis: number) => Either.Either<AccessTokenClaims, InvalidToken | InsufficientScope>
+  readonly isUnknownKey: (error: InvalidToken | InsufficientScope) => boolean
+  readonly isForService: (claims: AccessTokenClaims, address: ServiceAddress) => boolean
+  /** The catalogue's answer; undefined when it must be read from storage. */
+  readonly serviceRoute: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<ServiceRoute> | undefined
+}
+
+export type ServiceCallDecision =
+  | { readonly _tag: "Answer"; readonly answer: Answer }
+  /** The token names a key this instance does not hold yet: learn it, then decide again. */
+  | { readonly _tag: "NeedsKey"; readonly token: string }
+  /** The catalogue cache does not hold the route: read it (`findServiceRoute`), then decide again. */
+  | { readonly _tag: "NeedsRoute"; readonly address: ServiceAddress; readonly clientId: Option.Option<ClientId> }
+  /** Let through: read the body, then call the service's handler. */
+  | {
+    readonly _tag: "Call"
+    readonly address: ServiceAddress
+    readonly route: ServiceRoute
+    /** The verified token's client id; null for a service without OAuth. */
+    readonly caller: string | null
+    readonly clientId: Option.Option<ClientId>
+  }
+
+const answer = (answer: Answer): ServiceCallDecision => ({ _tag: "Answer", answer })
+
+export const decideServiceCall = (input: ServiceCallInput, services: ServiceCallServices): ServiceCallDecision => {
+  const address = serviceAddress(input.profile, input.environment, input.uuid)
+  if (address === undefined) return answer(serviceNotFound)
+
+  // The signature is checked before the read so the read can also answer "is its credential live".
+  const presented = presentedCredentials(input.authorization)
+  const verified = presented._tag === "Bearer" ? services.verifyAt(presented.token, input.nowMillis) : undefined
+  if (presented._tag === "Bearer" && verified !== undefined && Either.isLeft(verified) && services.isUnknownKey(verified.left)) {
+    return { _tag: "NeedsKey", token: presented.token }
+  }
+  const clientId = verified !== undefined && Either.isRight(verified) ? Option.some(verified.right.client_id) : Option.none()
+
+  const route = services.serviceRoute(address, clientId)
+  if (route === undefined) return { _tag: "NeedsRoute", address, clientId }
+  if (Option.isNone(route)) return answer(serviceNotFound)
+
+  let caller: string | null = null
+  if (route.value.authType === "oauth") {
+    if (presented._tag === "None") return answer(tokenRequired)
+    if (presented._tag === "Malformed" || verified === undefined) return answer(malformedHeader)
+    if (Either.isLeft(verified)) {
+      return answer(
+        verified.left._tag === "InsufficientScope"
+          ? errorAnswer(verified.left, challenge("insufficient_scope"))
+          : errorAnswer(verified.left, challenge("invalid_token"))
+      )
+    }
+    if (!services.isForService(verified.right, address)) return answer(otherService)
+    if (!route.value.credentialLive) return answer(revoked)
+    caller = verified.right.client_id
+  }
+  return { _tag: "Call", address, route: route.value, caller, clientId }
+}
+
+export type ServiceCallVerdict = Extract<ServiceCallDecision, { readonly _tag: "Answer" | "Call" }>
+
+export interface ServiceCallGateShape {
+  readonly services: ServiceCallServices
+  /**
+   * Carries a decision to an answer or a call: learns an unknown key, reads the route the cache did
+   * not hold, and decides again. A storage failure is answered 503.
+   */
+  readonly complete: (input: ServiceCallInput, decision: ServiceCallDecision) => Effect.Effect<ServiceCallVerdict>
+  readonly decide: (input: ServiceCallInput) => Effect.Effect<ServiceCallVerdict>
+  /** Calls the service's handler with the validated body: its JSON object (200), or a 502. */
+  readonly call: (call: ServiceCallAllowed, body: JsonObject, bodyText: string) => Effect.Effect<Answer>
+}
+
+export type ServiceCallAllowed = Extract<ServiceCallDecision, { readonly _tag: "Call" }>
+
+/** The headers of a service call's 200 answer. */
+export const SERVICE_ANSWER_HEADERS = { "cache-control": "no-store" } as const
+
+/** A service call's body: a JSON object (within the nesting limit). */
+export const jsonObject = (text: string): Either.Either<JsonObject, InvalidRequest> =>
+  Either.flatMap(parseJson(text), (body) =>
+    typeof body === "object" && body !== null && !Array.isArray(body)
+      ? Either.right(body as JsonObject)
+      : Either.left(new InvalidRequest({ description: "The request body must be a JSON object" })))
+
+export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")<ServiceCallGate, ServiceCallGateShape>() {
+  static readonly layer = Layer.effect(
+    ServiceCallGate,
+    Effect.gen(function*() {
+      const repo = yield* CredentialRepo
+      const tokens = yield* TokenService
+      const handlers = yield* ServiceHandlers
+      const traced = yield* tracerEnabled
+      const peek = repo.peek
+      const services: ServiceCallServices = {
+        verifyAt: tokens.verifyAt,
+        isUnknownKey: tokens.isUnknownKey,
+        isForService: tokens.isForService,
+        serviceRoute: peek === undefined ? () => undefined : peek.serviceRoute
+      }
+
+      const complete = (input: ServiceCallInput, first: ServiceCallDecision) =>
+        Effect.gen(function*() {
+          let decision = first
+          if (decision._tag === "NeedsKey") {
+            yield* tokens.learnKeyOf(decision.token)
+            // Decided again with the keys as they are now; a kid still unknown is refused as such.
+            decision = decideServiceCall(input, { ...services, isUnknownKey: () => false })
+          }
+          if (decision._tag === "NeedsRoute") {
+            const { address, clientId } = decision
+            if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
+            const route = yield* repo.findServiceRoute(address, clientId)
+            decision = decideServiceCall(input, { ...services, isUnknownKey: () => false, serviceRoute: () => route })
+          }
+          if (decision._tag === "NeedsKey" || decision._tag === "NeedsRoute") {
+            return yield* Effect.dieMessage("the service-call decision needed storage twice")
+          }
+          if (traced && decision._tag === "Call") {
+            yield* Effect.annotateCurrentSpan(spanAttributes(decision.address, decision.clientId))
+          }
+          return decision
+        }).pipe(
+          Effect.catchTag("StorageUnavailable", (error) => Effect.succeed({ _tag: "Answer" as const, answer: errorAnswer(error) }))
+        )
+
+      const decide = (input: ServiceCallInput) => Effect.suspend(() => complete(input, decideServiceCall(input, services)))
+
+      const call = (allowed: ServiceCallAllowed, body: JsonObject, bodyText: string): Effect.Effect<Answer> =>
+        Effect.suspend(() =>
+          handlers.resolve(allowed.address, allowed.route.handler)({
+            address: allowed.address,
+            clientId: allowed.caller,
+            body,
+            bodyText
+          })
+        ).pipe(
+          // The stored handler type: a handler registered in code for this uuid runs in its place.
+          (handling) =>
+            traced
+              ? Effect.withSpan(handling, "ServiceHandlers.call", {
+                captureStackTrace: false,
+                attributes: { "service_auth.handler.configured": allowed.route.handler.type }
+              })
+              : handling,
+          Effect.map((answer): Answer => ({ status: 200, headers: SERVICE_ANSWER_HEADERS, body: answer })),
+          Effect.catchAll((error) => Effect.succeed(errorAnswer(error))),
+          // A handler registered in code that throws has failed, like one that fails: 502, not 500.
+          Effect.catchAllDefect((defect) =>
+            Effect.as(
+              Effect.logError(`Service handler failed: ${describeDefect(Cause.die(defect))}`),
+              errorAnswer(new BadGateway({ description: "The service's handler failed" }))
+            )
+          )
+        )
+      return ServiceCallGate.of({ services, complete, decide, call })
+    })
+  )
+}
