@@ -284,7 +284,13 @@ describe("service-auth admin CLI", () => {
     expect(unknownJson).toMatchObject({ code: 1, stdout: "", stderr: "service-auth: Profile not found\n" })
 
     const wrongToken = await cli(["profiles", "list"], { ADMIN_TOKEN: "not-the-admin-token" })
-    expect(wrongToken).toMatchObject({ code: 1, stdout: "", stderr: "service-auth: The admin token is not valid\n" })
+    // A refusal names where the token came from.
+    expect(wrongToken).toMatchObject({
+      code: 1,
+      stdout: "",
+      stderr: "service-auth: The admin token is not valid: the CLI sent the admin token from ADMIN_TOKEN; " +
+        `is it the one of the server at ${server.base}?\n`
+    })
     expect(wrongToken.stderr).not.toContain("not-the-admin-token")
 
     const tokenDir = mkdtempSync(join(tmpdir(), "service-auth-cli-token-"))
@@ -295,6 +301,12 @@ describe("service-auth admin CLI", () => {
     writeFileSync(join(tokenDir, "admin-token"), `${ADMIN_TOKEN}\n`, { mode: 0o600 })
     const fromFile = await cli(["profiles", "list", "--json"], { ADMIN_TOKEN: undefined, DATA_DIR: tokenDir })
     expect(fromFile.code, fromFile.stderr).toBe(0)
+    writeFileSync(join(tokenDir, "admin-token"), "another-servers-admin-token\n", { mode: 0o600 })
+    const staleFile = await cli(["profiles", "list"], { ADMIN_TOKEN: undefined, DATA_DIR: tokenDir })
+    expect(staleFile.code).toBe(1)
+    expect(staleFile.stderr).toContain(`the CLI sent the admin token from ${join(tokenDir, "admin-token")} (ADMIN_TOKEN is not set`)
+    expect(staleFile.stderr).not.toContain("another-servers-admin-token")
+    writeFileSync(join(tokenDir, "admin-token"), `${ADMIN_TOKEN}\n`, { mode: 0o600 })
     const elsewhere = await cli(["profiles", "list", "--url", "http://auth.example.invalid"], { ADMIN_TOKEN: undefined, DATA_DIR: tokenDir })
     expect(elsewhere.code).toBe(1)
     expect(elsewhere.stderr).toContain("ADMIN_TOKEN is not set")
