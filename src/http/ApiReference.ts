@@ -57,14 +57,13 @@ const escapeAttribute = (text: string) =>
 
 // Paths without a host, so the page works under any ISSUER or Host header; absolute paths, because
 // the router serves this page at "/docs/" too, where "openapi.yaml" would mean /docs/openapi.yaml.
-// The empty icon spares the browser asking for a /favicon.ico this server does not have.
 const PAGE = `<!doctype html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <meta name="referrer" content="no-referrer">
-  <link rel="icon" href="data:,">
+  <link rel="icon" href="/admin/assets/favicon.svg" type="image/svg+xml">
   <title>API reference · service-auth</title>
 </head>
 <body>

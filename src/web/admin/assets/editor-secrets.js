@@ -57,11 +57,15 @@ export function secretsPanel() {
   )
 }
 
-/** A read-only field with its Copy button. */
+/**
+ * A read-only field with its Copy button. The secret is a textarea, so that on a narrow screen it
+ * wraps and can be read whole instead of being cut off at the field's edge.
+ */
 function copyField(id, label, value, what, buttonLabel, props) {
-  const input = h("input", {
+  const wraps = what === "Secret"
+  const input = h(wraps ? "textarea" : "input", {
     id,
-    type: "text",
+    ...(wraps ? { rows: "1", wrap: "soft" } : { type: "text" }),
     readonly: true,
     class: "mono",
     spellcheck: "false",
