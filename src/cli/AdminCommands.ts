@@ -257,7 +257,7 @@ const credentialsList = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "List a service's credentials (at most two) with their last use, kept to the minute. Secrets are never shown."
+    "List a service's credentials (at most two) with their last use (recorded at most once a minute). Secrets are never shown."
   )
 )
 
