@@ -646,7 +646,7 @@ describe("history", () => {
 
 describe("what a new operator met", () => {
   for (const [width, height] of [[1280, 900], [390, 844]] as const) {
-    test(`at ${width} px: the sign-in names data/admin-token, the editor says what is saved when, the secret is whole`, async () => {
+    test(`at ${width} px: the sign-in names data/admin-token, the editor says what is saved when, the new credential is whole`, async () => {
       await newPage(width, height)
       const f = await fixture(`first-hour-${width}`)
       await page.goto(`${base}/admin`)
@@ -661,11 +661,13 @@ describe("what a new operator met", () => {
       await addButton(serviceRegion(page, f.serviceName)).click()
       const secret = await saveAndReadSecret(page)
       const field = page.getByLabel("Client secret", { exact: true })
-      const shown = await field.evaluate((el) => ({
-        whole: el.scrollWidth <= el.clientWidth + 1 && el.scrollHeight <= el.clientHeight + 1,
-        inside: el.getBoundingClientRect().right <= window.innerWidth
-      }))
-      expect(shown).toEqual({ whole: true, inside: true })
+      for (const shownField of [field, page.getByLabel("Client ID", { exact: true })]) {
+        const shown = await shownField.evaluate((el) => ({
+          whole: el.scrollWidth <= el.clientWidth + 1 && el.scrollHeight <= el.clientHeight + 1,
+          inside: el.getBoundingClientRect().right <= window.innerWidth
+        }))
+        expect(shown).toEqual({ whole: true, inside: true })
+      }
       expect(await field.inputValue()).toBe(secret.clientSecret)
       await page.screenshot({ path: join(RESULTS, `first-hour-secret-${width}.png`) })
     })

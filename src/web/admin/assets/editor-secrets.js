@@ -58,14 +58,14 @@ export function secretsPanel() {
 }
 
 /**
- * A read-only field with its Copy button. The secret is a textarea, so that on a narrow screen it
- * wraps and can be read whole instead of being cut off at the field's edge.
+ * A read-only field with its Copy button: a textarea, so that on a narrow screen the client id and
+ * the secret wrap and can be read whole instead of being cut off at the field's edge.
  */
 function copyField(id, label, value, what, buttonLabel, props) {
-  const wraps = what === "Secret"
-  const input = h(wraps ? "textarea" : "input", {
+  const input = h("textarea", {
     id,
-    ...(wraps ? { rows: "1", wrap: "soft" } : { type: "text" }),
+    rows: "1",
+    wrap: "soft",
     readonly: true,
     class: "mono",
     spellcheck: "false",
