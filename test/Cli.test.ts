@@ -453,15 +453,19 @@ describe("help that fits a terminal", () => {
     expect(remove.stdout).toContain("Every command takes -h or --help")
     const services = await cli(["services", "create", "--help"])
     expect(services.stdout).toContain("$ service-auth services create [--auth-type oauth | none] [--name NAME]")
-  })
+  }, 180_000)
 
   it.skipIf(!HAS_SCRIPT)("on a terminal: colours unless NO_COLOR, lines wrapped to the terminal's width", async () => {
     const wide = await helpOnTerminal(SUBCOMMAND_HELP.join(" "), 120)
     expect(wide.code).toBe(0)
     expect(wide.output).toMatch(ANSI)
     expect(stripAnsi(wide.output)).toContain(
-      "$ service-auth credentials remove [(-y, --yes)] [--url URL] [--json] <profile> <environment> <service-uuid>\n"
+      "$ service-auth credentials remove [(-y, --yes)] [--url URL] [--json] <profile> <environment> <service-uuid> <client-id>\n"
     )
+    // The terminal's width is used, not a fixed 80 columns.
+    const wideLines = stripAnsi(wide.output).split("\n").map((line) => line.length)
+    expect(Math.max(...wideLines)).toBeGreaterThan(80)
+    expect(Math.max(...wideLines)).toBeLessThanOrEqual(120)
     const narrow = await helpOnTerminal("--help", 60)
     expect(narrow.output).toMatch(ANSI)
     expect(stripAnsi(narrow.output).split("\n").filter((line) => line.length > 60)).toEqual([])
@@ -470,7 +474,7 @@ describe("help that fits a terminal", () => {
     expect(plain.code).toBe(0)
     expect(plain.output).not.toMatch(ANSI)
     expect(plain.output).toContain("$ service-auth credentials remove")
-  })
+  }, 120_000)
 })
 
 /** Runs the CLI under a pseudo-terminal (script(1)) and answers its prompt with `answer`. */

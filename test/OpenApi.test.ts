@@ -125,7 +125,18 @@ describe("openapi.yaml", () => {
     })
     expect(schemes.clientSecretBasic).toMatchObject({ type: "http", scheme: "basic" })
     expect(schemes.adminToken).toMatchObject({ type: "http", scheme: "bearer" })
-    expect(spec.paths["/oauth/token"].post.security).toEqual([{}, { clientSecretBasic: [] }])
+    // client_secret_basic is the body variant that leaves the credentials out of the form; no scheme
+    // is required, so generated examples send one method (the form), never a Basic header beside it.
+    expect(spec.paths["/oauth/token"].post.security).toEqual([{}])
+    const tokenBody = spec.paths["/oauth/token"].post.requestBody.content["application/x-www-form-urlencoded"]
+    expect(tokenBody.schema.oneOf).toEqual([
+      { $ref: "#/components/schemas/TokenRequestClientSecretPost" },
+      { $ref: "#/components/schemas/TokenRequestClientSecretBasic" }
+    ])
+    expect(spec.components.schemas.TokenRequestClientSecretPost.required).toEqual(
+      expect.arrayContaining(["client_id", "client_secret"])
+    )
+    expect(spec.components.schemas.TokenRequestClientSecretBasic.properties).not.toHaveProperty("client_id")
     expect(spec.paths["/service/{profile}/{environment}/json/{uuid}"].post.security).toEqual([
       { serviceToken: ["service:call"] },
       {}

@@ -57,7 +57,10 @@ const SECURITY_SCHEMES: Json = {
 
 /** Per operation: its security requirement (`{}` = none needed) and whether its body may be left out. */
 const OPERATIONS: Record<string, { readonly security?: ReadonlyArray<Json>; readonly optionalBody?: true }> = {
-  "token.issueToken": { security: [{}, { clientSecretBasic: [] }] },
+  // No scheme is required, so a generated example sends the form alone (client_secret_post): with
+  // clientSecretBasic listed, Scalar picked it and added a Basic header beside the form's client_id,
+  // which the server refuses. client_secret_basic is described by its body schema (below).
+  "token.issueToken": { security: [{}] },
   // A service with auth_type none is open; one with oauth needs a token for it.
   "service.callService": { security: [{ serviceToken: ["service:call"] }, {}] },
   "profiles.putProfile": { optionalBody: true },

@@ -134,9 +134,10 @@ describe("GET /docs in Chromium", () => {
       await held
       await route.continue()
     })
-    await page.goto(`${base}/docs`, { waitUntil: "domcontentloaded" })
+    // Not "domcontentloaded": that waits for the held script.
+    await page.goto(`${base}/docs`, { waitUntil: "commit" })
     const loading = page.getByRole("status").filter({ hasText: "Loading the API reference" })
-    expect(await loading.isVisible()).toBe(true)
+    await loading.waitFor({ state: "visible" })
     await page.screenshot({ path: join(RESULTS, "docs-loading.png") })
     release()
     await page.getByRole("navigation").first().getByText("Obtain an access token (client credentials grant)", { exact: true }).waitFor()
