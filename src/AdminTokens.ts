@@ -18,6 +18,34 @@ const NAME = /^[A-Za-z0-9._-]{1,64}$/
 /** A named token must be sendable as a bearer token (RFC 6750 b64token), and long enough not to be guessed. */
 const TOKEN = /^[A-Za-z0-9._~+/-]+=*$/
 export const MIN_NAMED_TOKEN_LENGTH = 16
+const STRONG_TOKEN_RULE = `at least ${MIN_NAMED_TOKEN_LENGTH} characters of letters, digits, ` +
+  "'-', '.', '_', '~', '+', '/' (and '=' at the end)"
+
+/** Whether a token meets the rule for ADMIN_TOKENS: sendable as a bearer token, too long to guess. */
+export const isStrongAdminToken = (token: string): boolean => token.length >= MIN_NAMED_TOKEN_LENGTH && TOKEN.test(token)
+
+/** Addresses only this machine can reach: a weak ADMIN_TOKEN is tolerated there, for a first try. */
+export const isLoopbackHost = (host: string): boolean =>
+  host === "localhost" || host === "::1" || /^(::ffff:)?127(\.\d{1,3}){3}$/.test(host)
+
+/**
+ * What to say about an ADMIN_TOKEN weaker than the ADMIN_TOKENS rule (undefined when it is strong):
+ * beyond loopback it stops the start (`refused`), on loopback the start goes on with a warning.
+ */
+export const weakAdminTokenProblem = (adminToken: string, host: string): { refused: boolean; message: string } | undefined => {
+  if (adminToken === "" || isStrongAdminToken(adminToken)) return undefined
+  const fix = "e.g. ADMIN_TOKEN=$(openssl rand -base64 32), or unset it and use the generated data/admin-token"
+  return isLoopbackHost(host)
+    ? {
+      refused: false,
+      message: `ADMIN_TOKEN is weak (it must be ${STRONG_TOKEN_RULE}); allowed only because HOST=${host} is loopback: ${fix}`
+    }
+    : {
+      refused: true,
+      message: `ADMIN_TOKEN must be ${STRONG_TOKEN_RULE} when HOST=${host} reaches beyond this machine (${fix}; ` +
+        "or HOST=127.0.0.1 to try it locally)"
+    }
+}
 
 /** Every configured token with its actor; a message naming the problem when the settings are not usable. */
 export const parseAdminTokens = (
@@ -37,12 +65,7 @@ export const parseAdminTokens = (
     const name = pair.slice(0, colon).trim()
     const token = pair.slice(colon + 1).trim()
     if (!NAME.test(name)) return Either.left(`${at}: the name must be 1-64 letters, digits, '.', '_' or '-'`)
-    if (token.length < MIN_NAMED_TOKEN_LENGTH || !TOKEN.test(token)) {
-      return Either.left(
-        `${at} (${name}): the token must be at least ${MIN_NAMED_TOKEN_LENGTH} characters of letters, digits, ` +
-          "'-', '.', '_', '~', '+', '/' (and '=' at the end)"
-      )
-    }
+    if (!isStrongAdminToken(token)) return Either.left(`${at} (${name}): the token must be ${STRONG_TOKEN_RULE}`)
     if (entries.some((entry) => entry.name === name)) {
       return Either.left(
         name === ADMIN_TOKEN_ACTOR

@@ -3,7 +3,7 @@
  * `npm start` runs on the embedded database in `./data`.
  */
 import { Config, ConfigError, Context, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
-import { type AdminTokenEntry, parseAdminTokens } from "./AdminTokens.js"
+import { type AdminTokenEntry, parseAdminTokens, weakAdminTokenProblem } from "./AdminTokens.js"
 import { NO_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from "./http/ClientAddress.js"
 import type { TlsFiles } from "./http/TlsCertificates.js"
 import { fromConfigError } from "./StartupError.js"
@@ -87,14 +87,14 @@ const tlsFromEnv = Effect.gen(function*() {
  * ADMIN_TOKEN and ADMIN_TOKENS, checked. With PostgreSQL one is required: instances sharing a
  * database cannot each generate their own.
  */
-const adminTokensFromEnv = (postgres: boolean) =>
+const adminTokensFromEnv = (postgres: boolean, host: string) =>
   Effect.gen(function*() {
     const read = (name: string) => Effect.map(Config.option(Config.redacted(name)), Option.map(Redacted.value))
-    const parsed = parseAdminTokens(
-      Option.getOrUndefined(yield* read("ADMIN_TOKEN")),
-      Option.getOrUndefined(yield* read("ADMIN_TOKENS"))
-    )
+    const adminToken = Option.getOrUndefined(yield* read("ADMIN_TOKEN"))
+    const parsed = parseAdminTokens(adminToken, Option.getOrUndefined(yield* read("ADMIN_TOKENS")))
     if (Either.isLeft(parsed)) return yield* Effect.fail(ConfigError.InvalidData([], parsed.left))
+    const weak = weakAdminTokenProblem(adminToken ?? "", host)
+    if (weak?.refused === true) return yield* Effect.fail(ConfigError.InvalidData([], weak.message))
     if (parsed.right.length === 0 && postgres) {
       return yield* Effect.fail(ConfigError.InvalidData(
         [],
@@ -134,7 +134,7 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
       yield* Config.option(Config.redacted("DATABASE_URL")),
       (url) => Redacted.value(url).length > 0
     )
-    const adminTokens = yield* adminTokensFromEnv(Option.isSome(databaseUrl))
+    const adminTokens = yield* adminTokensFromEnv(Option.isSome(databaseUrl), host)
     const configuredIssuer = Option.filter(yield* Config.option(Config.string("ISSUER")), (url) => url.length > 0)
     const tls = yield* tlsFromEnv
     const issuer = Option.getOrElse(configuredIssuer, () => `${Option.isSome(tls) ? "https" : "http"}://localhost:${port}`)

@@ -6,9 +6,9 @@
  */
 import { HttpMiddleware } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
-import { Cause, Effect, Layer, Logger, Option } from "effect"
+import { Cause, Effect, Layer, Logger, Option, Redacted } from "effect"
 import { loadOrCreateAdminToken } from "./AdminTokenFile.js"
-import { ADMIN_TOKEN_ACTOR } from "./AdminTokens.js"
+import { ADMIN_TOKEN_ACTOR, weakAdminTokenProblem } from "./AdminTokens.js"
 import { AppConfig, type AppConfigShape } from "./AppConfig.js"
 import { layerDomain, layerServe } from "./AppLayer.js"
 import { readSigningKeyFile } from "./auth/KeyService.js"
@@ -39,6 +39,10 @@ const announce = (config: AppConfigShape, tokenLine: Option.Option<string>) =>
   Effect.gen(function*() {
     // Printed whatever LOG_LEVEL says: the operator needs to know where the token is (never the token).
     if (Option.isSome(tokenLine)) yield* Effect.sync(() => Logging.printAlways(config.logFormat, tokenLine.value))
+    // A weak ADMIN_TOKEN got this far only on loopback (AppConfig refuses it elsewhere): say so.
+    const adminToken = config.adminTokens.find((entry) => entry.name === ADMIN_TOKEN_ACTOR && tokenLine._tag === "None")
+    const weak = adminToken && weakAdminTokenProblem(Redacted.value(adminToken.token), config.host)
+    if (weak !== undefined) yield* Effect.logWarning(weak.message)
     yield* Effect.logInfo(
       `service-auth listening on ${Option.isSome(config.tls) ? "https" : "http"}://${config.host}:${config.port} (storage: ${
         config.databaseUrl._tag === "Some" ? "PostgreSQL" : `embedded database in ${config.dataDir}`

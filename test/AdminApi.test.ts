@@ -457,6 +457,19 @@ describe("admin API: services", () => {
         }))
     }
 
+    it.effect("an invalid auth_type is described with every allowed value, never with the value sent", () =>
+      Effect.gen(function*() {
+        const { profile, environment } = yield* createEnvironment
+        const body = { auth_type: "basic" }
+        for (const answer of [
+          yield* admin.post(paths.services(profile, environment), body),
+          yield* admin.put(paths.service(profile, environment, randomUUID()), body)
+        ]) {
+          expect(answer.status).toBe(400)
+          expect(answer.body).toEqual({ error: "invalid_request", error_description: "auth_type: Expected \"oauth\" | \"none\"" })
+        }
+      }))
+
     it.effect("services in an unknown profile or environment → 404 not_found", () =>
       Effect.gen(function*() {
         const { profile } = yield* createEnvironment

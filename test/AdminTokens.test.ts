@@ -14,7 +14,7 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll } from "vitest"
-import { parseAdminTokens } from "../src/AdminTokens.js"
+import { isLoopbackHost, parseAdminTokens, weakAdminTokenProblem } from "../src/AdminTokens.js"
 import { AppConfig } from "../src/AppConfig.js"
 import { asJsonResponse, expectErrorBody, oauthError, rawRequest, request } from "./support/Http.js"
 import { freePort, startServer } from "./support/ServerProcess.js"
@@ -249,4 +249,53 @@ describe("the admin token of the real server", () => {
     expect(result.output.trim()).toBe("service-auth could not start: invalid setting: ADMIN_TOKENS entry 1 of 1 is not name:token")
     expect(result.output).not.toContain(secret)
   }, 30_000)
+
+  it("an ADMIN_TOKEN weaker than the ADMIN_TOKENS rule stops a start beyond loopback: one line, exit 1, not quoting it", async () => {
+    const result = await runToExit({
+      PORT: String(await freePort()),
+      HOST: "0.0.0.0",
+      DATA_DIR: join(freshDir(), "data"),
+      ADMIN_TOKEN: "change-me"
+    })
+    expect(result.code, result.output).toBe(1)
+    expect(result.output.trim()).toBe(
+      "service-auth could not start: invalid setting: ADMIN_TOKEN must be at least 16 characters of letters, digits, " +
+        "'-', '.', '_', '~', '+', '/' (and '=' at the end) when HOST=0.0.0.0 reaches beyond this machine " +
+        "(e.g. ADMIN_TOKEN=$(openssl rand -base64 32), or unset it and use the generated data/admin-token; " +
+        "or HOST=127.0.0.1 to try it locally)"
+    )
+    expect(result.output).not.toContain("change-me")
+  }, 30_000)
+
+  it("on loopback a weak ADMIN_TOKEN starts, with a warning that says how to make it strong", async () => {
+    const server = await startServer({ DATA_DIR: join(freshDir(), "data"), ADMIN_TOKEN: "change-me" }, { healthTimeoutMs: 100_000 })
+    try {
+      // Logged as the port opens: wait for it rather than race it.
+      for (const deadline = Date.now() + 20_000; !server.log().includes("ADMIN_TOKEN is weak") && Date.now() < deadline;) {
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+      expect(server.log()).toContain("ADMIN_TOKEN is weak (it must be at least 16 characters")
+      expect(server.log()).toContain("allowed only because HOST=127.0.0.1 is loopback")
+      expect(server.log()).not.toContain("change-me")
+      expect((await fetch(`${server.base}/admin/profiles`, { headers: bearer("change-me") })).status).toBe(200)
+    } finally {
+      expect(await server.stop()).toBe(0)
+    }
+  }, 180_000)
+})
+
+describe("a weak ADMIN_TOKEN", () => {
+  it("is judged by the ADMIN_TOKENS rule, and refused only where others can reach the server", () => {
+    expect(weakAdminTokenProblem(token(), "0.0.0.0")).toBeUndefined()
+    expect(weakAdminTokenProblem("", "0.0.0.0")).toBeUndefined()
+    expect(weakAdminTokenProblem("x".repeat(15), "0.0.0.0")?.refused).toBe(true)
+    expect(weakAdminTokenProblem(`${"x".repeat(20)} y`, "::")?.refused).toBe(true)
+    expect(weakAdminTokenProblem("change-me", "192.168.1.10")?.refused).toBe(true)
+    for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "::ffff:127.0.0.1"]) {
+      expect(isLoopbackHost(host)).toBe(true)
+      expect(weakAdminTokenProblem("change-me", host)?.refused).toBe(false)
+    }
+    expect(isLoopbackHost("0.0.0.0")).toBe(false)
+    expect(isLoopbackHost("127.0.0.1.example.com")).toBe(false)
+  })
 })

@@ -39,7 +39,7 @@ const cli = (args: ReadonlyArray<string>, env: Readonly<Record<string, string | 
   new Promise<Run>((resolve, reject) => {
     const child = spawn(process.execPath, [CLI, ...args], {
       cwd: ROOT,
-      env: { ...process.env, ADMIN_TOKEN, SERVICE_AUTH_URL: server.base, ...env },
+      env: { ...process.env, ADMIN_TOKEN, SERVICE_AUTH_URL: server?.base, ...env },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let stdout = ""
@@ -155,7 +155,7 @@ describe("service-auth admin CLI", () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(2_000)
     const third = JSON.parse(waited.stdout)
     expect(third).toMatchObject({ client_id: expect.stringMatching(/^svc_/), replaces: second.client_id })
-    expect(waited.stderr).toContain("kept to the minute") // the warning about a short --idle
+    expect(waited.stderr).toContain("updated at most once a minute") // the warning about a short --idle
     expect(waited.stderr).toContain(`waiting until ${second.client_id} has not been used for 2s`)
     expect(waited.stderr).toContain(`removed ${second.client_id}`)
     expect(await (await tokenFor(second.client_id, second.client_secret)).json()).toMatchObject({ error: "invalid_client" })
@@ -284,7 +284,13 @@ describe("service-auth admin CLI", () => {
     expect(unknownJson).toMatchObject({ code: 1, stdout: "", stderr: "service-auth: Profile not found\n" })
 
     const wrongToken = await cli(["profiles", "list"], { ADMIN_TOKEN: "not-the-admin-token" })
-    expect(wrongToken).toMatchObject({ code: 1, stdout: "", stderr: "service-auth: The admin token is not valid\n" })
+    // A refusal names where the token came from.
+    expect(wrongToken).toMatchObject({
+      code: 1,
+      stdout: "",
+      stderr: "service-auth: The admin token is not valid: the CLI sent the admin token from ADMIN_TOKEN; " +
+        `is it the one of the server at ${server.base}?\n`
+    })
     expect(wrongToken.stderr).not.toContain("not-the-admin-token")
 
     const tokenDir = mkdtempSync(join(tmpdir(), "service-auth-cli-token-"))
@@ -295,6 +301,12 @@ describe("service-auth admin CLI", () => {
     writeFileSync(join(tokenDir, "admin-token"), `${ADMIN_TOKEN}\n`, { mode: 0o600 })
     const fromFile = await cli(["profiles", "list", "--json"], { ADMIN_TOKEN: undefined, DATA_DIR: tokenDir })
     expect(fromFile.code, fromFile.stderr).toBe(0)
+    writeFileSync(join(tokenDir, "admin-token"), "another-servers-admin-token\n", { mode: 0o600 })
+    const staleFile = await cli(["profiles", "list"], { ADMIN_TOKEN: undefined, DATA_DIR: tokenDir })
+    expect(staleFile.code).toBe(1)
+    expect(staleFile.stderr).toContain(`the CLI sent the admin token from ${join(tokenDir, "admin-token")} (ADMIN_TOKEN is not set`)
+    expect(staleFile.stderr).not.toContain("another-servers-admin-token")
+    writeFileSync(join(tokenDir, "admin-token"), `${ADMIN_TOKEN}\n`, { mode: 0o600 })
     const elsewhere = await cli(["profiles", "list", "--url", "http://auth.example.invalid"], { ADMIN_TOKEN: undefined, DATA_DIR: tokenDir })
     expect(elsewhere.code).toBe(1)
     expect(elsewhere.stderr).toContain("ADMIN_TOKEN is not set")
@@ -336,9 +348,22 @@ describe("service-auth admin CLI", () => {
     const badDuration = await cli(["rotate", "acme", "production", "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10", `svc_${"0".repeat(32)}`, "--idle", "soon"])
     expect(badDuration.code).toBe(2)
     expect(badDuration.stderr).toContain("--idle must be a positive duration")
+    // A wrong word under a group names that group and its commands.
     const unknownCommand = await cli(["credentials", "rotate"])
-    expect(unknownCommand.code).toBe(2)
-    expect(unknownCommand.stderr).not.toBe("")
+    expect(unknownCommand).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: "service-auth: \"rotate\" is not a command of service-auth credentials: use one of list, add, remove " +
+        "(see service-auth credentials --help)\n"
+    })
+    const unknownTop = await cli(["credential"])
+    expect(unknownTop.code).toBe(2)
+    expect(unknownTop.stderr).toContain("\"credential\" is not a command of service-auth: use one of profiles, environments,")
+    // The library's built-ins that do nothing useful here are refused like any unknown option.
+    for (const option of ["--wizard", "--completions", "--log-level"]) {
+      const refused = await cli(["profiles", "list", option, "bash"])
+      expect(refused).toEqual({ code: 2, stdout: "", stderr: `service-auth: ${option} is not an option of service-auth (see service-auth --help)\n` })
+    }
   }, 120_000)
 
   it("has --help on every command", async () => {
@@ -384,6 +409,71 @@ describe("service-auth admin CLI", () => {
     expect(bare.code).toBe(0)
     expect(bare.stdout).toContain("COMMANDS")
     expect(bare.stdout).toContain("remove")
+  }, 120_000)
+})
+
+/** `service-auth <args>` under a pseudo-terminal of `columns` columns (script(1)); everything it printed. */
+const helpOnTerminal = (args: string, columns: number, env: Readonly<Record<string, string>> = {}) =>
+  new Promise<{ code: number | null; output: string }>((resolve, reject) => {
+    const child = spawn("script", ["-qec", `stty cols ${columns} rows 50; ${process.execPath} ${CLI} ${args}`, "/dev/null"], {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: "", ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000)
+    child.once("error", reject)
+    child.once("close", (code) => {
+      clearTimeout(timer)
+      resolve({ code, output: output.replace(/\r\n/g, "\n") })
+    })
+  })
+
+const ANSI = /\x1b\[[0-9;]*m/
+const stripAnsi = (text: string) => text.replace(/\x1b\[[0-9;]*m/g, "")
+
+describe("help that fits a terminal", () => {
+  const SUBCOMMAND_HELP = ["credentials", "remove", "--help"]
+
+  it("piped: no colour, lines of at most 80 columns, the full command in usage, a description for everything", async () => {
+    for (const args of [["--help"], ["credentials"], SUBCOMMAND_HELP, ["services", "create", "--help"], ["rotate", "--help"]]) {
+      const run = await cli(args, { ADMIN_TOKEN: undefined })
+      expect(run.code, args.join(" ")).toBe(0)
+      expect(run.stdout, args.join(" ")).not.toMatch(ANSI)
+      const long = run.stdout.split("\n").filter((line) => line.length > 80)
+      expect(long, args.join(" ")).toEqual([])
+      for (const boilerplate of ["A user-defined piece of text", "A true or false value", "--wizard", "--completions", "--log-level"]) {
+        expect(run.stdout, `${args.join(" ")}: ${boilerplate}`).not.toContain(boilerplate)
+      }
+    }
+    const remove = await cli(SUBCOMMAND_HELP)
+    expect(remove.stdout).toContain("$ service-auth credentials remove [(-y, --yes)] [--url URL] [--json] <profile>\n")
+    expect(remove.stdout).toContain("<client-id>\n\n  The credential's client id (svc_...).")
+    expect(remove.stdout).toContain("Every command takes -h or --help")
+    const services = await cli(["services", "create", "--help"])
+    expect(services.stdout).toContain("$ service-auth services create [--auth-type oauth | none] [--name NAME]")
+  }, 180_000)
+
+  it.skipIf(!HAS_SCRIPT)("on a terminal: colours unless NO_COLOR, lines wrapped to the terminal's width", async () => {
+    const wide = await helpOnTerminal(SUBCOMMAND_HELP.join(" "), 120)
+    expect(wide.code).toBe(0)
+    expect(wide.output).toMatch(ANSI)
+    expect(stripAnsi(wide.output)).toContain(
+      "$ service-auth credentials remove [(-y, --yes)] [--url URL] [--json] <profile> <environment> <service-uuid> <client-id>\n"
+    )
+    // The terminal's width is used, not a fixed 80 columns.
+    const wideLines = stripAnsi(wide.output).split("\n").map((line) => line.length)
+    expect(Math.max(...wideLines)).toBeGreaterThan(80)
+    expect(Math.max(...wideLines)).toBeLessThanOrEqual(120)
+    const narrow = await helpOnTerminal("--help", 60)
+    expect(narrow.output).toMatch(ANSI)
+    expect(stripAnsi(narrow.output).split("\n").filter((line) => line.length > 60)).toEqual([])
+    expect(stripAnsi(narrow.output)).toContain("  - credentials list [--url URL] [--json] <profile>")
+    const plain = await helpOnTerminal(SUBCOMMAND_HELP.join(" "), 120, { NO_COLOR: "1" })
+    expect(plain.code).toBe(0)
+    expect(plain.output).not.toMatch(ANSI)
+    expect(plain.output).toContain("$ service-auth credentials remove")
   }, 120_000)
 })
 

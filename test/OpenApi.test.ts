@@ -49,12 +49,17 @@ describe("openapi.yaml", () => {
     const token = spec.paths["/oauth/token"]?.post
     expect(token).toBeDefined()
     expect(Object.keys(token.requestBody.content)).toEqual(["application/x-www-form-urlencoded"])
-    const requestRef: string = token.requestBody.content["application/x-www-form-urlencoded"].schema.$ref
-    const request = schemas[requestRef.replace("#/components/schemas/", "")]
-    expect(Object.keys(request.properties).sort()).toEqual(
+    // One variant per client authentication: the credentials in the form, or in a Basic header only.
+    const [postRef, basicRef]: Array<string> = token.requestBody.content["application/x-www-form-urlencoded"].schema.oneOf
+      .map((member: { $ref: string }) => member.$ref)
+    const post = schemas[postRef!.replace("#/components/schemas/", "")]
+    expect(Object.keys(post.properties).sort()).toEqual(
       ["client_id", "client_secret", "environment", "grant_type", "profile", "scope", "service_uuid"]
     )
-    expect(request.required.sort()).toEqual(["environment", "grant_type", "profile", "service_uuid"])
+    expect(post.required.sort()).toEqual(["client_id", "client_secret", "environment", "grant_type", "profile", "service_uuid"])
+    const basic = schemas[basicRef!.replace("#/components/schemas/", "")]
+    expect(Object.keys(basic.properties).sort()).toEqual(["environment", "grant_type", "profile", "scope", "service_uuid"])
+    expect(basic.required.sort()).toEqual(["environment", "grant_type", "profile", "service_uuid"])
     expect(schemas.TokenResponse.properties.expires_in).toMatchObject({ type: "integer", enum: [3600] })
     expect(Object.keys(token.responses)).toEqual(expect.arrayContaining(["200", "400", "401"]))
     expect(token.responses["200"].content["application/json"].schema.$ref).toBe("#/components/schemas/TokenResponse")
@@ -125,7 +130,18 @@ describe("openapi.yaml", () => {
     })
     expect(schemes.clientSecretBasic).toMatchObject({ type: "http", scheme: "basic" })
     expect(schemes.adminToken).toMatchObject({ type: "http", scheme: "bearer" })
-    expect(spec.paths["/oauth/token"].post.security).toEqual([{}, { clientSecretBasic: [] }])
+    // client_secret_basic is the body variant that leaves the credentials out of the form; no scheme
+    // is required, so generated examples send one method (the form), never a Basic header beside it.
+    expect(spec.paths["/oauth/token"].post.security).toEqual([{}])
+    const tokenBody = spec.paths["/oauth/token"].post.requestBody.content["application/x-www-form-urlencoded"]
+    expect(tokenBody.schema.oneOf).toEqual([
+      { $ref: "#/components/schemas/TokenRequestClientSecretPost" },
+      { $ref: "#/components/schemas/TokenRequestClientSecretBasic" }
+    ])
+    expect(spec.components.schemas.TokenRequestClientSecretPost.required).toEqual(
+      expect.arrayContaining(["client_id", "client_secret"])
+    )
+    expect(spec.components.schemas.TokenRequestClientSecretBasic.properties).not.toHaveProperty("client_id")
     expect(spec.paths["/service/{profile}/{environment}/json/{uuid}"].post.security).toEqual([
       { serviceToken: ["service:call"] },
       {}

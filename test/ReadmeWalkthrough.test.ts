@@ -55,7 +55,8 @@ describe("README walk-through", () => {
   it("runs as written, and runs again", async () => {
     const dir = mkdtempSync(join(tmpdir(), "service-auth-readme-"))
     dirs.push(dir)
-    const env = { PORT: String(await freePort()), DATA_DIR: join(dir, "data"), ADMIN_TOKEN: "readme-walk-through", LOG_LEVEL: "warning" }
+    // As a newcomer runs it: no ADMIN_TOKEN, so the server generates one and the script reads it.
+    const env = { PORT: String(await freePort()), DATA_DIR: join(dir, "data"), ADMIN_TOKEN: "", LOG_LEVEL: "warning" }
     for (const round of [1, 2]) {
       const { code, stderr, stdout } = await run(walkThrough(), env)
       expect(code, `round ${round}:\n${stdout}\n${stderr}`).toBe(0)
@@ -63,7 +64,10 @@ describe("README walk-through", () => {
       const echoed = JSON.parse(lines.at(-1)!)
       expect(echoed).toMatchObject({ profile: "acme", environment: "production", body: { amount: 42 } })
       expect(echoed.client_id).toMatch(/^svc_[0-9a-f]{32}$/)
+      expect(stdout).toContain("alg: 'RS256'") // the decoded header
       expect(stdout).toContain(`data: {`) // the decoded claims
+      // A second run finds the first server answering and does not start another.
+      if (round === 2) expect(stderr).not.toContain("could not start")
     }
   }, 120_000)
 })

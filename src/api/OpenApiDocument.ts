@@ -57,7 +57,10 @@ const SECURITY_SCHEMES: Json = {
 
 /** Per operation: its security requirement (`{}` = none needed) and whether its body may be left out. */
 const OPERATIONS: Record<string, { readonly security?: ReadonlyArray<Json>; readonly optionalBody?: true }> = {
-  "token.issueToken": { security: [{}, { clientSecretBasic: [] }] },
+  // No scheme is required, so a generated example sends the form alone (client_secret_post): with
+  // clientSecretBasic listed, Scalar picked it and added a Basic header beside the form's client_id,
+  // which the server refuses. client_secret_basic is described by its body schema (below).
+  "token.issueToken": { security: [{}] },
   // A service with auth_type none is open; one with oauth needs a token for it.
   "service.callService": { security: [{ serviceToken: ["service:call"] }, {}] },
   "profiles.putProfile": { optionalBody: true },
@@ -92,6 +95,55 @@ const responseHeaders = (operationId: string, status: string): Json => ({
     : {})
 })
 
+/**
+ * The token request in its two client authentications, one schema each, so that a generated
+ * example sends the credentials exactly once (both at once is 400 invalid_request): with
+ * client_secret_post they are required form fields; with client_secret_basic they are in the
+ * `Authorization: Basic` header (`clientSecretBasic`) and not in the form at all.
+ */
+const describeClientAuthentication = (spec: Json): void => {
+  const schemas = spec.components?.schemas ?? {}
+  const request: Json | undefined = schemas.TokenRequest
+  if (request === undefined) return
+  const { client_id, client_secret, ...others } = request.properties
+  schemas.TokenRequestClientSecretPost = {
+    ...request,
+    description: "client_secret_post: the client id and secret in the form, and no Authorization header.",
+    required: [...request.required.slice(0, 1), "client_id", "client_secret", ...request.required.slice(1)],
+    properties: {
+      ...request.properties,
+      client_id: { ...client_id, description: "Client id (starts with svc_)." },
+      client_secret: { ...client_secret, description: "Client secret." }
+    }
+  }
+  schemas.TokenRequestClientSecretBasic = {
+    ...request,
+    description: "client_secret_basic: the client id and secret in `Authorization: Basic` (security scheme " +
+      "clientSecretBasic), never also in the form.",
+    properties: others
+  }
+  delete schemas.TokenRequest
+  const body = spec.paths?.["/oauth/token"]?.post?.requestBody?.content?.["application/x-www-form-urlencoded"]
+  if (body === undefined) return
+  body.schema = {
+    oneOf: [
+      { $ref: "#/components/schemas/TokenRequestClientSecretPost" },
+      { $ref: "#/components/schemas/TokenRequestClientSecretBasic" }
+    ]
+  }
+  const target = { profile: "acme", environment: "production", service_uuid: "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10" }
+  body.examples = {
+    client_secret_post: {
+      summary: "client_secret_post (no Authorization header)",
+      value: { grant_type: "client_credentials", client_id: "svc_0123456789abcdef0123456789abcdef", client_secret: "…", ...target }
+    },
+    client_secret_basic: {
+      summary: "client_secret_basic (with Authorization: Basic)",
+      value: { grant_type: "client_credentials", ...target }
+    }
+  }
+}
+
 export const openApiSpec = (): Json => {
   const spec = structuredClone(OpenApi.fromApi(Api)) as Json
   spec.servers = [{ url: "http://localhost:3000", description: "npm start on this machine (ISSUER is the public URL)" }]
@@ -110,6 +162,7 @@ export const openApiSpec = (): Json => {
     }
   }
   for (const name of FRAMEWORK_SCHEMAS) delete spec.components?.schemas?.[name]
+  describeClientAuthentication(spec)
   return spec
 }
 

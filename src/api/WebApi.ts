@@ -7,6 +7,7 @@ import { Schema } from "effect"
 
 export class WebApi extends HttpApiGroup.make("web")
   .add(HttpApiEndpoint.get("home", "/"))
+  .add(HttpApiEndpoint.get("favicon", "/favicon.ico"))
   .add(HttpApiEndpoint.get("adminPage", "/admin"))
   .add(HttpApiEndpoint.get("adminAsset", "/admin/assets/:file").setPath(Schema.Struct({ file: Schema.String })))
   .add(HttpApiEndpoint.get("apiReference", "/docs"))

@@ -125,17 +125,25 @@ const isLoopback = (base: string) => {
   return host === "localhost" || host === "[::1]" || /^127(\.\d{1,3}){3}$/.test(host)
 }
 
+/** The token the CLI sends and where it came from, so that a refusal can name its source. */
+interface AdminTokenInUse {
+  readonly token: Redacted.Redacted
+  readonly source: string
+}
+
 /**
  * `ADMIN_TOKEN`; or, for a server on this machine, the token an embedded server generated into
  * `DATA_DIR/admin-token` (./data by default), which only this user can read. Never sent elsewhere:
  * that token is the local server's.
  */
-const adminTokenFor = (base: string) =>
+const adminTokenFor = (base: string): Effect.Effect<AdminTokenInUse, AdminTokenMissing> =>
   Effect.gen(function*() {
     const configured = yield* Config.option(Config.redacted("ADMIN_TOKEN")).pipe(
       Effect.orElseSucceed(() => Option.none<Redacted.Redacted>())
     )
-    if (Option.isSome(configured) && Redacted.value(configured.value) !== "") return configured.value
+    if (Option.isSome(configured) && Redacted.value(configured.value) !== "") {
+      return { token: configured.value, source: "ADMIN_TOKEN" }
+    }
     const dataDir = yield* Config.string("DATA_DIR").pipe(Config.withDefault("./data"), Effect.orElseSucceed(() => "./data"))
     const stored = isLoopback(base)
       ? yield* Effect.sync(() => {
@@ -146,7 +154,12 @@ const adminTokenFor = (base: string) =>
         }
       })
       : ""
-    if (stored !== "") return Redacted.make(stored)
+    if (stored !== "") {
+      return {
+        token: Redacted.make(stored),
+        source: `${join(dataDir, ADMIN_TOKEN_FILE)} (ADMIN_TOKEN is not set, so the embedded server's file was read; set ADMIN_TOKEN, or DATA_DIR for another data directory)`
+      }
+    }
     return yield* new AdminTokenMissing({
       message: "ADMIN_TOKEN is not set: export the server's admin token in ADMIN_TOKEN (it is never taken as an " +
         "argument; for an embedded server on this machine, DATA_DIR/admin-token is read when it exists)"
@@ -216,7 +229,7 @@ const servicePath = (a: ServiceAddress) => `${environmentPath(a)}/services/${seg
 
 const makeAdminClient = (
   baseUrl: string,
-  token: Redacted.Redacted,
+  { source, token }: AdminTokenInUse,
   http: HttpClient.HttpClient
 ): AdminClientShape => {
   const unreachable = (reason: string) =>
@@ -250,7 +263,11 @@ const makeAdminClient = (
         return yield* new AdminApiError({
           status: response.status,
           error: wire.value.error,
-          message: wire.value.error_description
+          // A refused token: say which one was sent, since the CLI may have picked it up by itself.
+          message: response.status === 401
+            ? `${wire.value.error_description}: the CLI sent the admin token from ${source}; ` +
+              `is it the one of the server at ${baseUrl}?`
+            : wire.value.error_description
         })
       }
       const location = response.headers["location"]

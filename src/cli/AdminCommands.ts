@@ -185,6 +185,7 @@ const servicesCreate = Command.make(
       Options.withDescription("oauth: callers need a token from POST /oauth/token; none: open to anyone.")
     ),
     name: Options.text("name").pipe(
+      Options.withPseudoName("NAME"),
       Options.withDescription("A name for people (1-200 characters, not unique)."),
       Options.optional
     ),
@@ -256,7 +257,7 @@ const credentialsList = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "List a service's credentials (at most two) with their last use, kept to the minute. Secrets are never shown."
+    "List a service's credentials (at most two) with their last use (recorded at most once a minute). Secrets are never shown."
   )
 )
 
@@ -332,15 +333,18 @@ const auditList = Command.make(
   "list",
   {
     profile: Options.text("profile").pipe(
+      Options.withPseudoName("PROFILE"),
       Options.withSchema(ProfileId),
       Options.withDescription("Only this profile's events."),
       Options.optional
     ),
     limit: Options.integer("limit").pipe(
+      Options.withPseudoName("N"),
       Options.withDescription(`How many events, newest first (1 to ${AUDIT_PAGE_MAX}; the server's default otherwise).`),
       Options.optional
     ),
     after: Options.text("after").pipe(
+      Options.withPseudoName("CURSOR"),
       Options.withDescription("The cursor a previous page printed: the events older than that page."),
       Options.optional
     ),

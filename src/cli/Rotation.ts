@@ -71,7 +71,7 @@ const rotate = Effect.fn("rotate")(function*(input: RotateInput) {
   const observedAt = yield* Clock.currentTimeMillis
   if (!input.force && Duration.lessThan(idle, SAFE_IDLE)) {
     yield* note(
-      `warning: last_used_at is kept to the minute, so an --idle of ${formatDuration(idle)} can miss a credential ` +
+      `warning: last_used_at is updated at most once a minute, so an --idle of ${formatDuration(idle)} can miss a credential ` +
         `still in use; ${formatDuration(SAFE_IDLE)} or more is safe`
     )
   }

@@ -1,22 +1,61 @@
 /**
  * `service-auth`, the operator's command line (the package's `bin`; `npm run cli -- ...` in a
  * checkout): the admin commands talk to a running server's admin API (`AdminCommands.ts`); `export`
- * and `import` work on the database itself (`TransferCommands.ts`).
+ * and `import` work on the database itself (`TransferCommands.ts`). What `@effect/cli` prints is
+ * fitted to the terminal (`TerminalText.ts`).
  */
-import { Command, ValidationError } from "@effect/cli"
+import { CliConfig, Command, HelpDoc, ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import type { Teardown } from "@effect/platform/Runtime"
-import { Cause, Effect, Exit, Option } from "effect"
+import { Cause, Effect, Exit, Layer, Option } from "effect"
 import { adminCommands } from "./AdminCommands.js"
-import { commandGroup } from "./CommandGroup.js"
+import { commandGroup, subcommandNames } from "./CommandGroup.js"
+import { note } from "./Output.js"
+import { commandPathOf, withFittedConsole } from "./TerminalText.js"
 import { transferCommands } from "./TransferCommands.js"
 
-const serviceAuth = commandGroup("service-auth", "Operate a service-auth server and its database.", [
+const NAME = "service-auth"
+
+const serviceAuth = commandGroup(NAME, "Operate a service-auth server and its database.", [
   ...adminCommands,
   ...transferCommands
 ])
 
-const cli = Command.run(serviceAuth, { name: "service-auth", version: "0.1.0" })
+const cli = Command.run(serviceAuth, {
+  name: NAME,
+  version: "0.1.0",
+  footer: HelpDoc.p(`Every command takes -h or --help; ${NAME} --version prints the version.`)
+})
+
+/** The subcommands' names under a command path (`["service-auth", "credentials"]`); undefined for a leaf. */
+const subcommandsAt = (path: ReadonlyArray<string>) => subcommandNames(serviceAuth, path.slice(1))
+
+/**
+ * `@effect/cli`'s built-in options that do nothing useful here: `--wizard` (prompts for what the
+ * help already says), `--completions` (scripts for a command few type by hand) and `--log-level`
+ * (the CLI logs nothing). They are hidden from the help and refused like any unknown option.
+ */
+const REFUSED_OPTIONS = ["--wizard", "--completions", "--log-level"]
+
+/**
+ * What the library would answer badly, answered here first (exit 2): a refused option, and a word
+ * that is not a subcommand of the group before it (the library names the wrong group).
+ */
+const commandLineProblem = (argv: ReadonlyArray<string>): string | undefined => {
+  const refused = argv.find((arg) => REFUSED_OPTIONS.includes(arg.split("=")[0]!))
+  if (refused !== undefined) return `${refused.split("=")[0]} is not an option of ${NAME} (see ${NAME} --help)`
+  const path = [NAME]
+  for (const word of argv) {
+    const names = subcommandsAt(path)
+    if (names === undefined || word.startsWith("-")) return undefined
+    if (!names.includes(word)) {
+      const group = path.join(" ")
+      return `${JSON.stringify(word)} is not a command of ${group}: use one of ${names.join(", ")} (see ${group} --help)`
+    }
+    path.push(word)
+  }
+  return undefined
+}
 
 /**
  * Commands print their own failures; the exit code says what kind: 2 for a command line
@@ -30,7 +69,14 @@ const exitCode: Teardown = (exit, onExit) => {
   onExit(Option.isSome(failure) && ValidationError.isValidationError(failure.value) ? 2 : 1)
 }
 
-cli(process.argv).pipe(
-  Effect.provide(NodeContext.layer),
-  NodeRuntime.runMain({ disableErrorReporting: true, teardown: exitCode })
-)
+const argv = process.argv.slice(2)
+const problem = commandLineProblem(argv)
+
+const program = problem !== undefined
+  ? Effect.zipRight(note(problem), Effect.fail(ValidationError.invalidArgument(HelpDoc.p(problem))))
+  : cli(process.argv).pipe(
+    withFittedConsole(commandPathOf(NAME, argv, subcommandsAt)),
+    Effect.provide(Layer.merge(NodeContext.layer, CliConfig.layer({ showBuiltIns: false })))
+  )
+
+program.pipe(NodeRuntime.runMain({ disableErrorReporting: true, teardown: exitCode }))

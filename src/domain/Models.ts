@@ -47,7 +47,7 @@ export const CredentialInfo = Schema.Struct({
   client_id: ClientId,
   created_at: Timestamp.annotations({ description: "When the credential was generated." }),
   last_used_at: Schema.NullOr(Timestamp).annotations({
-    description: "Time of the latest successful token request (kept to the minute); null when never used."
+    description: "Time of a successful token request, updated at most once a minute (so up to a minute behind the latest one); null when never used."
   })
 }).annotations({ identifier: "Credential" })
 export type CredentialInfo = typeof CredentialInfo.Type

@@ -16,7 +16,7 @@ import { Data, Effect, Layer } from "effect"
 import { AppConfig } from "../AppConfig.js"
 import { AdminBodies } from "../api/AdminApi.js"
 import { InvalidRequest, type PayloadTooLarge } from "../domain/Errors.js"
-import { describeIssue, parseJson, readBodyText } from "./RequestBody.js"
+import { describeIssue, firstIssue, parseJson, readBodyText } from "./RequestBody.js"
 
 /** A body the reader refused, on its way through HttpApi's payload decoding. */
 export class BodyRefused extends Data.TaggedError("BodyRefused")<{ readonly error: InvalidRequest | PayloadTooLarge }> {}
@@ -43,7 +43,7 @@ export const layer = Layer.effect(
 const PATH_PARAMETERS = new Set(["profile", "environment", "uuid", "client_id"])
 
 export const decodeFailureAnswer = (failure: HttpApiError.HttpApiDecodeError): InvalidRequest => {
-  const [first] = failure.issues
+  const first = firstIssue(failure.issues)
   if (first === undefined) return new InvalidRequest({ description: "Invalid request" })
   const pathParameter = first.path.length === 1 && PATH_PARAMETERS.has(String(first.path[0]))
   return new InvalidRequest({ description: describeIssue(pathParameter ? { ...first, path: [] } : first) })

@@ -2,7 +2,9 @@
  * The interactive API reference at `GET /docs`: Scalar's standalone bundle, the copy that
  * `@effect/platform` ships, reading `openapi.yaml` from this server. The page is a small HTML file
  * that configures Scalar through data attributes (no inline script) and loads the bundle from
- * `GET /docs/scalar.js`, so its Content-Security-Policy can keep every other origin out.
+ * `GET /docs/scalar.js`, so its Content-Security-Policy can keep every other origin out. Scalar
+ * takes a second or two to parse and render: until its app has content, the page says it is loading
+ * (a style rule hides the line then; no script of ours is needed).
  */
 import { type Headers, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
@@ -57,17 +59,23 @@ const escapeAttribute = (text: string) =>
 
 // Paths without a host, so the page works under any ISSUER or Host header; absolute paths, because
 // the router serves this page at "/docs/" too, where "openapi.yaml" would mean /docs/openapi.yaml.
-// The empty icon spares the browser asking for a /favicon.ico this server does not have.
 const PAGE = `<!doctype html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <meta name="referrer" content="no-referrer">
-  <link rel="icon" href="data:,">
+  <link rel="icon" href="/admin/assets/favicon.svg" type="image/svg+xml">
   <title>API reference · service-auth</title>
+  <style>
+    .docs-loading { font: 1rem/1.5 system-ui, sans-serif; color: #444; margin: 3rem auto; max-width: 36rem; padding: 0 1rem; }
+    .docs-loading a { color: #1f4fd1; }
+    body:has([data-v-app] > *) .docs-loading { display: none; }
+  </style>
 </head>
 <body>
+  <p class="docs-loading" role="status">Loading the API reference… (the document itself is
+    <a href="/openapi.yaml">openapi.yaml</a>)</p>
   <noscript><p>The API reference needs JavaScript; the document itself is <a href="/openapi.yaml">openapi.yaml</a>.</p></noscript>
   <script id="api-reference" type="application/json" data-url="/openapi.yaml"
     data-configuration="${escapeAttribute(JSON.stringify(SCALAR_CONFIGURATION))}"></script>

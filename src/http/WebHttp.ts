@@ -1,6 +1,6 @@
 /**
  * Serves the profile editor (`src/web/admin`) at `GET /admin` and its assets at
- * `GET /admin/assets/:file`; `GET /` redirects to the editor; the API reference (ApiReference.ts)
+ * `GET /admin/assets/:file` (the icon also at `GET /favicon.ico`); `GET /` redirects to the editor; the API reference (ApiReference.ts)
  * is at `GET /docs`. Files are read once at start; only names found there are served, so no
  * path can reach outside the folder.
  */
@@ -37,6 +37,9 @@ const SECURITY_HEADERS = {
   "cache-control": "no-cache"
 }
 
+/** The icon of every page, also answered at `/favicon.ico`. */
+const FAVICON = "favicon.svg"
+
 const readOptional = (path: string) => Effect.promise(() => readFile(path).catch(() => undefined))
 
 const notFound = HttpServerResponse.unsafeJson(
@@ -68,6 +71,12 @@ export const layer = HttpApiBuilder.group(Api, "web", (handlers) =>
           request.url.split("?")[0] === "/"
             ? HttpServerResponse.redirect("/admin", { status: 302 })
             : unknownPath(request.method)))
+      // Browsers ask for /favicon.ico whatever the page says: the editor's icon (SVG, which they take
+      // by its content type), rather than a 404 in every console.
+      .handle("favicon", () => {
+        const icon = assets.get(FAVICON)
+        return Effect.succeed(icon === undefined ? notFound : respond(icon, FAVICON))
+      })
       .handle("adminPage", () => Effect.succeed(page === undefined ? notFound : respond(page, "index.html")))
       .handle("adminAsset", ({ path }) => {
         const content = assets.get(path.file)

@@ -126,6 +126,38 @@ const expectNoPolicyBreach = async () => {
 }
 
 describe("GET /docs in Chromium", () => {
+  test("says it is loading until the reference has rendered, then only the reference shows", async () => {
+    // Hold the bundle back, so the moment before Scalar renders can be looked at.
+    let release = () => {}
+    const held = new Promise<void>((resolve) => (release = resolve))
+    await page.route("**/docs/scalar.js", async (route) => {
+      await held
+      await route.continue()
+    })
+    // Not "domcontentloaded": that waits for the held script.
+    await page.goto(`${base}/docs`, { waitUntil: "commit" })
+    const loading = page.getByRole("status").filter({ hasText: "Loading the API reference" })
+    await loading.waitFor({ state: "visible" })
+    await page.screenshot({ path: join(RESULTS, "docs-loading.png") })
+    release()
+    await page.getByRole("navigation").first().getByText("Obtain an access token (client credentials grant)", { exact: true }).waitFor()
+    await expect.poll(() => loading.isVisible()).toBe(false)
+  })
+
+  test("the token request's generated example authenticates the client one way", async () => {
+    await page.goto(`${base}/docs`)
+    await page.getByRole("heading", { name: "Obtain an access token (client credentials grant)" }).first().waitFor()
+    const examples = await page.locator("pre, code").evaluateAll((nodes) =>
+      nodes.map((node) => node.textContent ?? "").filter((text) => text.includes("curl") && text.includes("/oauth/token"))
+    )
+    expect(examples.length).toBeGreaterThan(0)
+    for (const example of examples) {
+      const basic = /--user|authorization: basic/i.test(example)
+      expect({ example, both: basic && /client_id/.test(example) }).toEqual({ example, both: false })
+    }
+    await page.screenshot({ path: join(RESULTS, "docs-token-example.png"), fullPage: false })
+  })
+
   test("renders the reference of this server's openapi.yaml, loading only from this server", async () => {
     await page.goto(`${base}/docs`)
     const sidebar = page.getByRole("navigation").first()
@@ -151,8 +183,15 @@ describe("GET /docs in Chromium", () => {
     await page.getByRole("button", { name: /^Send/ }).first().click()
     const request = await sent
     expect(request.url()).toBe(`${base}/oauth/token`)
-    // The server answered it (an empty form is a 400 invalid_request), and the page shows it.
-    expect((await request.response())?.status()).toBe(400)
+    // The example sends the client's credentials one way only: never a Basic header beside client_id
+    // and client_secret in the form, which the server refuses ("Use exactly one ...").
+    const form = new URLSearchParams(request.postData() ?? "")
+    const basic = /^basic /i.test(request.headers()["authorization"] ?? "")
+    expect(basic && (form.has("client_id") || form.has("client_secret"))).toBe(false)
+    const answer = await request.response()
+    // The server answered it (the example's made-up target is a 400 invalid_request), and the page shows it.
+    expect(answer?.status()).toBe(400)
+    expect(await answer?.text()).not.toContain("Use exactly one client authentication method")
     await page.getByText("invalid_request").first().waitFor()
 
     expectOnlyOwnOrigin()

@@ -506,12 +506,14 @@ describe("profile editor", () => {
     await page.getByRole("button", { name: "Add environment", exact: true }).click()
     await page.getByRole("region", { name: "Environment staging" }).waitFor()
 
+    // OAuth is proposed: an open service is a choice, never what a hurried click leaves.
     const auth = page.getByLabel("Authentication", { exact: true })
-    expect(await auth.locator("option").allTextContents()).toEqual(["None", "OAuth 2.0 (Client Credentials)"])
+    expect(await auth.locator("option").allTextContents()).toEqual(["OAuth 2.0 (Client Credentials)", "None"])
     expect(await auth.locator("option").evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value))).toEqual([
-      "none",
-      "oauth"
+      "oauth",
+      "none"
     ])
+    expect(await auth.inputValue()).toBe("oauth")
     await page.getByLabel("Service name", { exact: true }).fill("Search <b>API</b>")
     await auth.selectOption("none")
     await page.getByRole("button", { name: "Add service", exact: true }).click()
@@ -531,7 +533,7 @@ describe("profile editor", () => {
     await expect.poll(async () => (await service.getByText("OAuth 2.0 (Client Credentials)").count()) > 0).toBe(true)
   })
 
-  test("screenshots at 1280 px and 375 px: readable, nothing overflows", async () => {
+  test("screenshots at 1280 px and 390 px: readable, nothing overflows, the new secret shown whole", async () => {
     const f = await fixture("screens", "Billing API")
     const search = await addService(f, "Search API")
     const old = await apiCredential(f)
@@ -558,26 +560,33 @@ describe("profile editor", () => {
     expect(await noOverflow(page)).toEqual({ page: true, tables: true })
     await page.screenshot({ path: join(RESULTS, "editor-1280.png"), fullPage: true })
 
-    await newPage(375, 812)
+    // The secret is shown whole, not cut off at its field's edge.
+    const secretWhole = (p: Page) =>
+      p.getByLabel("Client secret", { exact: true }).evaluate((field) =>
+        field.scrollWidth <= field.clientWidth + 1 && field.scrollHeight <= field.clientHeight + 1
+      )
+
+    await newPage(390, 844)
     await page.goto(`${base}/admin`)
     await page.getByLabel("Admin token", { exact: true }).fill("wrong")
     await page.getByRole("button", { name: "Sign in", exact: true }).click()
     await expect.poll(() => alertText(page)).toMatch(/rejected/)
-    await page.screenshot({ path: join(RESULTS, "signin-375.png") })
+    await page.screenshot({ path: join(RESULTS, "signin-390.png") })
     await stage(page)
     expect(await noOverflow(page)).toEqual({ page: true, tables: true })
-    await page.screenshot({ path: join(RESULTS, "editor-375.png"), fullPage: true })
+    await page.screenshot({ path: join(RESULTS, "editor-390.png"), fullPage: true })
     await serviceRegion(page, search.serviceName).scrollIntoViewIfNeeded()
-    await page.screenshot({ path: join(RESULTS, "editor-375-viewport.png") })
+    await page.screenshot({ path: join(RESULTS, "editor-390-viewport.png") })
 
     await page.getByRole("button", { name: `Undo removal of ${old.client_id}` }).click()
     await saveAndReadSecret(page)
     expect(await noOverflow(page)).toEqual({ page: true, tables: true })
-    await page.screenshot({ path: join(RESULTS, "secret-375.png") })
+    expect(await secretWhole(page)).toBe(true)
+    await page.screenshot({ path: join(RESULTS, "secret-390.png") })
 
     await serviceRegion(page, f.serviceName).getByRole("button", { name: `Remove ${old.client_id}` }).click()
     await page.getByRole("dialog").waitFor()
-    await page.screenshot({ path: join(RESULTS, "dialog-375.png") })
+    await page.screenshot({ path: join(RESULTS, "dialog-390.png") })
   })
 })
 
@@ -598,7 +607,19 @@ describe("history", () => {
     const addedRow = history.getByRole("row").filter({ hasText: "Credential added" }).filter({ hasText: added.clientId })
     await expect.poll(() => addedRow.count()).toBe(1)
     expect(await addedRow.textContent()).toContain("alice")
-    expect(await addedRow.textContent()).toContain(`${f.env} / ${f.serviceName}`)
+    // One column each for the environment and the service.
+    expect(await history.getByRole("columnheader").allTextContents()).toEqual([
+      "When",
+      "Who",
+      "What",
+      "Environment",
+      "Service",
+      "Client ID"
+    ])
+    const cells = await addedRow.getByRole("cell").allTextContents()
+    expect(cells.slice(3)).toEqual([f.env, f.serviceName, added.clientId])
+    const created = history.getByRole("row").filter({ hasText: "Environment created" })
+    expect((await created.getByRole("cell").allTextContents()).slice(3)).toEqual([f.env, "—", "—"])
 
     await service.getByRole("button", { name: `Remove ${added.clientId}`, exact: true }).click()
     await page.getByRole("dialog").getByRole("button", { name: "Remove credential", exact: true }).click()
@@ -624,6 +645,51 @@ describe("history", () => {
 })
 
 describe("what a new operator met", () => {
+  for (const [width, height] of [[1280, 900], [390, 844]] as const) {
+    test(`at ${width} px: the sign-in names data/admin-token, the editor says what is saved when, the new credential is whole`, async () => {
+      await newPage(width, height)
+      const f = await fixture(`first-hour-${width}`)
+      await page.goto(`${base}/admin`)
+      expect(await page.getByText("data/admin-token", { exact: false }).first().isVisible()).toBe(true)
+      await openEditor(page, f.profile)
+      const rules = page.locator("#save-rules")
+      expect(await rules.isVisible()).toBe(true)
+      expect(await rules.textContent()).toBe(
+        "Saved at once: environments and services you add or delete. " +
+          "Saved with \u201cSave profile\u201d: credentials you add or remove, all together, so a rotation happens in one step."
+      )
+      await addButton(serviceRegion(page, f.serviceName)).click()
+      const secret = await saveAndReadSecret(page)
+      const field = page.getByLabel("Client secret", { exact: true })
+      for (const shownField of [field, page.getByLabel("Client ID", { exact: true })]) {
+        const shown = await shownField.evaluate((el) => ({
+          whole: el.scrollWidth <= el.clientWidth + 1 && el.scrollHeight <= el.clientHeight + 1,
+          inside: el.getBoundingClientRect().right <= window.innerWidth
+        }))
+        expect(shown).toEqual({ whole: true, inside: true })
+      }
+      expect(await field.inputValue()).toBe(secret.clientSecret)
+      await page.screenshot({ path: join(RESULTS, `first-hour-secret-${width}.png`) })
+    })
+  }
+
+  test("every page has an icon, and /favicon.ico answers it", async () => {
+    const icon = await fetch(`${base}/favicon.ico`)
+    expect(icon.status).toBe(200)
+    expect(icon.headers.get("content-type")).toBe("image/svg+xml")
+    expect(await icon.text()).toContain("<svg")
+    for (const path of ["/admin", "/docs"]) {
+      expect(await (await fetch(`${base}${path}`)).text()).toContain('<link rel="icon" href="/admin/assets/favicon.svg"')
+    }
+    const missing: Array<string> = []
+    page.on("response", (response) => {
+      if (response.status() === 404) missing.push(response.url())
+    })
+    await page.goto(`${base}/admin`)
+    await page.getByLabel("Admin token", { exact: true }).waitFor()
+    expect(missing).toEqual([])
+  })
+
   test("the page is ES modules and stylesheets of under 400 lines each, all served", async () => {
     const dir = join(ROOT, "src/web/admin/assets")
     const names = (await readdir(dir)).filter((n) => /\.(js|css)$/.test(n))

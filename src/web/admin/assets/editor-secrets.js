@@ -57,11 +57,15 @@ export function secretsPanel() {
   )
 }
 
-/** A read-only field with its Copy button. */
+/**
+ * A read-only field with its Copy button: a textarea, so that on a narrow screen the client id and
+ * the secret wrap and can be read whole instead of being cut off at the field's edge.
+ */
 function copyField(id, label, value, what, buttonLabel, props) {
-  const input = h("input", {
+  const input = h("textarea", {
     id,
-    type: "text",
+    rows: "1",
+    wrap: "soft",
     readonly: true,
     class: "mono",
     spellcheck: "false",

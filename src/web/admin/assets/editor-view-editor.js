@@ -118,6 +118,15 @@ export function renderEditor() {
       ),
       h("button", { type: "button", class: "btn btn-quiet", "data-focus": "refresh", onclick: refreshProfile }, "Refresh")
     ),
+    // Two ways of saving on one page: say which is which before anyone wonders.
+    h(
+      "p",
+      { class: "save-rules", id: "save-rules" },
+      h("strong", null, "Saved at once:"),
+      " environments and services you add or delete. ",
+      h("strong", null, "Saved with \u201cSave profile\u201d:"),
+      " credentials you add or remove, all together, so a rotation happens in one step."
+    ),
     secretsPanel(),
     envCount === 0
       ? h("p", { class: "empty card" }, "This profile has no environments yet. Add one below, then add services to it.")

@@ -52,8 +52,9 @@ export function addForms(doc) {
   const authSelect = h(
     "select",
     { id: "new-svc-auth", name: "auth_type", disabled: !hasEnvs, "data-keep": true },
-    h("option", { value: "none" }, AUTH_LABELS.none),
-    h("option", { value: "oauth" }, AUTH_LABELS.oauth)
+    // OAuth first and chosen: an open service should be a decision, not what a hurried click leaves.
+    h("option", { value: "oauth", selected: true }, AUTH_LABELS.oauth),
+    h("option", { value: "none" }, AUTH_LABELS.none)
   )
   const svcButton = h("button", { type: "submit", class: "btn", disabled: !hasEnvs }, "Add service")
   const svcForm = h(

@@ -60,12 +60,12 @@ function showHistory() {
   if (el) el.replaceWith(historySection())
 }
 
-/** The service an event names, by its name when the profile still has it. */
+/** The service an event names, by its name when the profile still has it; its uuid otherwise. */
 function serviceText(event) {
-  if (!event.service_uuid) return event.environment || "—"
+  if (!event.service_uuid) return "—"
   const env = state.doc && state.doc.environments.find((e) => e.name === event.environment)
   const service = env && env.services.find((s) => s.uuid === event.service_uuid)
-  return `${event.environment} / ${service && service.name ? service.name : event.service_uuid}`
+  return service && service.name ? service.name : event.service_uuid
 }
 
 function eventRow(event) {
@@ -76,6 +76,7 @@ function eventRow(event) {
     h("td", { "data-label": "When" }, timeEl(event.time)),
     h("td", { "data-label": "Who" }, h("span", { title: `from ${event.source}` }, event.actor)),
     h("td", { "data-label": "What" }, `${ACTIONS[event.action] || event.action}${cause}`),
+    h("td", { "data-label": "Environment" }, event.environment || "—"),
     h("td", { "data-label": "Service" }, serviceText(event)),
     h("td", { "data-label": "Client ID" }, event.client_id ? h("code", { class: "client-id" }, event.client_id) : "—")
   )
@@ -98,7 +99,7 @@ export function historySection() {
         h(
           "thead",
           null,
-          h("tr", null, ["When", "Who", "What", "Service", "Client ID"].map((label) => h("th", { scope: "col" }, label)))
+          h("tr", null, ["When", "Who", "What", "Environment", "Service", "Client ID"].map((label) => h("th", { scope: "col" }, label)))
         ),
         h("tbody", null, history.events.map(eventRow))
       )

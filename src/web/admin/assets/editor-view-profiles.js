@@ -51,7 +51,11 @@ export function renderSignIn() {
       h(
         "p",
         { class: "hint", id: hintId },
-        "The token configured on the server as ADMIN_TOKEN. It is kept in this browser tab only and sent as a bearer token."
+        "The server's ADMIN_TOKEN (or one of ADMIN_TOKENS). Set neither, and the server generated one into ",
+        h("code", null, "data/admin-token"),
+        ": run ",
+        h("code", null, "cat data/admin-token"),
+        " where it runs. The token is kept in this browser tab only and sent as a bearer token."
       )
     ),
     h("div", { class: "actions" }, button)
