@@ -81,14 +81,15 @@ const measure = async (
 export const runCatalogue = async (bench: CatalogueBench) => {
   if (SERVICES <= 0) return
   const { base } = bench
-  // A loaded machine may let an admin request time out: tried again (a service created twice only
-  // leaves an extra one nobody uses).
+  // A loaded machine may let an admin request time out or answer 503 (catalogue writes queue on
+  // one lock): tried again (a service created twice only leaves an extra one nobody uses).
   const admin = async (b: string, method: string, path: string, body?: unknown) => {
     for (let attempt = 1; ; attempt++) {
       try {
         return await bench.admin(b, method, path, body)
       } catch (error) {
-        if (attempt >= 3 || !String(error).includes("timeout")) throw error
+        if (attempt >= 5 || !/timeout|: 503 /.test(String(error))) throw error
+        await new Promise((resolve) => setTimeout(resolve, 200 * attempt))
       }
     }
   }
@@ -98,7 +99,7 @@ export const runCatalogue = async (bench: CatalogueBench) => {
   await admin(base, "PUT", `/admin/profiles/${profile}`)
   await admin(base, "PUT", `/admin/profiles/${profile}/environments/${environment}`)
   const uuids: Array<string> = []
-  await pool(Array.from({ length: SERVICES }, (_, i) => i), 8, async (i) => {
+  await pool(Array.from({ length: SERVICES }, (_, i) => i), 4, async (i) => {
     const service = await admin(base, "POST", `/admin/profiles/${profile}/environments/${environment}/services`, {
       name: `s${i}`,
       auth_type: "oauth"
