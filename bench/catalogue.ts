@@ -1,7 +1,7 @@
 /**
  * The catalogue scenarios of `npm run bench` (run after the reference ones, on the same server):
  * `CATALOGUE_SERVICES` oauth services (default 10,000) with 2 credentials each, provisioned
- * through the admin API (services one request each, credentials by profile saves of 100), then,
+ * through the admin API (services one request each, credentials by profile saves of 20), then,
  * side by side in one round:
  *
  * - hot: one credential (or its token) on every request;
@@ -108,7 +108,7 @@ export const runCatalogue = async (bench: CatalogueBench) => {
   })
   const credentials: Array<Credential> = []
   const batches: Array<Array<string>> = []
-  for (let i = 0; i < uuids.length; i += 50) batches.push(uuids.slice(i, i + 50)) // a save takes 100 changes at most
+  for (let i = 0; i < uuids.length; i += 10) batches.push(uuids.slice(i, i + 10)) // short transactions
   await pool(batches, 2, async (batch) => {
     const changes = batch.flatMap((uuid) => [0, 1].map(() => ({ op: "add_credential", environment, service_uuid: uuid })))
     const saved = await admin(base, "POST", `/admin/profiles/${profile}/save`, { changes })
