@@ -22,6 +22,7 @@ import { cpus, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { freePort } from "../test/support/ServerProcess.js"
+import { runCatalogue } from "./catalogue.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
 
@@ -465,6 +466,9 @@ const main = async () => {
       )
     }
     console.log(`start-up: ${fmt(readyMs)} ms from npm start to GET /healthz 200 (${describeDatabase()})`)
+
+    // The catalogue scenarios (bench/catalogue.ts), on the same server.
+    await runCatalogue({ base: ours.base, seconds: SECONDS, connections: CONNECTIONS, admin, rssMb: () => rssMb(ours) })
 
     const failures = summaries.reduce((n, s) => n + s.ours.non2xx + s.bare.non2xx, 0)
     if (failures > 0) {

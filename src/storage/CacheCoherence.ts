@@ -15,8 +15,9 @@ import { Cause, Clock, Data, Deferred, Duration, Effect, Option, Queue, Redacted
 import { randomUUID } from "node:crypto"
 import pg from "pg"
 import { CacheLease, LEASE_MS, RENEW_EVERY_MS } from "./CacheLease.js"
+import { type CatalogueScope, parseAnnouncement } from "./CatalogueScope.js"
 import type { CacheGuard } from "./CredentialRepoCache.js"
-import { CATALOGUE_CHANNEL } from "./CredentialRepoSql.js"
+import { CATALOGUE_CHANNEL, SCOPES_CHANNEL } from "./CredentialRepoSql.js"
 import { decodeRows } from "./Rows.js"
 
 /** Where instances announce that they have dropped their cache for a version (payload: their id). */
@@ -28,6 +29,8 @@ const RECONNECT_AFTER = Duration.millis(500)
 const SETTLE_POLL_MS = 50
 /** Past the lease, what a waiting write adds for the clocks' differences. */
 const SETTLE_SLACK_MS = 100
+/** Scopes heard whose version was not (yet) announced, at most: they arrive just before it. */
+const MAX_SCOPES_AHEAD = 64
 /** Every this many renewals, leases of instances gone for a minute are deleted. */
 const PURGE_EVERY = 120
 
@@ -125,6 +128,8 @@ export const make = (url: Redacted.Redacted<string>) =>
       const connection = ++connections
       const lost = yield* Deferred.make<never, ListenerLost>()
       const announced = yield* Queue.unbounded<bigint>()
+      /** What the writes announced changed, by version, until their version is announced. */
+      const scopesOf = new Map<bigint, ReadonlyArray<CatalogueScope> | undefined>()
       const client = yield* Effect.acquireRelease(
         Effect.tryPromise({
           try: async () => {
@@ -151,10 +156,22 @@ export const make = (url: Redacted.Redacted<string>) =>
       )
       client.on("notification", ({ channel, payload }) => {
         if (channel === ACK_CHANNEL) return wakeWaiters()
-        if (channel !== CATALOGUE_CHANNEL || payload === undefined || !/^\d+$/.test(payload)) return
-        // The cache is dropped here, synchronously; the acknowledgement follows.
-        if (lease.announced(BigInt(payload))) Queue.unsafeOffer(announced, BigInt(payload))
+        if (payload === undefined) return
+        if (channel === SCOPES_CHANNEL) {
+          const change = parseAnnouncement(payload)
+          if (change === undefined) return
+          if (scopesOf.size >= MAX_SCOPES_AHEAD) scopesOf.clear()
+          return void scopesOf.set(change.version, change.scopes)
+        }
+        if (channel !== CATALOGUE_CHANNEL || !/^\d+$/.test(payload)) return
+        const version = BigInt(payload)
+        const scopes = scopesOf.get(version)
+        scopesOf.clear()
+        // What changed is dropped here, synchronously (its scopes, or everything when they were
+        // not heard); the acknowledgement follows.
+        if (lease.announced(version, scopes)) Queue.unsafeOffer(announced, version)
       })
+      yield* query(client, `LISTEN ${SCOPES_CHANNEL}`)
       yield* query(client, `LISTEN ${CATALOGUE_CHANNEL}`)
       yield* query(client, `LISTEN ${ACK_CHANNEL}`)
       lease.listening(connection)
@@ -241,5 +258,10 @@ export const make = (url: Redacted.Redacted<string>) =>
       yield* Effect.logWarning("cache: a change waited out the lease of an instance that did not acknowledge it")
     }).pipe(Effect.withClock(clock), Effect.withSpan("CacheCoherence.settle", { captureStackTrace: false }))
 
-    return { generation: lease.generation, invalidate: lease.invalidate, settle } satisfies CacheGuard
+    return {
+      generation: lease.generation,
+      invalidate: lease.invalidate,
+      onScopedChange: lease.onScopedChange,
+      settle
+    } satisfies CacheGuard
   })

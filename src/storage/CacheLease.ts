@@ -9,10 +9,13 @@
  * - the clock has not passed the trust's end: the renewal's start plus the lease, minus a margin
  *   (the database's copy of the lease, which deleters wait on, ends later than that);
  * - no renewal has been waiting for its answer longer than `RENEWAL_PATIENCE_MS`;
- * - nothing was announced that this instance has not dropped its cache for: each announcement, and
- *   each renewal that finds a newer catalogue version than the last one seen, starts a new
- *   generation (the cache then drops every entry).
+ * - nothing was announced that this instance has not dropped from its cache: an announcement of
+ *   the version right after the last one seen, saying what it changed, evicts just that (the
+ *   cache's `evict`); any other news (a gap in versions, an announcement that does not say, a
+ *   renewal that finds a newer version than the last one seen) starts a new generation (the cache
+ *   then drops every entry).
  */
+import type { CatalogueScope } from "./CatalogueScope.js"
 import type { CacheGuard } from "./CredentialRepoCache.js"
 
 /** How long a lease is valid in the database after its renewal. */
@@ -40,6 +43,8 @@ export interface RenewalTicket {
 
 /** `generation` and `invalidate` are the cache's guard (`CacheGuard`); `CacheCoherence` adds `settle`. */
 export class CacheLease implements Omit<CacheGuard, "settle"> {
+  /** What the cache evicts for a change it is told the scopes of (set by the cache). */
+  private evict: ((scopes: ReadonlyArray<CatalogueScope>) => void) | undefined = undefined
   private current = 0
   private trustedUntil = Number.NEGATIVE_INFINITY
   /** The listening connection that is up (0: none). */
@@ -87,11 +92,22 @@ export class CacheLease implements Omit<CacheGuard, "settle"> {
     this.distrust()
   }
 
-  /** A change was committed; returns whether it was news (then the cache was dropped). */
-  announced(version: bigint): boolean {
+  readonly onScopedChange = (evict: (scopes: ReadonlyArray<CatalogueScope>) => void): void => {
+    this.evict = evict
+  }
+
+  /**
+   * A change was committed; returns whether it was news (then what it changed was dropped: its
+   * scopes when it follows the last version seen and says them, the whole cache otherwise).
+   * Committed versions have no holes (a write that rolls back counts nothing), so a version that
+   * does not follow on means announcements were missed.
+   */
+  announced(version: bigint, scopes?: ReadonlyArray<CatalogueScope>): boolean {
     if (version <= this.seen) return false
+    const followsOn = version === this.seen + 1n
     this.seen = version
-    this.current++
+    if (followsOn && scopes !== undefined && this.evict !== undefined) this.evict(scopes)
+    else this.current++
     return true
   }
 

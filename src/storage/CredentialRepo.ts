@@ -32,6 +32,7 @@ import type {
   ServiceDocument,
   ServiceHandlerConfig
 } from "../domain/Models.js"
+import type { CatalogueScope } from "./CatalogueScope.js"
 
 /** A service and its credentials, addressed as the token endpoint and the service path do. */
 export interface ServiceAddress {
@@ -168,6 +169,28 @@ export interface CredentialRepoShape {
   ) => Effect.Effect<Option.Option<ServiceRoute>, StorageUnavailable>
 
   readonly peek?: CredentialRepoPeek
+
+  /**
+   * The live catalogue as the cache holds it: the services of `scope` (all when undefined) in
+   * address order after `after`, at most `limit`, each with its live credentials. Offered by the SQL
+   * repository; the cache loads with it at start and reloads what a write changed.
+   */
+  readonly liveServices?: (
+    scope: CatalogueScope | undefined,
+    after: ServiceAddress | undefined,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<LiveService>, StorageUnavailable>
+}
+
+/** A service with its live credentials: every positive answer the two hot reads can give about it. */
+export interface LiveService extends ServiceAddress {
+  readonly authType: AuthType
+  readonly handler: ServiceHandlerConfig
+  readonly credentials: ReadonlyArray<{
+    readonly clientId: ClientId
+    readonly secretHash: string
+    readonly lastUsedAt: Date | null
+  }>
 }
 
 /**

@@ -1,25 +1,35 @@
 /**
  * A read cache for the two hot reads (`findTokenTarget`, `findServiceRoute`), exact because a
- * `CacheGuard` says when its entries may be used:
+ * `CacheGuard` says when its entries may be used, and every write evicts what it changed:
  *
  * - on the embedded database (`localGuard`), this process is the only writer (see `DataDirLock`),
- *   so every write passes through this object and empties the cache;
+ *   so every write passes through this object and evicts its scopes (`writeScopes`);
  * - on PostgreSQL (`CacheCoherence`), other instances write too: the guard trusts the cache only
- *   while the instance holds a valid lease, and starts a new generation whenever a change was
- *   announced (docs/cache-coherence.md).
+ *   while the instance holds a valid lease; an announced change evicts the scopes it names, and
+ *   anything the instance cannot account for (a gap in versions, a lost connection) starts a new
+ *   generation, which empties the cache (docs/cache-coherence.md).
  *
- * Exactness under concurrency: a write, once it has finished, starts a new generation and empties
- * the cache in one synchronous step; a read stores its result only if the generation did not move
- * while it ran and the cache is still trusted. A read that raced a deletion may answer from before
- * the deletion (the two overlapped, so either order is correct), but can never leave "live" behind
- * in the cache: after a deletion is acknowledged, the next request reads the database.
+ * The cache holds the live catalogue: `maintain` loads it at start (in pages, while serving) and
+ * reloads each scope a write evicted, so the first use of a credential is a memory hit too. Memory
+ * is bounded by `CatalogueMemory` (live answers, negative answers, each evicting one entry at a
+ * time when full); what does not fit is read on demand, one indexed read.
  *
- * `last_used_at` is not part of the catalogue: recording it does not invalidate anything, the
- * entry of the credential is updated in place instead (so it is written at most once a minute).
+ * Exactness under concurrency: a write, once it has finished, evicts its scopes in one synchronous
+ * step; a read (or a load) stores its result only if no eviction of its service, and no new
+ * generation, happened while it ran, and the cache is still trusted. A read that raced a deletion
+ * may answer from before the deletion (the two overlapped, so either order is correct), but can
+ * never leave "live" behind in the cache: after a deletion is acknowledged, the next request
+ * reads the database or an entry read after the deletion.
+ *
+ * `last_used_at` is not part of the catalogue: recording it evicts nothing; the entry of the
+ * credential (found through `byClient`, O(1)) is updated in place, so it is noted at most once a
+ * minute.
  */
 import { Effect, Option } from "effect"
 import type { ClientId } from "../domain/Identifiers.js"
-import type { CredentialRepoShape, ServiceRoute, TokenTarget } from "./CredentialRepo.js"
+import { CatalogueMemory, MAX_LIVE_ENTRIES, MAX_NEGATIVE_ENTRIES } from "./CatalogueMemory.js"
+import { type CatalogueScope, writeScopes } from "./CatalogueScope.js"
+import type { CredentialRepoShape, LiveService, ServiceAddress, ServiceRoute, TokenTarget } from "./CredentialRepo.js"
 
 /** Says whether, and from which generation on, cached entries may be used. */
 export interface CacheGuard {
@@ -28,107 +38,250 @@ export interface CacheGuard {
    * read goes to the database and nothing is stored). Entries of an earlier generation are dropped.
    */
   readonly generation: () => number | undefined
-  /** Starts a new generation: called when this instance has changed the catalogue. */
+  /** Starts a new generation: every entry is dropped. */
   readonly invalidate: () => void
   /** Returns once every other instance has dropped what this instance's last write changed. */
   readonly settle: Effect.Effect<void>
+  /** Where the guard reports changes made elsewhere whose scopes it knows (PostgreSQL). */
+  readonly onScopedChange?: (evict: (scopes: ReadonlyArray<CatalogueScope>) => void) => void
 }
 
-/** For a database only this process writes: always trusted, a new generation at each write. */
+/** For a database only this process writes: always trusted; its writes evict what they change. */
 export const localGuard = (): CacheGuard => {
   let generation = 0
   return { generation: () => generation, invalidate: () => void generation++, settle: Effect.void }
 }
 
-/** Entries kept at most; unknown names sent by clients must not grow memory without bound. */
-const MAX_ENTRIES = 10_000
+/** Services read a page at a time when loading: a page is one short statement. */
+const LOAD_PAGE = 500
+/** Scopes waiting to be reloaded, at most; past it, the whole catalogue is reloaded instead. */
+const MAX_PENDING_RELOADS = 10_000
+
+type Answer = Option.Option<TokenTarget> | Option.Option<ServiceRoute>
+
+export interface CachedRepo extends CredentialRepoShape {
+  /** Loads the live catalogue, then reloads what writes evict; runs as long as the cache (fork it). */
+  readonly maintain: Effect.Effect<never>
+}
+
+const targetKey = (address: ServiceAddress, clientId: Option.Option<string>) =>
+  `t\u0000${address.profile}\u0000${address.environment}\u0000${address.uuid}\u0000${Option.getOrElse(clientId, () => "")}`
+const routeKey = (address: ServiceAddress, clientId: Option.Option<string>) =>
+  `r\u0000${address.profile}\u0000${address.environment}\u0000${address.uuid}\u0000${Option.getOrElse(clientId, () => "")}`
+
+/** Answers about a live credential belong to the live store; anything else is a negative answer. */
+const targetIsLive = (target: Option.Option<TokenTarget>) => Option.isSome(target) && Option.isSome(target.value.credential)
+const routeIsLive = (route: Option.Option<ServiceRoute>) => Option.isSome(route) && route.value.credentialLive
 
 /**
  * `traced`: each hot read in a span `CredentialRepoCache.<read>` whose `cache.hit` says whether the
  * cache answered (only when traces are exported: a hit must cost next to nothing).
  */
-export const withReadCache = (repo: CredentialRepoShape, guard: CacheGuard, traced = false): CredentialRepoShape => {
-  let heldGeneration = -1
-  const targets = new Map<string, Option.Option<TokenTarget>>()
-  const routes = new Map<string, Option.Option<ServiceRoute>>()
+export const withReadCache = (
+  repo: CredentialRepoShape,
+  guard: CacheGuard,
+  traced = false,
+  capacities: { readonly live: number; readonly negative: number } = {
+    live: MAX_LIVE_ENTRIES,
+    negative: MAX_NEGATIVE_ENTRIES
+  }
+): CachedRepo => {
+  let heldGeneration: number | undefined = undefined
+  /** Generations held so far: every one after the first empties a cache that was loaded. */
+  let generationsHeld = 0
+  /** The token-target entry of each live credential held, for `touchCredential`. */
+  const byClient = new Map<string, string>()
+  const memory = new CatalogueMemory<Answer>(capacities, (key, value) => {
+    if (key.startsWith("t") && Option.isSome<unknown>(value)) {
+      const credential = ((value as Option.Some<TokenTarget>).value).credential
+      if (Option.isSome(credential) && byClient.get(credential.value.clientId) === key) {
+        byClient.delete(credential.value.clientId)
+      }
+    }
+  })
 
-  /** The generation whose entries may be used now (dropping older ones), or undefined. */
+  /** The generation whose entries may be used now (emptying the cache when it moved), or undefined. */
   const usable = (): number | undefined => {
     const generation = guard.generation()
-    if (generation !== heldGeneration && (targets.size > 0 || routes.size > 0)) {
-      targets.clear()
-      routes.clear()
+    if (generation !== heldGeneration) {
+      if (generation !== undefined) {
+        memory.clear()
+        heldGeneration = generation
+        // Emptied for a change it cannot tell (or trust regained): loaded again from the start.
+        if (generationsHeld++ > 0) reloadLater(undefined)
+      } else if (memory.live.size > 0 || memory.negative.size > 0) {
+        memory.clear()
+      }
     }
-    if (generation !== undefined) heldGeneration = generation
     return generation
   }
 
-  /** Catalogue writes: this cache is emptied at once, then the others are waited for. */
-  const write = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-    Effect.ensuring(effect, Effect.sync(() => {
-      guard.invalidate()
-      usable()
-    })).pipe(Effect.tap(() => guard.settle))
+  // Reloads: scopes keyed by their JSON; the key "*" (undefined scope) is the whole catalogue.
+  const reloads = new Map<string, CatalogueScope | undefined>()
+  let wake: (() => void) | undefined = undefined
+  const reloadLater = (scope: CatalogueScope | undefined) => {
+    if (repo.liveServices === undefined) return
+    if (reloads.has("*")) return
+    if (scope === undefined || reloads.size >= MAX_PENDING_RELOADS) {
+      reloads.clear()
+      reloads.set("*", undefined)
+    } else {
+      reloads.set(JSON.stringify(scope), scope)
+    }
+    wake?.()
+  }
+
+  const evict = (scopes: ReadonlyArray<CatalogueScope>) => {
+    usable()
+    memory.evict(scopes)
+    for (const scope of scopes) reloadLater(scope)
+  }
+  guard.onScopedChange?.(evict)
+
+  const storeTarget = (mark: number, key: string, address: ServiceAddress, target: Option.Option<TokenTarget>) => {
+    const live = targetIsLive(target)
+    if (!memory.store(mark, key, address.profile, address.environment, address.uuid, target, live)) return
+    if (live) byClient.set((target as Option.Some<TokenTarget>).value.credential.pipe(Option.getOrThrow).clientId, key)
+  }
+  const storeRoute = (mark: number, key: string, address: ServiceAddress, route: Option.Option<ServiceRoute>) =>
+    void memory.store(mark, key, address.profile, address.environment, address.uuid, route, routeIsLive(route))
+
+  /** Every positive answer about a loaded service. */
+  const storeService = (mark: number, service: LiveService) => {
+    for (const credential of service.credentials) {
+      const clientId = Option.some(credential.clientId)
+      storeTarget(mark, targetKey(service, clientId), service, Option.some({ authType: service.authType, credential: Option.some(credential) }))
+      storeRoute(mark, routeKey(service, clientId), service, Option.some({ authType: service.authType, handler: service.handler, credentialLive: true }))
+    }
+  }
+
+  /** Loads a scope (the whole catalogue when undefined), page by page; false when it had to stop. */
+  const load = (scope: CatalogueScope | undefined) =>
+    Effect.gen(function*() {
+      const liveServices = repo.liveServices!
+      let after: ServiceAddress | undefined = undefined
+      while (true) {
+        const startedAt = usable()
+        if (startedAt === undefined) return false
+        const mark = memory.mark()
+        const page: ReadonlyArray<LiveService> = yield* liveServices(scope, after, LOAD_PAGE)
+        if (usable() !== startedAt) return false
+        for (const service of page) storeService(mark, service)
+        if (page.length < LOAD_PAGE) return true
+        // A full store would only evict what was loaded: the rest is read on demand.
+        if (memory.live.size >= memory.live.capacity) return true
+        after = page[page.length - 1]
+      }
+    })
+
+  const nextReload = Effect.async<CatalogueScope | undefined>((resume) => {
+    const take = () => {
+      const first = reloads.entries().next()
+      if (first.done === true) return false
+      reloads.delete(first.value[0])
+      resume(Effect.succeed(first.value[1]))
+      return true
+    }
+    if (take()) return
+    wake = () => {
+      wake = undefined
+      take()
+    }
+    return Effect.sync(() => {
+      wake = undefined
+    })
+  })
+
+  const maintain: Effect.Effect<never> = repo.liveServices === undefined ? Effect.never : Effect.gen(function*() {
+    // The whole catalogue first, once the cache may be used (PostgreSQL: after the first renewal).
+    reloads.set("*", undefined)
+    while (true) {
+      const scope = yield* nextReload
+      const loaded = yield* Effect.orElseSucceed(load(scope), () => false)
+      // Not trusted, a new generation, or the database unavailable: again shortly.
+      if (!loaded) {
+        yield* Effect.sleep(scope === undefined ? "500 millis" : "100 millis")
+        reloadLater(scope)
+      }
+    }
+  })
+
+  /** Catalogue writes: what they change is evicted here at once, then the others are waited for. */
+  const write = (scopes: ReadonlyArray<CatalogueScope>) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.ensuring(effect, Effect.sync(() => evict(scopes))).pipe(Effect.tap(() => guard.settle))
 
   /** `read` is only called on a miss: building the SQL effect is most of the cost of a hit otherwise. */
-  const lookup = <A, E, R>(cache: Map<string, A>, key: string, read: () => Effect.Effect<A, E, R>, hit: (hit: boolean) => void) =>
+  const lookup = <A extends Answer, E, R>(
+    key: string,
+    read: () => Effect.Effect<A, E, R>,
+    store: (mark: number, value: A) => void,
+    hit: (hit: boolean) => void
+  ) =>
     Effect.suspend(() => {
       const startedAt = usable()
-      const held = startedAt === undefined ? undefined : cache.get(key)
+      const held = startedAt === undefined ? undefined : memory.get(key) as A | undefined
       hit(held !== undefined)
       if (held !== undefined) return Effect.succeed(held)
       if (startedAt === undefined) return read()
+      const mark = memory.mark()
       return Effect.tap(read(), (value) =>
         Effect.sync(() => {
-          if (usable() !== startedAt) return
-          if (cache.size >= MAX_ENTRIES) cache.clear()
-          cache.set(key, value)
+          if (usable() === startedAt) store(mark, value)
         }))
     })
 
   const noRecord = () => {}
-  const cached = <A, E, R>(name: string, cache: Map<string, A>, key: string, read: () => Effect.Effect<A, E, R>) =>
+  const cached = <A extends Answer, E, R>(
+    name: string,
+    key: string,
+    read: () => Effect.Effect<A, E, R>,
+    store: (mark: number, value: A) => void
+  ) =>
     traced
       ? Effect.useSpan(
         `CredentialRepoCache.${name}`,
         { captureStackTrace: false },
-        (span) => Effect.withParentSpan(lookup(cache, key, read, (hit) => span.attribute("cache.hit", hit)), span)
+        (span) => Effect.withParentSpan(lookup(key, read, store, (hit) => span.attribute("cache.hit", hit)), span)
       )
-      : lookup(cache, key, read, noRecord)
+      : lookup(key, read, store, noRecord)
 
-  const key = (address: { profile: string; environment: string; uuid: string }, clientId: Option.Option<string>) =>
-    `${address.profile}\u0000${address.environment}\u0000${address.uuid}\u0000${Option.getOrElse(clientId, () => "")}`
-
-  /** The recorded `last_used_at`, in the entries that hold this credential. */
+  /** The recorded `last_used_at`, in the entry of this credential. */
   const touched = (clientId: ClientId, now: Date) => {
-    for (const [entryKey, target] of targets) {
-      if (Option.isSome(target) && Option.isSome(target.value.credential) && target.value.credential.value.clientId === clientId) {
-        targets.set(entryKey, Option.some({
-          ...target.value,
-          credential: Option.some({ ...target.value.credential.value, lastUsedAt: now })
-        }))
-      }
-    }
+    const key = byClient.get(clientId)
+    if (key === undefined) return
+    const target = memory.live.get(key) as Option.Option<TokenTarget> | undefined
+    if (target === undefined || Option.isNone(target) || Option.isNone(target.value.credential)) return
+    memory.live.update(key, Option.some({ ...target.value, credential: Option.some({ ...target.value.credential.value, lastUsedAt: now }) }))
   }
 
   return {
     ...repo,
-    putProfile: (...args) => write(repo.putProfile(...args)),
-    deleteProfile: (...args) => write(repo.deleteProfile(...args)),
-    putEnvironment: (...args) => write(repo.putEnvironment(...args)),
-    deleteEnvironment: (...args) => write(repo.deleteEnvironment(...args)),
-    putService: (...args) => write(repo.putService(...args)),
-    deleteService: (...args) => write(repo.deleteService(...args)),
-    applyCredentialChanges: (...args) => write(repo.applyCredentialChanges(...args)),
+    putProfile: (profile, ...rest) => write(writeScopes.created())(repo.putProfile(profile, ...rest)),
+    deleteProfile: (profile, ...rest) => write(writeScopes.profile(profile))(repo.deleteProfile(profile, ...rest)),
+    putEnvironment: (profile, environment, ...rest) =>
+      write(writeScopes.created())(repo.putEnvironment(profile, environment, ...rest)),
+    deleteEnvironment: (profile, environment, ...rest) =>
+      write(writeScopes.environment(profile, environment))(repo.deleteEnvironment(profile, environment, ...rest)),
+    putService: (address, ...rest) => write(writeScopes.service(address))(repo.putService(address, ...rest)),
+    deleteService: (address, ...rest) => write(writeScopes.service(address))(repo.deleteService(address, ...rest)),
+    applyCredentialChanges: (profile, changes, ...rest) =>
+      write(writeScopes.credentials(profile, changes))(repo.applyCredentialChanges(profile, changes, ...rest)),
     touchCredential: (clientId, now) =>
       Effect.tap(repo.touchCredential(clientId, now), () => Effect.sync(() => touched(clientId, now))),
-    findTokenTarget: (address, clientId) =>
-      cached("findTokenTarget", targets, key(address, clientId), () => repo.findTokenTarget(address, clientId)),
-    findServiceRoute: (address, clientId) =>
-      cached("findServiceRoute", routes, key(address, clientId), () => repo.findServiceRoute(address, clientId)),
+    findTokenTarget: (address, clientId) => {
+      const key = targetKey(address, clientId)
+      return cached("findTokenTarget", key, () => repo.findTokenTarget(address, clientId), (mark, value) => storeTarget(mark, key, address, value))
+    },
+    findServiceRoute: (address, clientId) => {
+      const key = routeKey(address, clientId)
+      return cached("findServiceRoute", key, () => repo.findServiceRoute(address, clientId), (mark, value) => storeRoute(mark, key, address, value))
+    },
     peek: {
-      tokenTarget: (address, clientId) => usable() === undefined ? undefined : targets.get(key(address, clientId)),
-      serviceRoute: (address, clientId) => usable() === undefined ? undefined : routes.get(key(address, clientId))
-    }
+      tokenTarget: (address, clientId) =>
+        usable() === undefined ? undefined : memory.get(targetKey(address, clientId)) as Option.Option<TokenTarget> | undefined,
+      serviceRoute: (address, clientId) =>
+        usable() === undefined ? undefined : memory.get(routeKey(address, clientId)) as Option.Option<ServiceRoute> | undefined
+    },
+    maintain
   }
 }

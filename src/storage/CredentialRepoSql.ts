@@ -15,12 +15,19 @@ import { AuthType, type CredentialInfo, ServiceHandlerConfig, type ServiceDocume
 import { insertAuditEvents } from "./AuditTrail.js"
 import { credentialEvents, deletionEvents, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
-import { CredentialRepo, type CredentialRepoShape } from "./CredentialRepo.js"
+import { announcedScopes, type CatalogueScope, writeScopes } from "./CatalogueScope.js"
+import { CredentialRepo, type CredentialRepoShape, type LiveService } from "./CredentialRepo.js"
+import * as LastUsedWrites from "./LastUsedWrites.js"
 import { decodeRows } from "./Rows.js"
 import { storageOperation } from "./StorageErrors.js"
 
 /** The channel on which committed catalogue changes are announced, with the new version. */
 export const CATALOGUE_CHANNEL = "service_auth_cache"
+/**
+ * Where a write says what it changed, just before its version is announced (one transaction's
+ * notifications arrive in the order they were sent): the version, a space, the scopes as JSON.
+ */
+export const SCOPES_CHANNEL = "service_auth_cache_scopes"
 
 const ServiceRow = Schema.Struct({
   environment: EnvironmentName,
@@ -65,6 +72,18 @@ const ServiceRouteRow = Schema.Struct({
   credential_live: Schema.Boolean
 })
 
+/** A service of a page of the live catalogue, with one of its live credentials (or none). */
+const LiveRow = Schema.Struct({
+  profile: ProfileId,
+  environment: EnvironmentName,
+  uuid: ServiceUuid,
+  auth_type: AuthType,
+  handler: ServiceHandlerConfig,
+  client_id: Schema.NullOr(ClientId),
+  secret_hash: Schema.NullOr(Schema.String),
+  last_used_at: Schema.NullOr(Schema.DateFromSelf)
+})
+
 const toCredentialInfo = (row: CredentialRow): CredentialInfo => ({
   client_id: row.client_id,
   created_at: row.created_at,
@@ -76,17 +95,46 @@ const toCredentialInfo = (row: CredentialRow): CredentialInfo => ({
  * and notifies listening instances of the new version when the transaction commits. Its row lock,
  * held to the commit, serialises catalogue writes (rare: admin changes, an import), so they never
  * deadlock one another, and orders them against instances renewing their cache leases.
+ * `scopes` says what the write may change (`writeScopes`), so that instances evict only that;
+ * without, the announcement says "anything", and every instance empties its cache.
  */
-export const catalogueWriteWith = (sql: SqlClient.SqlClient) => <A, E, R>(write: Effect.Effect<A, E, R>) =>
+export const catalogueWriteWith = (sql: SqlClient.SqlClient, scopes?: ReadonlyArray<CatalogueScope>) =>
+<A, E, R>(write: Effect.Effect<A, E, R>) =>
   sql`WITH changed AS (UPDATE catalogue_version SET version = version + 1 RETURNING version)
-      SELECT pg_notify(${CATALOGUE_CHANNEL}, version::text) FROM changed`.pipe(
+      SELECT ${
+    scopes === undefined ? sql`` : sql`pg_notify(${SCOPES_CHANNEL}, version::text || ${announcedScopes(scopes)}),`
+  } pg_notify(${CATALOGUE_CHANNEL}, version::text) FROM changed`.pipe(
     Effect.zipRight(write),
     sql.withTransaction
   )
 
+/** Rows in address order, one per live credential (or one with none), grouped by service. */
+const liveServicesOf = (rows: ReadonlyArray<typeof LiveRow.Type>): Array<LiveService> => {
+  const services: Array<LiveService & { credentials: Array<LiveService["credentials"][number]> }> = []
+  for (const row of rows) {
+    let last = services[services.length - 1]
+    if (last === undefined || last.profile !== row.profile || last.environment !== row.environment || last.uuid !== row.uuid) {
+      last = {
+        profile: row.profile,
+        environment: row.environment,
+        uuid: row.uuid,
+        authType: row.auth_type,
+        handler: row.handler,
+        credentials: []
+      }
+      services.push(last)
+    }
+    if (row.client_id !== null && row.secret_hash !== null) {
+      last.credentials.push({ clientId: row.client_id, secretHash: row.secret_hash, lastUsedAt: row.last_used_at })
+    }
+  }
+  return services
+}
+
 export const make = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const record = insertAuditEvents(sql)
+  const lastUsed = yield* LastUsedWrites.make(sql)
 
   const servicesWithCredentials = (
     services: ReadonlyArray<ServiceRow>,
@@ -102,7 +150,7 @@ export const make = Effect.gen(function*() {
         .map(toCredentialInfo)
     }))
 
-  const catalogueWrite = catalogueWriteWith(sql)
+  const catalogueWrite = (scopes: ReadonlyArray<CatalogueScope>) => catalogueWriteWith(sql, scopes)
 
   /** Tombstones the live credentials under a deleted item; answers them, for the audit trail. */
   const tombstoneCredentials = (now: Date, profile: ProfileId, environment?: EnvironmentName, uuid?: ServiceUuid) =>
@@ -135,6 +183,7 @@ export const make = Effect.gen(function*() {
 
     getProfile: (profile) =>
       Effect.gen(function*() {
+        yield* lastUsed.flush
         const [found] = yield* sql`SELECT created_at FROM profiles WHERE profile = ${profile}`.pipe(
           decodeRows(CreatedAtRow)
         )
@@ -164,7 +213,7 @@ export const make = Effect.gen(function*() {
         if (inserted.length === 0) return false
         yield* record([auditEvent(actor, now, { action: "profile.created", profile })])
         return true
-      }).pipe(catalogueWrite, storageOperation),
+      }).pipe(catalogueWrite(writeScopes.created()), storageOperation),
 
     // Each delete first locks what a concurrent save locks (the profile, or the services), so a
     // credential added concurrently is either committed before the tombstones are written, or its
@@ -177,7 +226,7 @@ export const make = Effect.gen(function*() {
         if (deleted.length === 0) return false
         yield* record(deletionEvents(actor, now, { action: "profile.deleted", profile }, removed))
         return true
-      }).pipe(catalogueWrite, storageOperation),
+      }).pipe(catalogueWrite(writeScopes.profile(profile)), storageOperation),
 
     putEnvironment: (profile, environment, now, actor) =>
       Effect.gen(function*() {
@@ -192,7 +241,7 @@ export const make = Effect.gen(function*() {
         const [exists] = yield* sql`SELECT 1 AS found FROM environments WHERE profile = ${profile} AND name = ${environment}`
         if (exists === undefined) return yield* new NotFound({ description: "Profile not found" })
         return false
-      }).pipe(catalogueWrite, storageOperation),
+      }).pipe(catalogueWrite(writeScopes.created()), storageOperation),
 
     deleteEnvironment: (profile, environment, now, actor) =>
       Effect.gen(function*() {
@@ -204,10 +253,11 @@ export const make = Effect.gen(function*() {
         if (deleted.length === 0) return false
         yield* record(deletionEvents(actor, now, { action: "environment.deleted", profile, environment }, removed))
         return true
-      }).pipe(catalogueWrite, storageOperation),
+      }).pipe(catalogueWrite(writeScopes.environment(profile, environment)), storageOperation),
 
     getService: (address) =>
       Effect.gen(function*() {
+        yield* lastUsed.flush
         const services = yield* sql`
           SELECT environment, uuid, name, auth_type, handler FROM services
           WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}`.pipe(
@@ -250,7 +300,7 @@ export const make = Effect.gen(function*() {
           RETURNING uuid`
         if (updated.length > 0) yield* record([serviceEvent(actor, now, "service.changed", address, fields)])
         return false
-      }).pipe(catalogueWrite, storageOperation),
+      }).pipe(catalogueWrite(writeScopes.service(address)), storageOperation),
 
     deleteService: (address, now, actor) =>
       Effect.gen(function*() {
@@ -271,7 +321,7 @@ export const make = Effect.gen(function*() {
         } as const
         yield* record(deletionEvents(actor, now, deletion, removed))
         return true
-      }).pipe(catalogueWrite, storageOperation),
+      }).pipe(catalogueWrite(writeScopes.service(address)), storageOperation),
 
     applyCredentialChanges: (profile, changes, now, actor, options) =>
       Effect.gen(function*() {
@@ -307,7 +357,7 @@ export const make = Effect.gen(function*() {
             WHERE profile = ${profile} AND environment = ${change.environment} AND uuid = ${change.service_uuid}`
         }
         yield* record(credentialEvents(actor, now, profile, changes, options?.save === true))
-      }).pipe(catalogueWrite, storageOperation),
+      }).pipe(catalogueWrite(writeScopes.credentials(profile, changes)), storageOperation),
 
     findTokenTarget: (address, clientId) =>
       sql`
@@ -324,14 +374,40 @@ export const make = Effect.gen(function*() {
               authType: row.auth_type,
               credential: row.client_id === null || row.secret_hash === null
                 ? Option.none()
-                : Option.some({ clientId: row.client_id, secretHash: row.secret_hash, lastUsedAt: row.last_used_at })
+                : Option.some({
+                  clientId: row.client_id,
+                  secretHash: row.secret_hash,
+                  lastUsedAt: lastUsed.noted(row.client_id) ?? row.last_used_at
+                })
             })))
           ),
           storageOperation
         ),
 
-    touchCredential: (clientId, now) =>
-      storageOperation(Effect.asVoid(sql`UPDATE credentials SET last_used_at = ${now} WHERE client_id = ${clientId}`)),
+    touchCredential: (clientId, now) => Effect.sync(() => lastUsed.note(clientId, now)),
+
+    // Services first (a page of the primary key's order), then their live credentials by the
+    // index of live credentials by service.
+    liveServices: (scope, after, limit) =>
+      sql`
+        WITH page AS (
+          SELECT profile, environment, uuid, auth_type, handler FROM services
+          WHERE true
+          ${scope === undefined ? sql`` : sql`AND profile = ${scope[0]}`}
+          ${scope === undefined || scope.length < 2 ? sql`` : sql`AND environment = ${scope[1]}`}
+          ${scope === undefined || scope.length < 3 ? sql`` : sql`AND uuid = ${scope[2]}`}
+          ${after === undefined ? sql`` : sql`AND (profile, environment, uuid) > (${after.profile}, ${after.environment}, ${after.uuid})`}
+          ORDER BY profile, environment, uuid
+          LIMIT ${limit})
+        SELECT p.profile, p.environment, p.uuid, p.auth_type, p.handler, c.client_id, c.secret_hash, c.last_used_at
+        FROM page p
+        LEFT JOIN credentials c
+          ON c.profile = p.profile AND c.environment = p.environment AND c.service_uuid = p.uuid AND c.deleted_at IS NULL
+        ORDER BY p.profile, p.environment, p.uuid`.pipe(
+        decodeRows(LiveRow),
+        Effect.map(liveServicesOf),
+        storageOperation
+      ),
 
     findServiceRoute: (address, clientId) =>
       sql`
@@ -357,4 +433,4 @@ export const make = Effect.gen(function*() {
   return CredentialRepo.of(repo)
 })
 
-export const layer = Layer.effect(CredentialRepo, make)
+export const layer = Layer.scoped(CredentialRepo, make)

@@ -27,14 +27,17 @@ import { SigningKeyStore } from "./SigningKeyStore.js"
 import { tracerEnabled } from "../Tracing.js"
 
 /**
- * The SQL repository behind its read cache; when traces are exported (read as the layer is built),
+ * The SQL repository behind its read cache, which loads the live catalogue in the background; when traces are exported (read as the layer is built),
  * with a span for each storage operation and each cache read.
  */
 const cachedRepo = <E, R>(guard: Effect.Effect<CacheGuard, E, R>) =>
   Effect.gen(function*() {
     const traced = yield* tracerEnabled
     const repo = yield* CredentialRepoSql.make
-    return withReadCache(traced ? withSpans(repo) : repo, yield* guard, traced)
+    const { maintain, ...cached } = withReadCache(traced ? withSpans(repo) : repo, yield* guard, traced)
+    // The live catalogue is loaded while the server already serves (misses read the database).
+    yield* Effect.forkScoped(maintain)
+    return cached
   })
 
 /** Repositories over whatever `SqlClient` is provided, after migrating it. */

@@ -1,0 +1,201 @@
+/**
+ * The catalogue scenarios of `npm run bench` (run after the reference ones, on the same server):
+ * `CATALOGUE_SERVICES` oauth services (default 10,000) with 2 credentials each, provisioned
+ * through the admin API (services one request each, credentials by profile saves of 20), then,
+ * side by side in one round:
+ *
+ * - hot: one credential (or its token) on every request;
+ * - spread: a random credential (or token) of the whole catalogue on every request;
+ * - cold: every token request with a credential never used before;
+ * - spread while a side loop makes ~5 catalogue writes a second in another profile (creating and
+ *   deleting services).
+ *
+ * Each ratio is within one run: spread/hot (target >= 0.9), with writes/without (>= 0.8),
+ * cold/hot (>= 0.3); with the server's RSS at the full catalogue. CATALOGUE_SERVICES=0 skips it.
+ */
+import autocannon from "autocannon"
+
+export interface CatalogueBench {
+  readonly base: string
+  readonly seconds: number
+  readonly connections: number
+  readonly admin: (base: string, method: string, path: string, body?: unknown) => Promise<any>
+  readonly rssMb: () => number
+}
+
+interface Credential {
+  readonly body: string
+  /** The service call path of its service. */
+  readonly path: string
+}
+
+const SERVICES = Number(process.env.CATALOGUE_SERVICES ?? 10_000)
+const WRITES_PER_SECOND = 5
+
+const pool = async <A>(items: ReadonlyArray<A>, width: number, each: (item: A) => Promise<void>) => {
+  let next = 0
+  await Promise.all(Array.from({ length: width }, async () => {
+    while (next < items.length) await each(items[next++]!)
+  }))
+}
+
+const tokenBody = (profile: string, environment: string, uuid: string, clientId: string, secret: string) =>
+  new URLSearchParams({
+    grant_type: "client_credentials",
+    client_id: clientId,
+    client_secret: secret,
+    profile,
+    environment,
+    service_uuid: uuid
+  }).toString()
+
+/** Loads the server with a request chosen afresh for each request; answers req/s and failures. */
+const measure = async (
+  bench: CatalogueBench,
+  path: string,
+  headers: Record<string, string>,
+  pick: () => Credential,
+  onBody?: (body: string, chosen: Credential) => void
+) => {
+  const result = await autocannon({
+    url: `${bench.base}${path}`,
+    method: "POST",
+    connections: bench.connections,
+    duration: bench.seconds,
+    requests: [{
+      method: "POST",
+      path,
+      setupRequest: (request: any, context: any) => {
+        const chosen = pick()
+        context.chosen = chosen
+        return { ...request, body: chosen.body, headers }
+      },
+      ...(onBody === undefined ? {} : {
+        onResponse: (status: number, body: string, context: any) => status === 200 && onBody(body, context.chosen)
+      })
+    }]
+  } as any)
+  return { rps: result.requests.average, failed: result.non2xx + result.errors + result.timeouts }
+}
+
+export const runCatalogue = async (bench: CatalogueBench) => {
+  if (SERVICES <= 0) return
+  const { base } = bench
+  // A loaded machine may let an admin request time out or answer 503 (catalogue writes queue on
+  // one lock): tried again (a service created twice only leaves an extra one nobody uses).
+  const admin = async (b: string, method: string, path: string, body?: unknown) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await bench.admin(b, method, path, body)
+      } catch (error) {
+        if (attempt >= 5 || !/timeout|: 503 /.test(String(error))) throw error
+        await new Promise((resolve) => setTimeout(resolve, 200 * attempt))
+      }
+    }
+  }
+  const profile = `catalogue-${crypto.randomUUID().slice(0, 8)}`
+  const environment = "production"
+  const startedAt = performance.now()
+  await admin(base, "PUT", `/admin/profiles/${profile}`)
+  await admin(base, "PUT", `/admin/profiles/${profile}/environments/${environment}`)
+  const uuids: Array<string> = []
+  await pool(Array.from({ length: SERVICES }, (_, i) => i), 4, async (i) => {
+    const service = await admin(base, "POST", `/admin/profiles/${profile}/environments/${environment}/services`, {
+      name: `s${i}`,
+      auth_type: "oauth"
+    })
+    uuids.push(service.uuid)
+  })
+  const credentials: Array<Credential> = []
+  const batches: Array<Array<string>> = []
+  for (let i = 0; i < uuids.length; i += 10) batches.push(uuids.slice(i, i + 10)) // short transactions
+  await pool(batches, 2, async (batch) => {
+    const changes = batch.flatMap((uuid) => [0, 1].map(() => ({ op: "add_credential", environment, service_uuid: uuid })))
+    const saved = await admin(base, "POST", `/admin/profiles/${profile}/save`, { changes })
+    for (const created of saved.created) {
+      credentials.push({
+        body: tokenBody(profile, environment, created.service_uuid, created.client_id, created.client_secret),
+        path: `/service/${profile}/${environment}/json/${created.service_uuid}`
+      })
+    }
+  })
+  const provisionedS = (performance.now() - startedAt) / 1000
+  console.log(
+    `\ncatalogue: ${uuids.length} services, ${credentials.length} credentials provisioned in ${provisionedS.toFixed(1)} s; ` +
+      `server RSS ${bench.rssMb().toFixed(0)} MB`
+  )
+
+  const form = { "content-type": "application/x-www-form-urlencoded" }
+  const random = <A>(list: ReadonlyArray<A>) => list[Math.floor(Math.random() * list.length)]!
+  const tokens: Array<{ readonly path: string; readonly token: string }> = []
+
+  // Cold first: every request a credential never used (its token kept for the calls).
+  let unused = 0
+  const cold = await measure(bench, "/oauth/token", form, () => credentials[unused++ % credentials.length]!, (body, chosen) => {
+    if (tokens.length < 20_000) tokens.push({ path: chosen.path, token: JSON.parse(body).access_token })
+  })
+  const coldUsed = Math.min(unused, credentials.length)
+  // Tokens of the cold run, each with its credential's service path.
+  const calls = tokens
+  const hotCredential = credentials[0]!
+  const hotCall = calls[0]!
+  const json = { "content-type": "application/json" }
+
+  // For calls, each request picks a token and its service's path.
+  const measureCalls = (pick: () => { readonly path: string; readonly token: string }) =>
+    autocannon({
+      url: base,
+      connections: bench.connections,
+      duration: bench.seconds,
+      requests: [{
+        method: "POST",
+        setupRequest: (request: any) => {
+          const call = pick()
+          return { ...request, path: call.path, body: `{"amount":42}`, headers: { ...json, authorization: `Bearer ${call.token}` } }
+        }
+      }]
+    } as any).then((result: any) => ({ rps: result.requests.average, failed: result.non2xx + result.errors + result.timeouts }))
+
+  const hotTokens = await measure(bench, "/oauth/token", form, () => hotCredential)
+  const spreadTokens = await measure(bench, "/oauth/token", form, () => random(credentials))
+  const hotCalls = await measureCalls(() => hotCall)
+  const spreadCalls = await measureCalls(() => random(calls))
+  const rssFull = bench.rssMb()
+
+  // ~5 catalogue writes a second in another profile, while the spread runs again.
+  const other = `catalogue-writes-${crypto.randomUUID().slice(0, 8)}`
+  await admin(base, "PUT", `/admin/profiles/${other}`)
+  await admin(base, "PUT", `/admin/profiles/${other}/environments/${environment}`)
+  let writing = true
+  let writes = 0
+  const writer = (async () => {
+    while (writing) {
+      const tick = performance.now()
+      const service = await admin(base, "POST", `/admin/profiles/${other}/environments/${environment}/services`, { auth_type: "oauth" })
+      await admin(base, "DELETE", `/admin/profiles/${other}/environments/${environment}/services/${service.uuid}`)
+      writes += 2
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, 2_000 / WRITES_PER_SECOND - (performance.now() - tick))))
+    }
+  })()
+  const writesStarted = performance.now()
+  const writeTokens = await measure(bench, "/oauth/token", form, () => random(credentials))
+  const writeCalls = await measureCalls(() => random(calls))
+  writing = false
+  await writer
+  const writeRate = writes / ((performance.now() - writesStarted) / 1000)
+
+  const f = (n: number) => n.toLocaleString("en-US", { maximumFractionDigits: 0 })
+  const r = (a: number, b: number) => (a / b).toFixed(2)
+  console.log(`catalogue: ${credentials.length} credentials; ${bench.connections} connections, ${bench.seconds} s per run`)
+  console.log(`  tokens  hot ${f(hotTokens.rps)}/s  spread ${f(spreadTokens.rps)}/s (${r(spreadTokens.rps, hotTokens.rps)}x)  ` +
+    `cold ${f(cold.rps)}/s (${r(cold.rps, hotTokens.rps)}x, ${coldUsed} first uses)  ` +
+    `spread with writes ${f(writeTokens.rps)}/s (${r(writeTokens.rps, spreadTokens.rps)}x)`)
+  console.log(`  calls   hot ${f(hotCalls.rps)}/s  spread ${f(spreadCalls.rps)}/s (${r(spreadCalls.rps, hotCalls.rps)}x)  ` +
+    `spread with writes ${f(writeCalls.rps)}/s (${r(writeCalls.rps, spreadCalls.rps)}x)`)
+  console.log(`  writes in another profile: ${writeRate.toFixed(1)}/s; server RSS with the catalogue ${rssFull.toFixed(0)} MB`)
+  const failed = [cold, hotTokens, spreadTokens, hotCalls, spreadCalls, writeTokens, writeCalls].reduce((n, m) => n + m.failed, 0)
+  if (failed > 0) {
+    console.error(`!! catalogue: ${failed} requests did not succeed !!`)
+    process.exitCode = 1
+  }
+}
