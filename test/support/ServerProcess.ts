@@ -86,7 +86,8 @@ export const startServer = async (
     return code
   }
 
-  const deadline = Date.now() + (options.healthTimeoutMs ?? 60_000)
+  // Generous: on a busy machine npm and node alone can take tens of seconds to start.
+  const deadline = Date.now() + (options.healthTimeoutMs ?? 120_000)
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode} before it was healthy:\n${log}`)
     try {
