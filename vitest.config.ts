@@ -5,8 +5,9 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     exclude: ["test/e2e/**", "node_modules/**"],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Deadlines for a hang, not speed limits: a busy machine runs several times slower.
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
     pool: "forks",
     // Four files at a time, though the machine may have two cores: most of a full-stack file's time
     // is spent waiting on the servers and CLIs it starts (vitest's default on two cores is one at a

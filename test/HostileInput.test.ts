@@ -651,7 +651,10 @@ describe("hostile input: explicit cases", () => {
         }
         const response = yield* Effect.promise(() => send(f.port, request))
         expect(response.status, response.text).toBe(200)
-        expect(response.ms).toBeLessThan(3_000)
+        // A figure to read (the speed of the form parser belongs in `npm run bench`); the bound is
+        // a hang's, far above any machine's time.
+        console.info(`50 000 unknown fields: a token in ${response.ms} ms`)
+        expect(response.ms).toBeLessThan(20_000)
       }))
 
     it.effect("oversized field values (500 KB client_id, client_secret, profile) → 4xx, never echoed", () =>

@@ -58,7 +58,8 @@ const startToExit = async (env: Record<string, string>) => {
     let output = ""
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
     child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
-    const timer = setTimeout(() => process.kill(-child.pid!, "SIGKILL"), 20_000)
+    // A hang's deadline: on a busy machine npm and node alone can take many seconds to start.
+    const timer = setTimeout(() => process.kill(-child.pid!, "SIGKILL"), 45_000)
     child.once("exit", (code) => {
       clearTimeout(timer)
       resolve({ code, output })

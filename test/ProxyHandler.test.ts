@@ -226,7 +226,7 @@ describe("proxy handler", () => {
 
 describe("proxy handler: upstream timeout (upstreamTimeoutMs 300)", () => {
   layer(makeTestServer({ config: { upstreamTimeoutMs: 300 } }))((it) => {
-    it.effect("an upstream that never answers → 502 bad_gateway within about a second", () =>
+    it.effect("an upstream that never answers → 502 bad_gateway once the timeout has run out", () =>
       Effect.gen(function*() {
         const path = `/hang/${randomUUID()}`
         const { fixture, token } = yield* proxyService(upstream.url(path))
@@ -234,8 +234,9 @@ describe("proxy handler: upstream timeout (upstreamTimeoutMs 300)", () => {
         const response = yield* callService(callPath(fixture), { token, body: `{"slow":true}` })
         const elapsed = Date.now() - started
         expectBadGateway(response)
+        // Not before the timeout (300 ms), and within it plus a wide margin for a busy machine.
         expect(elapsed).toBeGreaterThanOrEqual(250)
-        expect(elapsed).toBeLessThan(1500)
+        expect(elapsed).toBeLessThan(300 + 4_700)
         // It did reach the upstream, which simply never answered.
         expect(upstream.receivedAt(path).map((request) => JSON.parse(request.body))).toEqual([{ slow: true }])
       }))

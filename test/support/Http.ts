@@ -48,7 +48,8 @@ export interface RawResponse {
 export const rawRequest = (port: number, request: RawRequest): Promise<RawResponse> =>
   new Promise<RawResponse>((resolve, reject) => {
     const started = Date.now()
-    const timeoutMs = request.timeoutMs ?? 5_000
+    // A hang's deadline, not a speed limit: a busy machine can take seconds to answer.
+    const timeoutMs = request.timeoutMs ?? 15_000
     let settled = false
     const finish = (result: RawResponse | Error) => {
       if (settled) return

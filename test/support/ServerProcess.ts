@@ -40,8 +40,11 @@ const secureHealthStatus = (port: number, ca: string | Buffer) =>
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** `npm start` with the given settings run to its exit (or killed at the deadline): for starts that must fail. */
-export const runToExit = (env: Readonly<Record<string, string>>, deadlineMs = 15_000) =>
+/**
+ * `npm start` with the given settings run to its exit (or killed at the deadline): for starts that
+ * must fail. The deadline catches a hang, not slowness: npm and node may start slowly on a busy machine.
+ */
+export const runToExit = (env: Readonly<Record<string, string>>, deadlineMs = 35_000) =>
   new Promise<{ code: number | null; output: string; ms: number }>((resolve) => {
     const started = Date.now()
     const child = spawn("npm", ["start", "--silent"], {
@@ -123,7 +126,8 @@ export const startServer = async (
     return code
   }
 
-  const deadline = Date.now() + (options.healthTimeoutMs ?? 60_000)
+  // Generous: on a busy machine npm and node alone can take tens of seconds to start.
+  const deadline = Date.now() + (options.healthTimeoutMs ?? 120_000)
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode} before it was healthy:\n${log}`)
     try {
