@@ -88,6 +88,8 @@ export const runCatalogue = async (bench: CatalogueBench) => {
       try {
         return await bench.admin(b, method, path, body)
       } catch (error) {
+        // A 204 (a deletion) has no JSON to read; any failing status was thrown before the body.
+        if (error instanceof SyntaxError) return undefined
         if (attempt >= 5 || !/timeout|: 503 /.test(String(error))) throw error
         await new Promise((resolve) => setTimeout(resolve, 200 * attempt))
       }
