@@ -1,7 +1,9 @@
 /**
  * What the CLI prints. Results go to stdout, as a table (or `key value` lines) for people, or as
  * exactly one JSON document with `--json` for scripts; notes, progress and failures go to stderr,
- * so a script reading stdout never gets anything else.
+ * so a script reading stdout never gets anything else. Commands write here, never through
+ * `Console`: what goes through `Console` is the library's help and errors, fitted to the terminal
+ * (`TerminalText.ts`), and a result must reach a script exactly as it was made.
  */
 import { Effect } from "effect"
 import type { NewCredential } from "../domain/Models.js"
@@ -12,11 +14,14 @@ export const writeStdout = (text: string): Effect.Effect<void> =>
     process.stdout.write(text, () => resume(Effect.void))
   })
 
-/** A line on stderr: `service-auth: ` and the text. */
-export const note = (text: string): Effect.Effect<void> =>
+/** Writes to stderr and waits until the text is handed to the OS. */
+export const writeStderr = (text: string): Effect.Effect<void> =>
   Effect.async<void>((resume) => {
-    process.stderr.write(`service-auth: ${text}\n`, () => resume(Effect.void))
+    process.stderr.write(text, () => resume(Effect.void))
   })
+
+/** A line on stderr: `service-auth: ` and the text. */
+export const note = (text: string): Effect.Effect<void> => writeStderr(`service-auth: ${text}\n`)
 
 /** A command's result: what a script gets with `--json`, and what a person reads otherwise. */
 export interface Result {

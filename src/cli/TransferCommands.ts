@@ -8,7 +8,7 @@
  */
 import { Command, Options } from "@effect/cli"
 import type { Migrator, SqlClient, SqlError } from "@effect/sql"
-import { Cause, Config, Console, Effect, Either, Layer, Logger, LogLevel, Option, Redacted } from "effect"
+import { Cause, Config, Effect, Either, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { readFile } from "node:fs/promises"
 import { describeFileError, type StartupError } from "../StartupError.js"
 import * as PgliteClient from "../storage/PgliteClient.js"
@@ -27,6 +27,7 @@ import {
   type TableCounts,
   TransferRefused
 } from "../storage/Transfer.js"
+import { writeStderr, writeStdout } from "./Output.js"
 import { checkWritable, writePrivateFile } from "./PrivateFile.js"
 
 type Database =
@@ -157,14 +158,14 @@ const exportCommand = Command.make(
         Effect.provide(openDatabase(database, { mustExist: true }))
       )
       const text = `${JSON.stringify(document, null, 2)}\n`
-      if (toStdout) yield* Effect.promise(() => new Promise<void>((done) => process.stdout.write(text, () => done())))
+      if (toStdout) yield* writeStdout(text)
       else yield* writePrivateFile(options.out, text, { replace: options.force })
       const counts = countTables(document.tables)
       const summary = options.json
         ? JSON.stringify({ exported: countsJson(counts), from: describeDatabase(database), to: options.out })
         : `exported ${describeCounts(counts)} from ${describeDatabase(database)} to ${toStdout ? "stdout" : options.out}`
       // With --out -, stdout is the export itself.
-      yield* toStdout ? Console.error(summary) : Console.log(summary)
+      yield* toStdout ? writeStderr(`${summary}\n`) : writeStdout(`${summary}\n`)
     }).pipe(runCommand("export"))
 ).pipe(
   Command.withDescription(
@@ -207,28 +208,27 @@ const importCommand = Command.make(
       const summary = yield* importDatabase(document, { merge: options.merge }).pipe(
         Effect.provide(openDatabase(database, { mustExist: false }))
       )
-      yield* Console.log(
-        options.json
-          ? JSON.stringify({
-            mode: summary.mode,
-            into: describeDatabase(database),
-            file: countsJson(summary.file),
-            added: countsJson(summary.added),
-            revoked_credentials: summary.revoked,
-            replaced_keys: summary.replacedKeys,
-            restart_needed: summary.restartNeeded
-          })
-          : describeImport(summary, database)
-      )
+      const result = options.json
+        ? JSON.stringify({
+          mode: summary.mode,
+          into: describeDatabase(database),
+          file: countsJson(summary.file),
+          added: countsJson(summary.added),
+          revoked_credentials: summary.revoked,
+          replaced_keys: summary.replacedKeys,
+          restart_needed: summary.restartNeeded
+        })
+        : describeImport(summary, database)
+      yield* writeStdout(`${result}\n`)
       const replaced = `service-auth import: the keys this database held (${summary.replacedKeys.join(", ")}) were replaced by the file's`
       if (summary.restartNeeded) {
         // The digest key is loaded once, at start; a signing key from before rotation is adopted only at start.
-        yield* Console.error(`${replaced}: restart every server running on it`)
+        yield* writeStderr(`${replaced}: restart every server running on it\n`)
       } else if (summary.replacedKeys.length > 0) {
         // Running servers reload the signing keys every 2 seconds.
-        yield* Console.error(
+        yield* writeStderr(
           `${replaced}: servers running on it use the new signing keys within 2 seconds, without a restart ` +
-            "(given the KEY_ENCRYPTION_KEY they are sealed with)"
+            "(given the KEY_ENCRYPTION_KEY they are sealed with)\n"
         )
       }
     }).pipe(runCommand("import"))
