@@ -25,7 +25,7 @@
  * credential (found through `byClient`, O(1)) is updated in place, so it is noted at most once a
  * minute.
  */
-import { Effect, Option } from "effect"
+import { Clock, Effect, Option } from "effect"
 import type { ClientId } from "../domain/Identifiers.js"
 import { CatalogueMemory, MAX_LIVE_ENTRIES, MAX_NEGATIVE_ENTRIES } from "./CatalogueMemory.js"
 import { type CatalogueScope, writeScopes } from "./CatalogueScope.js"
@@ -204,7 +204,8 @@ export const withReadCache = (
         reloadLater(scope)
       }
     }
-  })
+    // Retries are paced on the real clock, like every background loop of storage, whatever clock a test moves.
+  }).pipe(Effect.withClock(Clock.make()))
 
   /** Catalogue writes: what they change is evicted here at once, then the others are waited for. */
   const write = (scopes: ReadonlyArray<CatalogueScope>) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>

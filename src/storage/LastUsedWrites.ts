@@ -7,7 +7,7 @@
  * database within `FLUSH_EVERY`.
  */
 import type { SqlClient } from "@effect/sql"
-import { Duration, Effect, type Scope } from "effect"
+import { Clock, Duration, Effect, type Scope } from "effect"
 import type { StorageUnavailable } from "../domain/Errors.js"
 import { storageOperation } from "./StorageErrors.js"
 
@@ -48,9 +48,12 @@ export const make = (sql: SqlClient.SqlClient): Effect.Effect<LastUsedWrites, ne
       )
     })
 
+    // The cadence is housekeeping on the real clock, as the coherence loops are: a TestClock moved
+    // by years (`TestClock.setTime(Date.now())`) would otherwise run one flush per second of them.
     yield* Effect.sleep(FLUSH_EVERY).pipe(
       Effect.zipRight(Effect.ignore(flush)),
       Effect.forever,
+      Effect.withClock(Clock.make()),
       Effect.forkScoped
     )
     yield* Effect.addFinalizer(() => Effect.ignore(Effect.timeout(flush, Duration.seconds(1))))
