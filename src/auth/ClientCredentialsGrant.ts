@@ -180,7 +180,10 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
           Effect.succeed({ answer: errorAnswer(error, NO_STORE), result: "temporarily_unavailable" as const }))
       )
 
-      const answer = (input: TokenInput) => Effect.suspend(() => complete(input, decideToken(input, services)))
+      // With traces, the app reads the catalogue through the cache's traced read (its span says
+      // whether the cache answered), as the fast path records its own cache hits.
+      const appServices: TokenDecisionServices = traced ? { ...services, tokenTarget: () => undefined } : services
+      const answer = (input: TokenInput) => Effect.suspend(() => complete(input, decideToken(input, appServices)))
       return ClientCredentialsGrant.of({ services, complete, answer })
     })
   )

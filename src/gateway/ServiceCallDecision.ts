@@ -186,7 +186,10 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
           Effect.catchTag("StorageUnavailable", (error) => Effect.succeed({ _tag: "Answer" as const, answer: errorAnswer(error) }))
         )
 
-      const decide = (input: ServiceCallInput) => Effect.suspend(() => complete(input, decideServiceCall(input, services)))
+      // With traces, the app reads the route through the cache's traced read (its span says whether
+      // the cache answered), as the fast path records its own cache hits.
+      const appServices: ServiceCallServices = traced ? { ...services, serviceRoute: () => undefined } : services
+      const decide = (input: ServiceCallInput) => Effect.suspend(() => complete(input, decideServiceCall(input, appServices)))
 
       const call = (allowed: ServiceCallAllowed, body: JsonObject, bodyText: string): Effect.Effect<Answer> =>
         Effect.suspend(() =>
