@@ -12,6 +12,26 @@ export const answer = (response: ServerResponse, status: number, body: unknown) 
   response.end(JSON.stringify(body))
 }
 
+/** Reads the whole body and hands it on parsed, with its text; a body that is not JSON is answered 400. */
+export const readJson = (
+  request: IncomingMessage,
+  response: ServerResponse,
+  then: (body: unknown, text: string) => void
+) => {
+  let text = ""
+  request.setEncoding("utf8")
+  request.on("data", (chunk: string) => (text += chunk))
+  request.on("end", () => {
+    let body: unknown
+    try {
+      body = JSON.parse(text)
+    } catch {
+      return answer(response, 400, { error: "invalid_request", error_description: "The body is not JSON" })
+    }
+    then(body, text)
+  })
+}
+
 export const loadJwks = async () => {
   const jwksUrl = process.env.BARE_JWKS_URL
   if (!jwksUrl) throw new Error("BARE_JWKS_URL is required")

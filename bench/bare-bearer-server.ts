@@ -7,7 +7,7 @@
  *   PORT BARE_JWKS_URL   npx tsx bench/bare-bearer-server.ts
  */
 import { createServer } from "node:http"
-import { answer, checkCall, loadJwks } from "./bare-bearer-check.js"
+import { answer, checkCall, loadJwks, readJson } from "./bare-bearer-check.js"
 
 const port = Number(process.env.PORT)
 const jwks = await loadJwks()
@@ -15,16 +15,7 @@ const jwks = await loadJwks()
 const server = createServer(async (request, response) => {
   const call = await checkCall(request, response, jwks)
   if (call === undefined) return
-  let text = ""
-  request.setEncoding("utf8")
-  request.on("data", (chunk: string) => (text += chunk))
-  request.on("end", () => {
-    let body: unknown
-    try {
-      body = JSON.parse(text)
-    } catch {
-      return answer(response, 400, { error: "invalid_request", error_description: "The body is not JSON" })
-    }
+  readJson(request, response, (body) => {
     const { uuid, profile, environment, claims } = call
     answer(response, 200, { service_uuid: uuid, profile, environment, client_id: claims.client_id, body })
   })

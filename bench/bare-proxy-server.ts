@@ -7,7 +7,7 @@
  *   PORT BARE_JWKS_URL BARE_UPSTREAM_URL   npx tsx bench/bare-proxy-server.ts
  */
 import { Agent, createServer, request as httpRequest } from "node:http"
-import { answer, checkCall, loadJwks } from "./bare-bearer-check.js"
+import { answer, checkCall, loadJwks, readJson } from "./bare-bearer-check.js"
 
 const port = Number(process.env.PORT)
 const upstream = process.env.BARE_UPSTREAM_URL
@@ -18,16 +18,7 @@ const badGateway = { error: "bad_gateway", error_description: "The upstream serv
 
 const server = createServer(async (request, response) => {
   if ((await checkCall(request, response, jwks)) === undefined) return
-  let text = ""
-  request.setEncoding("utf8")
-  request.on("data", (chunk: string) => (text += chunk))
-  request.on("end", () => {
-    let body: unknown
-    try {
-      body = JSON.parse(text)
-    } catch {
-      return answer(response, 400, { error: "invalid_request", error_description: "The body is not JSON" })
-    }
+  readJson(request, response, (body, text) => {
     if (typeof body !== "object" || body === null || Array.isArray(body)) {
       return answer(response, 400, { error: "invalid_request", error_description: "The body is not a JSON object" })
     }

@@ -21,17 +21,18 @@ import {
   load,
   type Measurement,
   median,
-  type Request,
   ROUNDS,
   row,
   type Running,
   running,
   SECONDS,
   send,
+  serviceCallOf,
   startBare,
   startServiceAuth,
   stop,
-  summarise
+  summarise,
+  tokenRequestOf
 } from "./run.js"
 
 const VARIANTS = [
@@ -65,23 +66,8 @@ const main = async () => {
       "POST",
       `/admin/profiles/${profile}/environments/production/services/${service.uuid}/credentials`
     )
-    const token = String((await send(ours, {
-      path: "/oauth/token",
-      headers: { "content-type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams({
-        grant_type: "client_credentials",
-        client_id: credential.client_id,
-        client_secret: credential.client_secret,
-        profile,
-        environment: "production",
-        service_uuid: service.uuid
-      }).toString()
-    })).access_token)
-    const call: Request = {
-      path: `/service/${profile}/production/json/${service.uuid}`,
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: `{"amount":42}`
-    }
+    const token = String((await send(ours, tokenRequestOf(credential, profile, "production", service.uuid))).access_token)
+    const call = serviceCallOf(token, profile, "production", service.uuid)
     const bare = await startBare("bare-proxy-server.ts", {
       BARE_JWKS_URL: `${ours.base}/.well-known/jwks.json`,
       BARE_UPSTREAM_URL: upstreamUrl

@@ -246,6 +246,32 @@ export const send = async (server: Running, request: Request) => {
   return JSON.parse(text) as Record<string, unknown>
 }
 
+/** The token request of a credential for a service, as the scenarios send it. */
+export const tokenRequestOf = (
+  credential: { readonly client_id: string; readonly client_secret: string },
+  profile: string,
+  environment: string,
+  serviceUuid: string
+): Request => ({
+  path: "/oauth/token",
+  headers: { "content-type": "application/x-www-form-urlencoded" },
+  body: new URLSearchParams({
+    grant_type: "client_credentials",
+    client_id: credential.client_id,
+    client_secret: credential.client_secret,
+    profile,
+    environment,
+    service_uuid: serviceUuid
+  }).toString()
+})
+
+/** A service call with a token, as the scenarios send it. */
+export const serviceCallOf = (token: string, profile: string, environment: string, serviceUuid: string): Request => ({
+  path: `/service/${profile}/${environment}/json/${serviceUuid}`,
+  headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+  body: `{"amount":42}`
+})
+
 export const claimsOf = (token: string) => JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as Record<string, unknown>
 
 export interface Measurement {
@@ -371,25 +397,10 @@ const main = async () => {
     const servicePath = `/admin/profiles/${profile}/environments/${environment}/services/${service.uuid}`
     const credential = await admin(ours.base, "POST", `${servicePath}/credentials`)
 
-    const tokenRequest: Request = {
-      path: "/oauth/token",
-      headers: { "content-type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams({
-        grant_type: "client_credentials",
-        client_id: credential.client_id,
-        client_secret: credential.client_secret,
-        profile,
-        environment,
-        service_uuid: service.uuid
-      }).toString()
-    }
+    const tokenRequest = tokenRequestOf(credential, profile, environment, service.uuid)
     const token = String((await send(ours, tokenRequest)).access_token)
     const ourClaims = claimsOf(token)
-    const callRequest: Request = {
-      path: `/service/${profile}/${environment}/json/${service.uuid}`,
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: `{"amount":42}`
-    }
+    const callRequest = serviceCallOf(token, profile, environment, service.uuid)
 
     const bareToken = await startBare("bare-token-server.ts", {
       BARE_CLIENT_ID: credential.client_id,
