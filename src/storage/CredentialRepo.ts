@@ -30,7 +30,7 @@ import type {
   ProfileDocument,
   ProfileSummary,
   ServiceDocument,
-  ServiceHandlerConfig
+  StoredHandler
 } from "../domain/Models.js"
 import type { CatalogueScope } from "./CatalogueScope.js"
 
@@ -63,7 +63,7 @@ export const spanAttributes = (address: ServiceAddress, clientId: Option.Option<
 export interface ServiceFields {
   readonly name: string
   readonly auth_type: AuthType
-  readonly handler: ServiceHandlerConfig
+  readonly handler: StoredHandler
 }
 
 /** What one indexed read tells the token endpoint. */
@@ -80,7 +80,7 @@ export interface TokenTarget {
 /** What one indexed read tells the service-call endpoint. */
 export interface ServiceRoute {
   readonly authType: AuthType
-  readonly handler: ServiceHandlerConfig
+  readonly handler: StoredHandler
   /** Whether the given client id is a live credential of this service (false when none was given). */
   readonly credentialLive: boolean
 }
@@ -185,7 +185,7 @@ export interface CredentialRepoShape {
 /** A service with its live credentials: every positive answer the two hot reads can give about it. */
 export interface LiveService extends ServiceAddress {
   readonly authType: AuthType
-  readonly handler: ServiceHandlerConfig
+  readonly handler: StoredHandler
   readonly credentials: ReadonlyArray<{
     readonly clientId: ClientId
     readonly secretHash: string

@@ -18,7 +18,7 @@ import { isSealed } from "../auth/KeyEncryption.js"
 import { importSigningKey, SIGNING_KEY_NAME } from "../auth/KeyService.js"
 import { AuditAction, AuditDetails } from "../domain/AuditEvents.js"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import { AuthType, ServiceHandlerConfig } from "../domain/Models.js"
+import { AuthType, StoredHandler } from "../domain/Models.js"
 import { StorableText } from "../domain/Text.js"
 import { LEASE_MS } from "./CacheLease.js"
 import { catalogueWriteWith } from "./CredentialRepoSql.js"
@@ -77,7 +77,7 @@ export const ServiceRow = Schema.Struct({
   uuid: ServiceUuid,
   name: StorableText,
   auth_type: AuthType,
-  handler: ServiceHandlerConfig,
+  handler: StoredHandler,
   created_at: StoredTimestamp
 })
 export const CredentialRow = Schema.Struct({
