@@ -7,17 +7,17 @@
 import { HttpMiddleware } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Layer, Logger, Option, Redacted } from "effect"
-import { loadOrCreateAdminToken } from "./AdminTokenFile.js"
-import { ADMIN_TOKEN_ACTOR, weakAdminTokenProblem } from "./AdminTokens.js"
-import { AppConfig, type AppConfigShape } from "./AppConfig.js"
+import { loadOrCreateAdminToken } from "./admin-auth/AdminTokenFile.js"
+import { ADMIN_TOKEN_ACTOR, weakAdminTokenProblem } from "./admin-auth/AdminTokens.js"
+import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
 import { layerDomain, layerServe } from "./AppLayer.js"
 import { readSigningKeyFile } from "./auth/KeyService.js"
 import * as FastLane from "./http/FastLane.js"
 import * as NodeServer from "./http/NodeServer.js"
-import * as Logging from "./Logging.js"
-import { StartupError } from "./StartupError.js"
+import * as Logging from "./observability/Logging.js"
+import { StartupError } from "./config/StartupError.js"
 import * as Storage from "./storage/Storage.js"
-import * as Tracing from "./Tracing.js"
+import * as Tracing from "./observability/Tracing.js"
 
 /**
  * Without any admin token configured (only possible on the embedded database), the one kept in

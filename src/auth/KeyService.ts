@@ -17,11 +17,11 @@ import { Clock, Context, Duration, Effect, Either, Layer, Option, Redacted, Sche
 import * as Jose from "jose"
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto"
 import { readFile } from "node:fs/promises"
-import { AppConfig } from "../AppConfig.js"
+import { AppConfig } from "../config/AppConfig.js"
 import type { AdminActorShape } from "../domain/AdminActor.js"
 import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, type StorageUnavailable } from "../domain/Errors.js"
-import { describeFileError, StartupError } from "../StartupError.js"
+import { describeFileError, StartupError } from "../config/StartupError.js"
 import { AuditTrail } from "../storage/AuditTrail.js"
 import { ServerKeyStore } from "../storage/ServerKeyStore.js"
 import {

@@ -10,7 +10,7 @@ import { Command, Options } from "@effect/cli"
 import type { Migrator, SqlClient, SqlError } from "@effect/sql"
 import { Cause, Config, Effect, Either, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { readFile } from "node:fs/promises"
-import { describeFileError, type StartupError } from "../StartupError.js"
+import { describeFileError, type StartupError } from "../config/StartupError.js"
 import * as PgliteClient from "../storage/PgliteClient.js"
 import * as Storage from "../storage/Storage.js"
 import {
