@@ -7,7 +7,7 @@ import { HttpClient, HttpClientRequest, type HttpClientResponse, HttpServer } fr
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
-import { AppConfig, type AppConfigShape } from "../../src/AppConfig.js"
+import { AppConfig, type AppConfigShape } from "../../src/config/AppConfig.js"
 import { layerDomainTest, layerServe, makeDomainLayer } from "../../src/AppLayer.js"
 import { ClientSecrets } from "../../src/auth/ClientSecrets.js"
 import { KeyEncryption } from "../../src/auth/KeyEncryption.js"
