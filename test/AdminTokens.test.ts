@@ -18,7 +18,7 @@ import { isLoopbackHost, parseAdminTokens, weakAdminTokenProblem } from "../src/
 import { AppConfig } from "../src/config/AppConfig.js"
 import { asJsonResponse, expectErrorBody, oauthError, rawRequest, request } from "./support/Http.js"
 import { freePort, startServer } from "./support/ServerProcess.js"
-import { ADMIN_TOKEN, type JsonResponse, makeTestServer, serverPort } from "./support/TestServer.js"
+import { ADMIN_TOKEN, type JsonResponse, makeTestServer, serverPort } from "../src/testing.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
 const token = () => randomBytes(24).toString("base64url")

@@ -27,7 +27,7 @@ import {
   makeTestServer,
   send,
   TEST_ACTOR
-} from "./support/TestServer.js"
+} from "../src/testing.js"
 import { callPath, callService, expectEcho, expectInvalidToken } from "./support/Tokens.js"
 
 const kidOf = (token: string): string => decodeJwt(token).header.kid as string

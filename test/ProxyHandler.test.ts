@@ -19,7 +19,7 @@ import { KeyService } from "../src/auth/KeyService.js"
 import { BadGateway } from "../src/domain/Errors.js"
 import { type ServiceCall, ServiceHandlers } from "../src/gateway/ServiceHandlers.js"
 import * as Storage from "../src/storage/Storage.js"
-import { admin, createFixture, fixtureOf, issueToken, makeTestServer } from "./support/TestServer.js"
+import { admin, createFixture, fixtureOf, issueToken, makeTestServer } from "../src/testing.js"
 import { callPath, callService, CHALLENGE, expectEcho, expectServiceError } from "./support/Tokens.js"
 
 // ---------------------------------------------------------------------------------------------
