@@ -17,7 +17,7 @@ import * as Jose from "jose"
 import { type ChildProcess, spawn } from "node:child_process"
 import { request as httpRequest } from "node:http"
 import { fileURLToPath } from "node:url"
-import { admin, createFixture, type Fixture, issueToken, type JsonResponse, makeTestServer, send, serverPort } from "./support/TestServer.js"
+import { admin, createFixture, type Fixture, issueToken, type JsonResponse, makeTestServer, send, serverPort } from "../src/testing.js"
 import { callPath, callService, expectServiceError } from "./support/Tokens.js"
 
 // ---------------------------------------------------------------------------------------------

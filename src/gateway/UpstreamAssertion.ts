@@ -10,7 +10,7 @@
  * signing key changes. Reused assertions share their `jti` (docs/integrators.md: it names an
  * assertion, not a call). At most MAX_ASSERTIONS are held; one more evicts the oldest.
  */
-import type { SigningKey } from "../auth/KeyService.js"
+import type { SigningKey } from "../auth/SigningKeyMaterial.js"
 
 export const ASSERTION_LIFETIME_SECONDS = 300
 export const REUSE_SECONDS = 60
