@@ -12,12 +12,15 @@
  */
 import { HttpClientRequest } from "@effect/platform"
 import { afterAll, beforeAll, describe, expect, layer } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Fiber, TestClock } from "effect"
 import * as Jose from "jose"
 import { type ChildProcess, spawn } from "node:child_process"
 import { request as httpRequest } from "node:http"
 import { fileURLToPath } from "node:url"
 import { admin, createFixture, type Fixture, issueToken, type JsonResponse, makeTestServer, send, serverPort } from "../src/testing.js"
+import { exportDatabase } from "../src/transfer/ExportDatabase.js"
+import { describeWithPostgres, isolatedPostgresStorage } from "./support/Databases.js"
 import { callPath, callService, expectServiceError } from "./support/Tokens.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -390,5 +393,28 @@ describe("concurrency limit (UPSTREAM_MAX_CONCURRENCY 2)", () => {
         const metrics = (yield* send(HttpClientRequest.get("/metrics"))).text
         expect(metrics).toMatch(/service_auth_upstream_calls_total\{outcome="saturated"\} [1-9]/)
       }))
+  })
+})
+
+describeWithPostgres("static headers at rest (PostgreSQL)", () => {
+  // A database of its own: the export needs the digest key the test layer holds in memory stored.
+  layer(makeTestServer({ storage: isolatedPostgresStorage() }))((it) => {
+    it.effect("values are stored sealed, exported sealed, and still reach the upstream", () =>
+      Effect.gen(function*() {
+        const secret = `stored-${Math.random().toString(36).slice(2)}-secret`
+        const { fixture, key, token } = yield* proxyService({ headers: { "X-Api-Key": secret } })
+        expect((yield* throughLane(fixture, token)).status).toBe(200)
+        expect((yield* upstream.received(key))[0]!.headers["x-api-key"]).toBe(secret)
+
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`INSERT INTO server_keys (name, value, created_at)
+                   VALUES ('credential_digest_key', ${Buffer.alloc(32, 7).toString("base64url")}, now())`
+        const [row] = yield* sql<{ handler: string }>`SELECT handler::text AS handler FROM services WHERE uuid = ${fixture.uuid}`
+        expect(row!.handler).not.toContain(secret)
+        expect(JSON.parse(row!.handler).headers["X-Api-Key"]).toMatch(/^enc:v1:/)
+        const exported = JSON.stringify(yield* exportDatabase())
+        expect(exported).toContain(fixture.uuid)
+        expect(exported).not.toContain(secret)
+      }).pipe(Effect.orDie))
   })
 })
