@@ -84,8 +84,13 @@ const kidOf = (token: string): string => {
   return typeof kid === "string" ? kid : ""
 }
 
-/** Verified tokens remembered at the most; a full cache is emptied (clients reuse a token for an hour). */
-const MAX_VERIFIED_TOKENS = 10_000
+/**
+ * Verified tokens remembered at the most (about 1.5 KB each). Clients reuse a token for its hour, so
+ * a catalogue's clients each with a live token must fit (20,000 credentials: 30 MB); past the bound
+ * the oldest is forgotten, one at a time: all live equally long, so the oldest expires first. Only
+ * tokens that passed the signature check are held, so clients cannot fill it with made-up ones.
+ */
+export const MAX_VERIFIED_TOKENS = 50_000
 
 /** What the time-independent checks of a token established, remembered by its exact text. */
 interface SignedToken {
@@ -204,7 +209,8 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         }
         const checked = checkSigned(token, nowMillis)
         if (Either.isRight(checked)) {
-          if (verified.size >= MAX_VERIFIED_TOKENS) verified.clear()
+          // A Map iterates in insertion order: its first key is the token verified longest ago.
+          if (verified.size >= MAX_VERIFIED_TOKENS) verified.delete(verified.keys().next().value!)
           verified.set(token, checked.right)
         }
         return checked
