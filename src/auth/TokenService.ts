@@ -117,7 +117,10 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         const signingInput = `${key.encodedHeader}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}`
         // WebCrypto signs on libuv's thread pool, off the event loop.
         const signature = await crypto.subtle.sign("RSASSA-PKCS1-v1_5", key.privateKey, Buffer.from(signingInput))
-        return `${signingInput}.${Buffer.from(signature).toString("base64url")}`
+        const token = `${signingInput}.${Buffer.from(signature).toString("base64url")}`
+        // What verifying it would establish, known already: its first call skips the RSA check.
+        remember(token, { kid: key.kid, claims })
+        return token
       }
 
       const servicePath = (address: ServiceAddress) =>
@@ -198,9 +201,15 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
       }
 
       // A client presents the same token for up to an hour: its signature is checked once, then its
-      // exact text is remembered (only a token that passed every time-independent check is, and only
-      // while its key is still held). The time-dependent checks run on every call.
+      // exact text is remembered (only a token that passed every time-independent check is, or one
+      // this instance signed, and only while its key is still held). The time-dependent checks run
+      // on every call.
       const verified = new Map<string, SignedToken>()
+      const remember = (token: string, signed: SignedToken) => {
+        // A Map iterates in insertion order: its first key is the token remembered longest ago.
+        if (verified.size >= MAX_VERIFIED_TOKENS) verified.delete(verified.keys().next().value!)
+        verified.set(token, signed)
+      }
       const signedToken = (token: string, nowMillis: number): Either.Either<SignedToken, InvalidToken> => {
         const known = verified.get(token)
         if (known !== undefined) {
@@ -208,11 +217,7 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
           verified.delete(token)
         }
         const checked = checkSigned(token, nowMillis)
-        if (Either.isRight(checked)) {
-          // A Map iterates in insertion order: its first key is the token verified longest ago.
-          if (verified.size >= MAX_VERIFIED_TOKENS) verified.delete(verified.keys().next().value!)
-          verified.set(token, checked.right)
-        }
+        if (Either.isRight(checked)) remember(token, checked.right)
         return checked
       }
 
