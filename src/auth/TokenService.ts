@@ -118,10 +118,7 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         const signingInput = `${key.encodedHeader}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}`
         // WebCrypto signs on libuv's thread pool, off the event loop.
         const signature = await crypto.subtle.sign("RSASSA-PKCS1-v1_5", key.privateKey, Buffer.from(signingInput))
-        const token = `${signingInput}.${Buffer.from(signature).toString("base64url")}`
-        // What verifying it would establish, known already: its first call skips the RSA check.
-        remember(token, { kid: key.kid, claims })
-        return token
+        return `${signingInput}.${Buffer.from(signature).toString("base64url")}`
       }
 
       const servicePath = (address: ServiceAddress) =>
@@ -202,9 +199,9 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
       }
 
       // A client presents the same token for up to an hour: its signature is checked once, then its
-      // exact text is remembered (only a token that passed every time-independent check is, or one
-      // this instance signed, and only while its key is still held). The time-dependent checks run
-      // on every call.
+      // exact text is remembered (only a token that passed every time-independent check is, and only
+      // while its key is still held). The time-dependent checks run on every call. Tokens are not
+      // remembered as they are signed: a burst of token requests would push out the ones in use.
       const verified = new Map<string, SignedToken>()
       const remember = (token: string, signed: SignedToken) => {
         // A Map iterates in insertion order: its first key is the token remembered longest ago.
