@@ -25,6 +25,7 @@ import { AppConfig } from "../config/AppConfig.js"
 import { ClientCredentialsGrant, decideToken, type TokenInput } from "../auth/ClientCredentialsGrant.js"
 import { NO_STORE, tokenAnswer } from "../auth/TokenRequest.js"
 import { TokenService } from "../auth/TokenService.js"
+import type { ClientId } from "../domain/Identifiers.js"
 import {
   decideServiceCall,
   jsonObject,
@@ -36,7 +37,7 @@ import {
 import { echoOf, ServiceHandlers, traceparentOf, upstreamAttributes } from "../gateway/ServiceHandlers.js"
 import { UpstreamGateway } from "../gateway/UpstreamGateway.js"
 import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult } from "../observability/ServiceMetrics.js"
-import { spanAttributes } from "../storage/CredentialRepo.js"
+import { CredentialRepo, spanAttributes } from "../storage/CredentialRepo.js"
 import { type Answer, errorAnswer, writeAnswer } from "./Answer.js"
 import { clientAddress } from "./ClientAddress.js"
 import { childSpan, endServerSpan, endSpan, type LaneTracer, serverSpan } from "./LaneTrace.js"
@@ -68,6 +69,10 @@ const make = Effect.gen(function*() {
   const tokens = yield* TokenService
   const handlers = yield* ServiceHandlers
   const upstreams = yield* UpstreamGateway
+  // `last_used_at` noted synchronously where storage can (a catalogue spread over many credentials
+  // makes most token requests some credential's first in a minute); otherwise in Effect.
+  const touch = (yield* CredentialRepo).peek?.touch
+  const noteUse = (clientId: ClientId, nowMillis: number) => touch !== undefined && touch(clientId, new Date(nowMillis))
   // The app's runtime (its tracer, logger, log level, clock): what needs Effect runs on it.
   const runtime = yield* Effect.runtime<never>()
   const run = Runtime.runPromise(runtime)
@@ -148,7 +153,7 @@ const make = Effect.gen(function*() {
         tokenTarget: cacheSpanned(span, "CredentialRepoCache.findTokenTarget", grants.services.tokenTarget)
       })
       if (decision._tag === "Answer") return done(decision)
-      if (decision._tag === "Issue" && !decision.touch) {
+      if (decision._tag === "Issue" && (!decision.touch || noteUse(decision.clientId, input.nowMillis))) {
         // All in memory: only the signature remains (on the thread pool).
         const grant = span && childSpan(tracer, span, "ClientCredentialsGrant.grant", spanAttributes(decision.address, Option.some(decision.clientId)))
         const issue = grant && childSpan(tracer, grant, "TokenService.issue")

@@ -385,6 +385,7 @@ export const make = Effect.gen(function*() {
         ),
 
     touchCredential: (clientId, now) => Effect.sync(() => lastUsed.note(clientId, now)),
+    noteUse: lastUsed.note,
 
     // Services first (a page of the primary key's order), then their live credentials by the
     // index of live credentials by service.
