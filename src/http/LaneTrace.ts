@@ -3,7 +3,7 @@
  * OpenTelemetry exporter; see `TracingOtlp`). They have the names and attributes of the app's spans,
  * `requestSpan` and below.
  *
- * Head sampling is decided first (`LaneSampler`, from OTEL_TRACES_SAMPLER and
+ * Head sampling is decided first (`HeadSampling`, from OTEL_TRACES_SAMPLER and
  * OTEL_TRACES_SAMPLER_ARG, honouring the caller's `traceparent` under a parent-based sampler); a
  * request it says no to gets no span object, no attribute, no child span. Only what W3C propagation
  * needs is made for it, and only when needed (`unsampledSpan`: an upstream to call, or work in
@@ -11,7 +11,7 @@
  */
 import { Context, Exit, Option, Tracer } from "effect"
 import type { IncomingMessage } from "node:http"
-import { type CallerContext, randomHexId, sampled, type SamplerSettings, withDrawnTraceId } from "./LaneSampler.js"
+import { type CallerContext, randomHexId, sampled, type SamplerSettings, withDrawnTraceId } from "../observability/HeadSampling.js"
 
 /** Tracing on the fast path: the tracer and the sampler settings, or undefined when traces are not exported. */
 export type LaneTracer = { readonly tracer: Tracer.Tracer; readonly sampler: SamplerSettings } | undefined

@@ -23,9 +23,9 @@ import {
 import { Effect, Layer, Runtime } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
-import { LaneIdGenerator, type SamplerSettings } from "./http/LaneSampler.js"
-import { PACKAGE_ROOT } from "./PackageRoot.js"
-import type { TracingSettings } from "./Tracing.js"
+import { PACKAGE_ROOT } from "../config/PackageRoot.js"
+import type { TracingSettings } from "./TracingSettings.js"
+import { LaneIdGenerator, type SamplerSettings } from "./HeadSampling.js"
 
 /** `ExportResultCode.SUCCESS` of @opentelemetry/core. */
 const EXPORT_SUCCEEDED = 0
@@ -72,7 +72,7 @@ const serviceVersion = (): string | undefined => {
   }
 }
 
-/** The SDK's sampler for the settings the fast lane decides by too (`LaneSampler`). */
+/** The SDK's sampler for the settings the fast lane decides by too (`HeadSampling`). */
 const samplerOf = ({ name, ratio }: SamplerSettings): Sampler => {
   switch (name) {
     case "always_on":

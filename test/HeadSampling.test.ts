@@ -1,5 +1,5 @@
 /**
- * Head sampling as the fast lane decides it (`LaneSampler`): the same settings and the same decisions
+ * Head sampling as the fast lane decides it (`HeadSampling`): the same settings and the same decisions
  * as the OpenTelemetry SDK's samplers, which the exporter is built with; a new trace it samples by
  * ratio keeps the trace id the decision was made on.
  */
@@ -12,7 +12,7 @@ import {
 } from "@opentelemetry/sdk-trace-base"
 import { randomBytes } from "node:crypto"
 import { describe, expect, it } from "vitest"
-import { LaneIdGenerator, randomHexId, sampled, samplerSettings, withDrawnTraceId } from "../src/http/LaneSampler.js"
+import { LaneIdGenerator, randomHexId, sampled, samplerSettings, withDrawnTraceId } from "../src/observability/HeadSampling.js"
 
 describe("samplerSettings", () => {
   it("reads OTEL_TRACES_SAMPLER and its argument with the SDK's fallbacks", () => {
