@@ -46,8 +46,42 @@ if (result.status !== 0) {
   process.exit(result.status ?? 1)
 }
 const { build } = await import("esbuild")
-const bundle = (entry, outfile, banner = "") =>
+
+/**
+ * undici (1 MB bundled) and ws come with @effect/platform-node's HTTP client and WebSocket server,
+ * which the server never uses, yet the bundle evaluated both on every start (undici's module body
+ * alone was ~5% of a start's CPU). In the server's bundle they are small modules that load the real
+ * package on first use: the same behaviour, should anything ever use them, at no start-up cost.
+ * A name the platform imports that is not listed here fails the build (esbuild: no matching export).
+ */
+const LAZY_PACKAGES = {
+  undici: { classes: ["Agent"], functions: ["getGlobalDispatcher"] },
+  ws: { classes: ["WebSocket", "WebSocketServer"], functions: [] }
+}
+const lazyModule = (name, { classes, functions }) =>
+  [
+    `import { createRequire } from "node:module"`,
+    `let loaded`,
+    `const load = () => (loaded ??= createRequire(import.meta.url)(${JSON.stringify(name)}))`,
+    ...classes.map((c) => `export class ${c} { constructor(...args) { return new (load().${c})(...args) } }`),
+    ...functions.map((f) => `export const ${f} = (...args) => load().${f}(...args)`),
+    `export default new Proxy({}, { get: (_, key) => load()[key] })`
+  ].join("\n")
+const lazyPackages = {
+  name: "lazy-packages",
+  setup(build) {
+    build.onResolve({ filter: /^(undici|ws)$/ }, (args) => ({ path: args.path, namespace: "lazy-package" }))
+    build.onLoad({ filter: /.*/, namespace: "lazy-package" }, (args) => ({
+      contents: lazyModule(args.path, LAZY_PACKAGES[args.path]),
+      loader: "js",
+      resolveDir: ROOT
+    }))
+  }
+}
+
+const bundle = (entry, outfile, banner = "", plugins = []) =>
   build({
+    plugins,
     // Named entry and chunks beside it in dist/: a chunk holding PackageRoot must sit where the bundle does.
     entryPoints: { [outfile.replace(/\.mjs$/, "")]: join(DIST, entry) },
     outdir: DIST,
@@ -65,7 +99,8 @@ const bundle = (entry, outfile, banner = "") =>
     },
     logLevel: "warning"
   })
-await bundle("main.js", "service-auth.mjs")
+// The entry is start.js: it begins compiling PGlite's WebAssembly, then imports main.js (a chunk).
+await bundle("start.js", "service-auth.mjs", "", [lazyPackages])
 // The CLI (`bin`): the same treatment, for the same start-up reason.
 await bundle("cli/main.js", "cli.mjs", "#!/usr/bin/env node\n")
 chmodSync(join(DIST, "cli.mjs"), 0o755)

@@ -353,6 +353,28 @@ describe("head sampling (OTEL_TRACES_SAMPLER=parentbased_traceidratio, OTEL_TRAC
       })
       expect(call.status).toBe(200)
 
+      // A proxy's upstream continues the trace unsampled (W3C): a new trace when the caller sent
+      // none, the caller's own trace id when it sent one, flagged 00 either way, a span id of ours.
+      const proxied = await tokenAndCall(server.base, {}, { type: "proxy", url: `${receiver.endpoint}/upstream` })
+      const upstreamCalls = () => receiver.exports.filter((e) => e.path === "/upstream").map((e) => String(e.headers["traceparent"]))
+      expect(upstreamCalls()).toEqual([expect.stringMatching(/^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-00$/)])
+      const callerSpanId = randomBytes(8).toString("hex")
+      const proxiedCall = await fetch(`${server.base}/service/${proxied.profile}/prod/json/${proxied.service.uuid}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${proxied.token}`,
+          "content-type": "application/json",
+          traceparent: `00-${unsampledTrace}-${callerSpanId}-00`
+        },
+        body: "{}"
+      })
+      expect(proxiedCall.status).toBe(200)
+      const continued = upstreamCalls()[1]!.split("-")
+      expect(continued[1]).toBe(unsampledTrace)
+      expect(continued[2]).toMatch(/^[0-9a-f]{16}$/)
+      expect(continued[2]).not.toBe(callerSpanId)
+      expect(continued[3]).toBe("00")
+
       // The sampled requests arrive (spans are exported in the order they end: the others first).
       const spans = await waitFor("the sampled trace", () => {
         const spans = spansOf(receiver)

@@ -40,7 +40,7 @@ import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult
 import { CredentialRepo, spanAttributes } from "../storage/CredentialRepo.js"
 import { type Answer, errorAnswer, writeAnswer } from "./Answer.js"
 import { clientAddress } from "./ClientAddress.js"
-import { childSpan, endServerSpan, endSpan, type LaneTracer, serverSpan } from "./LaneTrace.js"
+import { childSpan, endServerSpan, endSpan, type LaneTracer, serverSpan, unsampledSpan } from "./LaneTrace.js"
 import { mediaTypeOf, rememberBody } from "./RequestBody.js"
 import { requestIdOf } from "./RequestId.js"
 import { requestLogLine } from "./RequestLog.js"
@@ -77,7 +77,16 @@ const make = Effect.gen(function*() {
   const runtime = yield* Effect.runtime<never>()
   const run = Runtime.runPromise(runtime)
   const clock = yield* Effect.clock
-  const tracer: LaneTracer = Option.isSome(config.tracing) ? yield* Effect.tracer : undefined
+  const tracer: LaneTracer = Option.isSome(config.tracing)
+    ? { tracer: yield* Effect.tracer, sampler: config.tracing.value.sampler }
+    : undefined
+
+  /**
+   * Work carried on in Effect, below the request's span: the sampled one, or for a request not
+   * sampled, what stands for it (its spans then follow the decision instead of starting new traces).
+   */
+  const below = <A, E>(effect: Effect.Effect<A, E>, span: Tracer.Span | undefined, request: IncomingMessage) =>
+    tracer === undefined ? effect : Effect.withParentSpan(effect, span ?? unsampledSpan(request))
   const logged = yield* Effect.map(Effect.whenLogLevel(Effect.void, "Debug"), Option.isSome)
 
   /** A sampled request's catalogue read answered by the cache: its span, as the cache's own reads make. */
@@ -165,8 +174,7 @@ const make = Effect.gen(function*() {
           done({ answer: { status: 200, headers: NO_STORE, body: tokenAnswer(issued) }, result: "issued" })
         }).catch(() => response.destroy())
       }
-      const completing = grants.complete(input, decision)
-      run(span === undefined ? completing : Effect.withParentSpan(completing, span)).then(done).catch(() => response.destroy())
+      run(below(grants.complete(input, decision), span, request)).then(done).catch(() => response.destroy())
     })
   }
 
@@ -184,8 +192,7 @@ const make = Effect.gen(function*() {
     const { address, route, caller } = allowed
     const handler = route.handler
     if (handlers.isRegistered(address) || (handler.type !== "echo" && handler.type !== "proxy")) {
-      const calling = gate.call(allowed, body.right, text, requestIdOf(request))
-      return void run(callSpan === undefined ? calling : Effect.withParentSpan(calling, callSpan)).then(done).catch(failed)
+      return void run(below(gate.call(allowed, body.right, text, requestIdOf(request)), callSpan, request)).then(done).catch(failed)
     }
     const handlerSpan = callSpan &&
       childSpan(tracer, callSpan, "ServiceHandlers.call", { "service_auth.handler.configured": handler.type })
@@ -194,8 +201,9 @@ const make = Effect.gen(function*() {
       return done({ status: 200, headers: SERVICE_ANSWER_HEADERS, body: echoOf({ address, clientId: caller, body: body.right }) })
     }
     const proxySpan = handlerSpan && childSpan(tracer, handlerSpan, "ServiceHandlers.proxy", upstreamAttributes(handler.url), "client")
-    // While traces are exported, the upstream continues the trace (sampled or not, as decided here).
-    const traceparent = tracer === undefined ? undefined : proxySpan ? traceparentOf(proxySpan) : unsampledParent()
+    // While traces are exported, the upstream continues the trace, sampled or not as decided here
+    // (not sampled: the caller's trace id, or a new one, flagged 00).
+    const traceparent = tracer === undefined ? undefined : traceparentOf(proxySpan ?? unsampledSpan(request))
     upstreams.call({
       address,
       handler,
@@ -252,8 +260,7 @@ const make = Effect.gen(function*() {
       serviceRoute: cacheSpanned(callSpan, "CredentialRepoCache.findServiceRoute", gate.services.serviceRoute)
     })
     if (decision._tag === "Answer" || decision._tag === "Call") return proceed(decision)
-    const completing = gate.complete(input, decision)
-    run(callSpan === undefined ? completing : Effect.withParentSpan(completing, callSpan)).then(proceed).catch(failed)
+    run(below(gate.complete(input, decision), callSpan, request)).then(proceed).catch(failed)
   }
 
   const lane: FastLaneShape = (request, response, next) => {
@@ -282,15 +289,5 @@ const make = Effect.gen(function*() {
   }
   return lane
 })
-
-/** A `traceparent` for an upstream of a request that is not sampled: a fresh trace, flagged unsampled. */
-const unsampledParent = () => {
-  const hex = (bytes: number) => {
-    let out = ""
-    for (let i = 0; i < bytes; i++) out += Math.floor(Math.random() * 256).toString(16).padStart(2, "0")
-    return out
-  }
-  return `00-${hex(16)}-${hex(8)}-00`
-}
 
 export const layer = Layer.effect(FastLane, make)

@@ -1,17 +1,20 @@
 /**
  * Spans made on the fast path itself (`FastLane`), through the same Effect tracer the app uses (the
- * OpenTelemetry exporter, which samples per OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG; see
- * `TracingOtlp`). They have the names and attributes of the app's spans, `requestSpan` and below.
+ * OpenTelemetry exporter; see `TracingOtlp`). They have the names and attributes of the app's spans,
+ * `requestSpan` and below.
  *
- * The server span is asked for first; when the sampler says no (or the caller's `traceparent` says
- * not sampled, under a parent-based sampler), nothing else is built for that request: no attribute,
- * no child span. A sampled-out request costs one unrecorded span.
+ * Head sampling is decided first (`HeadSampling`, from OTEL_TRACES_SAMPLER and
+ * OTEL_TRACES_SAMPLER_ARG, honouring the caller's `traceparent` under a parent-based sampler); a
+ * request it says no to gets no span object, no attribute, no child span. Only what W3C propagation
+ * needs is made for it, and only when needed (`unsampledSpan`: an upstream to call, or work in
+ * Effect whose spans must not start traces of their own).
  */
 import { Context, Exit, Option, Tracer } from "effect"
 import type { IncomingMessage } from "node:http"
+import { type CallerContext, randomHexId, sampled, type SamplerSettings, withDrawnTraceId } from "../observability/HeadSampling.js"
 
-/** Tracing on the fast path: the tracer, or undefined when traces are not exported. */
-export type LaneTracer = Tracer.Tracer | undefined
+/** Tracing on the fast path: the tracer and the sampler settings, or undefined when traces are not exported. */
+export type LaneTracer = { readonly tracer: Tracer.Tracer; readonly sampler: SamplerSettings } | undefined
 
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/
 
@@ -23,7 +26,7 @@ const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$
 const OTEL_TRACE_FLAGS = Context.GenericTag<"OtelTraceFlags", number>("@effect/opentelemetry/Tracer/OtelTraceFlags")
 
 /** A caller's span whose sampled flag the parent-based samplers see. */
-export const remoteParent = (parent: { readonly traceId: string; readonly spanId: string; readonly sampled: boolean }) =>
+export const remoteParent = (parent: CallerContext) =>
   Tracer.externalSpan({
     traceId: parent.traceId,
     spanId: parent.spanId,
@@ -31,11 +34,13 @@ export const remoteParent = (parent: { readonly traceId: string; readonly spanId
     context: Context.make(OTEL_TRACE_FLAGS, parent.sampled ? 1 : 0)
   })
 
-/** The caller's span from a W3C `traceparent` (an invalid one is ignored, as the specification says). */
-const callerSpan = (header: string | undefined): Option.Option<Tracer.AnySpan> => {
-  const match = header === undefined ? null : TRACEPARENT.exec(header.trim())
-  if (match === null || match[1] === "ff" || /^0+$/.test(match[2]!) || /^0+$/.test(match[3]!)) return Option.none()
-  return Option.some(remoteParent({ traceId: match[2]!, spanId: match[3]!, sampled: (parseInt(match[4]!, 16) & 1) === 1 }))
+/** The caller's context from a W3C `traceparent` (an invalid one is ignored, as the specification says). */
+const callerOf = (request: IncomingMessage): CallerContext | undefined => {
+  const header = request.headers["traceparent"]
+  if (header === undefined) return undefined
+  const match = TRACEPARENT.exec((Array.isArray(header) ? header[0] ?? "" : header).trim())
+  if (match === null || match[1] === "ff" || /^0+$/.test(match[2]!) || /^0+$/.test(match[3]!)) return undefined
+  return { traceId: match[2]!, spanId: match[3]!, sampled: (parseInt(match[4]!, 16) & 1) === 1 }
 }
 
 const nowNanos = () => process.hrtime.bigint()
@@ -48,23 +53,25 @@ export const wallNanos = (hr: bigint = nowNanos()) => hr + EPOCH_OFFSET
  * `startedHr` is `process.hrtime.bigint()` at the request's arrival.
  */
 export const serverSpan = (
-  tracer: LaneTracer,
+  lane: LaneTracer,
   request: IncomingMessage,
   route: string,
   path: string,
   startedHr: bigint
 ): Tracer.Span | undefined => {
-  if (tracer === undefined) return undefined
-  const traceparent = request.headers["traceparent"]
-  const span = tracer.span(
-    `POST ${route}`,
-    callerSpan(Array.isArray(traceparent) ? traceparent[0] : traceparent),
-    Context.empty(),
-    [],
-    wallNanos(startedHr),
-    "server"
+  if (lane === undefined) return undefined
+  const caller = callerOf(request)
+  if (!sampled(lane.sampler, caller)) return undefined
+  const span = withDrawnTraceId(() =>
+    lane.tracer.span(
+      `POST ${route}`,
+      caller === undefined ? Option.none() : Option.some(remoteParent(caller)),
+      Context.empty(),
+      [],
+      wallNanos(startedHr),
+      "server"
+    )
   )
-  if (!span.sampled) return undefined
   span.attribute("http.request.method", "POST")
   span.attribute("http.route", route)
   span.attribute("url.path", path.slice(0, 200))
@@ -73,15 +80,26 @@ export const serverSpan = (
   return span
 }
 
+/**
+ * What stands for the server span of a request that is not sampled, where propagation needs one: the
+ * caller's trace (or a new one) and a span id of its own, flagged not sampled, as OpenTelemetry's
+ * non-recording span is. An upstream continues that trace unsampled; spans made below it in Effect
+ * follow the sampler's decision for it instead of starting traces of their own.
+ */
+export const unsampledSpan = (request: IncomingMessage): Tracer.ExternalSpan => {
+  const caller = callerOf(request)
+  return remoteParent({ traceId: caller?.traceId ?? randomHexId(16), spanId: randomHexId(8), sampled: false })
+}
+
 /** A child of a sampled span, started now. */
 export const childSpan = (
-  tracer: LaneTracer,
+  lane: LaneTracer,
   parent: Tracer.Span,
   name: string,
   attributes: Readonly<Record<string, unknown>> = {},
   kind: Tracer.SpanKind = "internal"
 ): Tracer.Span => {
-  const span = tracer!.span(name, Option.some(parent), Context.empty(), [], wallNanos(), kind)
+  const span = lane!.tracer.span(name, Option.some(parent), Context.empty(), [], wallNanos(), kind)
   for (const [key, value] of Object.entries(attributes)) span.attribute(key, value)
   return span
 }

@@ -10,12 +10,22 @@
  */
 import * as Resource from "@effect/opentelemetry/Resource"
 import * as Tracer from "@effect/opentelemetry/Tracer"
-import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from "@opentelemetry/sdk-trace-base"
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  type Sampler,
+  type SpanExporter,
+  TraceIdRatioBasedSampler
+} from "@opentelemetry/sdk-trace-base"
 import { Effect, Layer, Runtime } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { PACKAGE_ROOT } from "../config/PackageRoot.js"
 import type { TracingSettings } from "./TracingSettings.js"
+import { LaneIdGenerator, type SamplerSettings } from "./HeadSampling.js"
 
 /** `ExportResultCode.SUCCESS` of @opentelemetry/core. */
 const EXPORT_SUCCEEDED = 0
@@ -62,6 +72,24 @@ const serviceVersion = (): string | undefined => {
   }
 }
 
+/** The SDK's sampler for the settings the fast lane decides by too (`HeadSampling`). */
+const samplerOf = ({ name, ratio }: SamplerSettings): Sampler => {
+  switch (name) {
+    case "always_on":
+      return new AlwaysOnSampler()
+    case "always_off":
+      return new AlwaysOffSampler()
+    case "traceidratio":
+      return new TraceIdRatioBasedSampler(ratio)
+    case "parentbased_always_on":
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() })
+    case "parentbased_always_off":
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() })
+    case "parentbased_traceidratio":
+      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) })
+  }
+}
+
 /** The provider is shut down last: its finalizer flushes what is queued, for at most FLUSH_TIMEOUT_MS. */
 const layerProvider = (settings: TracingSettings) =>
   Layer.scoped(
@@ -72,7 +100,12 @@ const layerProvider = (settings: TracingSettings) =>
       const exporter = warningOnce(yield* Effect.promise(() => makeExporter(settings)), new URL(settings.tracesUrl).host, warn)
       const resource = yield* Resource.Resource
       return yield* Effect.acquireRelease(
-        Effect.sync(() => new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter, batchDelay())] })),
+        Effect.sync(() => new BasicTracerProvider({
+            resource,
+            sampler: samplerOf(settings.sampler),
+            idGenerator: new LaneIdGenerator(),
+            spanProcessors: [new BatchSpanProcessor(exporter, batchDelay())]
+          })),
         // The deadline is the promise's own: this runs while the interrupted server shuts down, where
         // an interruptible region (which Effect's timeouts need) would end at once, before flushing.
         (provider) =>

@@ -4,12 +4,15 @@
  * imported on demand, and neither needs the other to know what the settings are.
  */
 import { Config, ConfigError, Effect, Option } from "effect"
+import { type SamplerSettings, samplerSettings } from "./HeadSampling.js"
 
 export interface TracingSettings {
   /** Where spans are POSTed: the signal-specific endpoint as given, or `<endpoint>/v1/traces`. */
   readonly tracesUrl: string
   readonly protocol: "http/json" | "http/protobuf"
   readonly serviceName: string
+  /** OTEL_TRACES_SAMPLER and its argument: the one head-sampling decision the fast lane and the exporter share. */
+  readonly sampler: SamplerSettings
 }
 
 /** JSON rather than the specification's protobuf default: every collector reads it, and so do hand-written receivers. */
@@ -65,6 +68,10 @@ export const settingsFromEnv: Effect.Effect<Option.Option<TracingSettings>, Conf
       return yield* Effect.fail(invalid(protocolName, "must be http/json or http/protobuf (grpc is not supported)"))
     }
     const serviceName = Option.getOrElse(yield* setting("OTEL_SERVICE_NAME"), () => "service-auth")
-    return Option.some({ tracesUrl, protocol, serviceName })
+    const sampler = samplerSettings(
+      Option.getOrUndefined(yield* setting("OTEL_TRACES_SAMPLER")),
+      Option.getOrUndefined(yield* setting("OTEL_TRACES_SAMPLER_ARG"))
+    )
+    return Option.some({ tracesUrl, protocol, serviceName, sampler })
   }
 )

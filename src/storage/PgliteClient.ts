@@ -10,13 +10,13 @@ import { Reactivity } from "@effect/experimental"
 import { SqlClient, SqlError } from "@effect/sql"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { PgClient } from "@effect/sql-pg"
-import { PGlite } from "@electric-sql/pglite"
+import type { PGlite } from "@electric-sql/pglite"
 import { Effect, Layer, Stream } from "effect"
 import { existsSync } from "node:fs"
-import { createRequire } from "node:module"
-import { dirname, join } from "node:path"
+import { join } from "node:path"
 import { execFile } from "node:child_process"
 import { pathToFileURL } from "node:url"
+import { pgliteDist, warmedPgliteOptions } from "./PgliteWarmup.js"
 
 const statementError = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 
@@ -29,8 +29,7 @@ const SETTINGS = { postgresqlconf: ["shared_buffers=16MB"] }
 /** Whether `dataDir` already holds a database (PostgreSQL writes PG_VERSION first). */
 export const isInitialized = (dataDir: string) => existsSync(join(dataDir, "PG_VERSION"))
 
-/** PGlite's `dist/` folder (`import.meta.resolve` is not there under every loader, vitest's included). */
-export const pgliteDist = (): string => dirname(createRequire(import.meta.url).resolve("@electric-sql/pglite"))
+export { pgliteDist } from "./PgliteWarmup.js"
 
 /**
  * Creates the database in an empty `dataDir` in a short-lived child process. initdb runs in a
@@ -62,13 +61,22 @@ export const initializeApart = (dataDir: string) =>
     return Effect.sync(() => child.kill())
   })
 
+/**
+ * PGlite's module (426 KB, with its WebAssembly beside it), imported when an embedded database is
+ * opened: a server on PostgreSQL never parses it.
+ */
+const loadPglite = async (): Promise<typeof PGlite> => (await import("@electric-sql/pglite")).PGlite
+
 /** Opens (or creates) the database in `dataDir`; in memory when `dataDir` is undefined. */
 export const make = (options: { readonly dataDir: string | undefined }) =>
   Effect.gen(function*() {
     const db = yield* Effect.acquireRelease(
       Effect.tryPromise({
-        try: () =>
-          options.dataDir === undefined ? PGlite.create(SETTINGS) : PGlite.create(options.dataDir, SETTINGS),
+        try: async () => {
+          const [PGlite, warmed] = await Promise.all([loadPglite(), warmedPgliteOptions()])
+          const settings = { ...SETTINGS, ...warmed }
+          return options.dataDir === undefined ? PGlite.create(settings) : PGlite.create(options.dataDir, settings)
+        },
         catch: (cause) => new SqlError.SqlError({ cause, message: `Failed to open the embedded database` })
       }),
       (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
