@@ -2,7 +2,7 @@
 // runs into dist/service-auth.mjs (and the CLI into dist/cli.mjs) with esbuild: the Effect packages' index modules load a thousand
 // files each start, which took 0.65 s of a 1.6 s start-up; the bundle holds only what is used.
 // PGlite, jose, pg, yaml and the OpenTelemetry packages stay external (PGlite finds its WebAssembly
-// files beside its module). The server's trace exporter (src/TracingOtlp.ts, with
+// files beside its module). The server's trace exporter (src/observability/TracingOtlp.ts, with
 // @effect/opentelemetry) is a chunk of its own, imported only when traces are exported: a start
 // without them does not parse it, and it shares the one copy of Effect with the server.
 // With --if-stale, it compiles only when a source or compiler setting is newer than the last build,

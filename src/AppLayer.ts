@@ -1,7 +1,7 @@
 /**
  * The application as layers: the HTTP API and the services it stands on. Storage, keys and the
  * digest key are parameters, so `main.ts` passes the live ones and tests pass in-memory storage
- * and fixed keys (see `test/support/TestServer.ts`).
+ * and fixed keys (see `testing.ts`).
  *
  * Naming, across the code: a module's live layer is `layer`, its deterministic one `layerTest`, other
  * variants say what they are (`layerMemory`, `layerSql`, `layerEmbedded`); a module with several

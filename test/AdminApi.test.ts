@@ -27,7 +27,7 @@ import {
   send,
   tokenRequest,
   uniqueName
-} from "./support/TestServer.js"
+} from "../src/testing.js"
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const CLIENT_ID = /^svc_[0-9a-f]{32}$/

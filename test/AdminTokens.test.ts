@@ -14,11 +14,11 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll } from "vitest"
-import { isLoopbackHost, parseAdminTokens, weakAdminTokenProblem } from "../src/AdminTokens.js"
-import { AppConfig } from "../src/AppConfig.js"
+import { isLoopbackHost, parseAdminTokens, weakAdminTokenProblem } from "../src/admin-auth/AdminTokens.js"
+import { AppConfig } from "../src/config/AppConfig.js"
 import { asJsonResponse, expectErrorBody, oauthError, rawRequest, request } from "./support/Http.js"
 import { freePort, startServer } from "./support/ServerProcess.js"
-import { ADMIN_TOKEN, type JsonResponse, makeTestServer, serverPort } from "./support/TestServer.js"
+import { ADMIN_TOKEN, type JsonResponse, makeTestServer, serverPort } from "../src/testing.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
 const token = () => randomBytes(24).toString("base64url")

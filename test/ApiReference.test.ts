@@ -9,7 +9,7 @@ import { Effect } from "effect"
 import * as NodeHttp from "node:http"
 import { gunzipSync } from "node:zlib"
 import { rawRequest } from "./support/Http.js"
-import { makeTestServer, serverPort } from "./support/TestServer.js"
+import { makeTestServer, serverPort } from "../src/testing.js"
 
 // Set to another host than the test server's: the page must not depend on it.
 const ISSUER = "https://auth.example.test"

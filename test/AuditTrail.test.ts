@@ -13,7 +13,7 @@ import type { FailureCounts } from "../src/storage/FailureCounts.js"
 import type { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
 import { describeWithPostgres, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { expectErrorBody, oauthError, request } from "./support/Http.js"
-import { ADMIN_TOKEN, type JsonResponse, makeTestServer, uniqueName } from "./support/TestServer.js"
+import { ADMIN_TOKEN, type JsonResponse, makeTestServer, uniqueName } from "../src/testing.js"
 
 const ALICE = `alice-${randomBytes(18).toString("base64url")}`
 const BOB = `bob-${randomBytes(18).toString("base64url")}`

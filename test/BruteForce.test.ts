@@ -16,7 +16,7 @@ import { Effect, Option, TestClock } from "effect"
 import { randomBytes } from "node:crypto"
 import { FAILURE_WINDOW_MS, makeAuthFailureLimiter } from "../src/auth/AuthFailureLimiter.js"
 import { asJsonResponse, basicAuthorization, formEncode, oauthError, rawRequest } from "./support/Http.js"
-import { admin, createFixture, type Fixture, type JsonResponse, makeTestServer, serverPort, tokenRequest, uniqueName } from "./support/TestServer.js"
+import { admin, createFixture, type Fixture, type JsonResponse, makeTestServer, serverPort, tokenRequest, uniqueName } from "../src/testing.js"
 
 const LIMIT = 5
 

@@ -20,7 +20,7 @@ import * as LastUsedWrites from "../src/storage/LastUsedWrites.js"
 import * as PgliteClient from "../src/storage/PgliteClient.js"
 import * as Migrations from "../src/storage/Migrations.js"
 import { embeddedStorage } from "./support/Databases.js"
-import { TEST_ACTOR } from "./support/TestServer.js"
+import { TEST_ACTOR } from "../src/testing.js"
 
 const address = (profile: string, uuid = "6f1c2a4e-8b3d-4c5e-9f10-1a2b3c4d5e6f"): ServiceAddress => ({
   profile: profile as ProfileId,

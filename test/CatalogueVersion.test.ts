@@ -22,7 +22,7 @@ import {
   postgresStorage,
   TEST_DATABASE_URL
 } from "./support/Databases.js"
-import { TEST_ACTOR, uniqueName } from "./support/TestServer.js"
+import { TEST_ACTOR, uniqueName } from "../src/testing.js"
 
 const version = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   Effect.map(sql<{ version: string }>`SELECT version::text AS version FROM catalogue_version`, ([row]) => BigInt(row!.version)))

@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import { CredentialRepo, type ServiceAddress } from "../src/storage/CredentialRepo.js"
 import { describeWithPostgres, postgresStorage } from "./support/Databases.js"
-import { admin, type JsonResponse, makeTestServer, TEST_ACTOR, uniqueName } from "./support/TestServer.js"
+import { admin, type JsonResponse, makeTestServer, TEST_ACTOR, uniqueName } from "../src/testing.js"
 
 const NOW = new Date("2026-01-01T00:00:00.000Z")
 const newClientId = () => `svc_${randomBytes(16).toString("hex")}` as ClientId

@@ -10,7 +10,7 @@ import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/d
 import type { ServiceHandlerConfig } from "../src/domain/Models.js"
 import { CredentialRepo, type ServiceAddress, type StoredChange } from "../src/storage/CredentialRepo.js"
 import { describeWithPostgres, embeddedStorage, isolatedPostgresStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
-import { TEST_ACTOR, uniqueName } from "./support/TestServer.js"
+import { TEST_ACTOR, uniqueName } from "../src/testing.js"
 
 const T0 = new Date("2026-01-01T00:00:00.000Z")
 const T1 = new Date("2026-01-02T03:04:05.678Z")

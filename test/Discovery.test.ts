@@ -7,7 +7,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { parse } from "yaml"
 import { decodeJwt, request, verifyRs256 } from "./support/Http.js"
-import { createFixture, type JsonResponse, makeTestServer, send, tokenRequest } from "./support/TestServer.js"
+import { createFixture, type JsonResponse, makeTestServer, send, tokenRequest } from "../src/testing.js"
 
 const ISSUER = "http://issuer.test"
 

@@ -5,7 +5,7 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { createServer } from "node:http"
-import { AppConfig } from "../src/AppConfig.js"
+import { AppConfig } from "../src/config/AppConfig.js"
 import { layerDomainTest } from "../src/AppLayer.js"
 import { FastLane, layer as fastLaneLayer } from "../src/http/FastLane.js"
 import { CredentialRepo } from "../src/storage/CredentialRepo.js"

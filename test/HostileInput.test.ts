@@ -29,7 +29,7 @@ import {
   serverPort,
   sharedFixture,
   tokenRequest
-} from "./support/TestServer.js"
+} from "../src/testing.js"
 
 const MAX_BODY = 1024 * 1024
 const TWO_MIB = 2 * MAX_BODY

@@ -12,7 +12,7 @@ import { generateKeyPairSync } from "node:crypto"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { AppConfig } from "../src/AppConfig.js"
+import { AppConfig } from "../src/config/AppConfig.js"
 import { KeyEncryption } from "../src/auth/KeyEncryption.js"
 import { schedule, statusAt, verifiesAt } from "../src/auth/KeySchedule.js"
 import { KeyService } from "../src/auth/KeyService.js"
@@ -27,7 +27,7 @@ import {
   makeTestServer,
   send,
   TEST_ACTOR
-} from "./support/TestServer.js"
+} from "../src/testing.js"
 import { callPath, callService, expectEcho, expectInvalidToken } from "./support/Tokens.js"
 
 const kidOf = (token: string): string => decodeJwt(token).header.kid as string

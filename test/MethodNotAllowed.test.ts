@@ -4,7 +4,7 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { ADMIN_TOKEN, makeTestServer, serverPort } from "./support/TestServer.js"
+import { ADMIN_TOKEN, makeTestServer, serverPort } from "../src/testing.js"
 import { rawRequest } from "./support/Http.js"
 
 const UUID = "6f1c2a3b-4d5e-4f60-8a71-92b3c4d5e6f7"

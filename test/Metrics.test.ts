@@ -14,7 +14,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, it } from "vitest"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
-import { makeTestServer } from "./support/TestServer.js"
+import { makeTestServer } from "../src/testing.js"
 
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 const METRICS_TOKEN = randomBytes(24).toString("base64url")

@@ -18,7 +18,7 @@ import { join } from "node:path"
 import { connect as tlsConnect, type TLSSocket } from "node:tls"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runToExit, type ServerProcess, startServer } from "./support/ServerProcess.js"
-import { fixtureOf } from "./support/TestServer.js"
+import { fixtureOf } from "../src/testing.js"
 
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 const DATABASE_URL = process.env.TEST_DATABASE_URL === "" ? undefined : process.env.TEST_DATABASE_URL

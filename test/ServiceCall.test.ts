@@ -24,7 +24,7 @@ import {
   sharedFixture,
   tokenRequest,
   uniqueName
-} from "./support/TestServer.js"
+} from "../src/testing.js"
 import {
   attackerKeyPair,
   callPath,

@@ -8,7 +8,7 @@ import { HttpClientRequest } from "@effect/platform"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { openApiYaml, servedOpenApiBuilt } from "../src/api/OpenApiDocument.js"
-import { createFixture, makeTestServer, send, tokenRequest } from "./support/TestServer.js"
+import { createFixture, makeTestServer, send, tokenRequest } from "../src/testing.js"
 
 const get = (path: string) => send(HttpClientRequest.get(path))
 

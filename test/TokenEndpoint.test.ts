@@ -28,7 +28,7 @@ import {
   send,
   tokenRequest,
   uniqueName
-} from "./support/TestServer.js"
+} from "../src/testing.js"
 
 const MISSING = oauthError("invalid_request", "Missing required parameters")
 const UNSUPPORTED_GRANT = oauthError("unsupported_grant_type", "Only client_credentials grant type is supported")

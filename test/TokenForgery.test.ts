@@ -16,7 +16,7 @@ import { createPublicKey } from "node:crypto"
 import * as NodeHttp from "node:http"
 import type { AddressInfo } from "node:net"
 import { testSigningKey } from "../src/auth/KeyService.js"
-import { createFixture, type Fixture, issueToken, makeTestServer } from "./support/TestServer.js"
+import { createFixture, type Fixture, issueToken, makeTestServer } from "../src/testing.js"
 import {
   attackerKeyPair,
   base64url,

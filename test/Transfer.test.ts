@@ -20,7 +20,7 @@ import pg from "pg"
 import { afterAll, beforeAll } from "vitest"
 import { seal } from "../src/auth/KeyEncryption.js"
 import * as Storage from "../src/storage/Storage.js"
-import { TRANSIENT_TABLES, unclassifiedSchema } from "../src/storage/Transfer.js"
+import { TRANSIENT_TABLES, unclassifiedSchema } from "../src/transfer/DatabaseSchema.js"
 import { describeWithPostgres, TEST_DATABASE_URL } from "./support/Databases.js"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
 

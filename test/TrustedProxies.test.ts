@@ -16,10 +16,10 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { ConfigProvider, Effect, Either } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { AppConfig } from "../src/AppConfig.js"
+import { AppConfig } from "../src/config/AppConfig.js"
 import { asJsonResponse, rawRequest } from "./support/Http.js"
 import { runToExit, type ServerProcess, startServer } from "./support/ServerProcess.js"
-import { fixtureOf, type JsonResponse } from "./support/TestServer.js"
+import { fixtureOf, type JsonResponse } from "../src/testing.js"
 
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 const WRONG_TOKEN = randomBytes(24).toString("base64url")

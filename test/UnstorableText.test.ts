@@ -26,7 +26,7 @@ import {
   serverPort,
   tokenRequest,
   uniqueName
-} from "./support/TestServer.js"
+} from "../src/testing.js"
 
 /** One of each kind of character storage refuses or would silently change, alone and inside text. */
 const UNSTORABLE = [

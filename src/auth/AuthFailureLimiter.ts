@@ -15,7 +15,7 @@
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { createHash } from "node:crypto"
-import { AppConfig } from "../AppConfig.js"
+import { AppConfig } from "../config/AppConfig.js"
 import { FailureCounts, type FailureCountsShape } from "../storage/FailureCounts.js"
 
 export const FAILURE_WINDOW_MS = 60_000

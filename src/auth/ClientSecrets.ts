@@ -9,7 +9,7 @@
 import { Context, Effect, Either, Layer, Redacted } from "effect"
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import type { ClientId } from "../domain/Identifiers.js"
-import { StartupError } from "../StartupError.js"
+import { StartupError } from "../config/StartupError.js"
 import { ServerKeyStore } from "../storage/ServerKeyStore.js"
 import { KeyEncryption } from "./KeyEncryption.js"
 

@@ -11,8 +11,8 @@
  */
 import { Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto"
-import { AppConfig } from "../AppConfig.js"
-import { StartupError } from "../StartupError.js"
+import { AppConfig } from "../config/AppConfig.js"
+import { StartupError } from "../config/StartupError.js"
 import { ServerKeyStore } from "../storage/ServerKeyStore.js"
 import { SigningKeyStore } from "../storage/SigningKeyStore.js"
 

@@ -16,13 +16,14 @@
 import { Clock, Context, Effect, Either, Layer, Schema } from "effect"
 import * as Jose from "jose"
 import { KeyObject, randomUUID, verify as verifySignature } from "node:crypto"
-import { AppConfig } from "../AppConfig.js"
+import { AppConfig } from "../config/AppConfig.js"
 import { InsufficientScope, InvalidToken } from "../domain/Errors.js"
 import { ClientId } from "../domain/Identifiers.js"
 import type { ServiceAddress } from "../storage/CredentialRepo.js"
 import { CLOCK_SKEW_SECONDS, SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
-import { KeyService, SIGNING_ALGORITHM } from "./KeyService.js"
-import { tracerEnabled } from "../Tracing.js"
+import { KeyService } from "./KeyService.js"
+import { SIGNING_ALGORITHM } from "./SigningKeyMaterial.js"
+import { tracerEnabled } from "../observability/Tracing.js"
 
 /** Larger tokens are refused before they are parsed; ours are about 800 bytes. */
 export const MAX_TOKEN_LENGTH = 8192

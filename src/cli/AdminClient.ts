@@ -9,7 +9,7 @@ import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform
 import { Config, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
-import { ADMIN_TOKEN_FILE } from "../AdminTokenFile.js"
+import { ADMIN_TOKEN_FILE } from "../admin-auth/AdminTokenFile.js"
 import { CredentialList, ProfileList } from "../api/AdminApi.js"
 import { AuditEventPage } from "../domain/AuditEvents.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"

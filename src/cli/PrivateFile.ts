@@ -7,7 +7,7 @@ import { Data, Effect } from "effect"
 import { randomBytes } from "node:crypto"
 import fs from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
-import { describeFileError } from "../StartupError.js"
+import { describeFileError } from "../config/StartupError.js"
 
 export class PrivateFileError extends Data.TaggedError("PrivateFileError")<{ readonly message: string }> {}
 

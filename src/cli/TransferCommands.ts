@@ -10,23 +10,16 @@ import { Command, Options } from "@effect/cli"
 import type { Migrator, SqlClient, SqlError } from "@effect/sql"
 import { Cause, Config, Effect, Either, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { readFile } from "node:fs/promises"
-import { describeFileError, type StartupError } from "../StartupError.js"
+import { describeFileError, type StartupError } from "../config/StartupError.js"
 import * as PgliteClient from "../storage/PgliteClient.js"
 import * as Storage from "../storage/Storage.js"
-import {
-  checkKeys,
-  countTables,
-  describeCounts,
-  DISTINCT_COUNTS,
-  type ExportDocument,
-  exportDatabase,
-  type ImportSummary,
-  importDatabase,
-  isMigrated,
-  parseExport,
-  type TableCounts,
-  TransferRefused
-} from "../storage/Transfer.js"
+import { isMigrated } from "../transfer/DatabaseSchema.js"
+import { checkKeys } from "../transfer/ExportChecks.js"
+import { exportDatabase } from "../transfer/ExportDatabase.js"
+import { type ExportDocument, parseExport } from "../transfer/ExportFile.js"
+import { type ImportSummary, importDatabase } from "../transfer/ImportDatabase.js"
+import { countTables, describeCounts, DISTINCT_COUNTS, type TableCounts } from "../transfer/TransferCounts.js"
+import { TransferRefused } from "../transfer/TransferErrors.js"
 import { writeStderr, writeStdout } from "./Output.js"
 import { checkWritable, writePrivateFile } from "./PrivateFile.js"
 

@@ -18,7 +18,7 @@ import { parseAuthorization } from "../http/AuthorizationHeader.js"
 import { parseJson } from "../http/RequestBody.js"
 import { describeDefect } from "../http/ServerErrors.js"
 import { CredentialRepo, type ServiceAddress, serviceAddress, type ServiceRoute, spanAttributes } from "../storage/CredentialRepo.js"
-import { tracerEnabled } from "../Tracing.js"
+import { tracerEnabled } from "../observability/Tracing.js"
 import { type JsonObject, ServiceHandlers } from "./ServiceHandlers.js"
 
 const REALM = `Bearer realm="service"`

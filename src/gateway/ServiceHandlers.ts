@@ -6,7 +6,7 @@
  *   ServiceHandlers.layerWith({ "0b5e…": (call) => Effect.succeed({ total: 42 }) })
  */
 import { Context, Effect, FiberRef, Layer, type Tracer } from "effect"
-import { AppConfig } from "../AppConfig.js"
+import { AppConfig } from "../config/AppConfig.js"
 import type { BadGateway } from "../domain/Errors.js"
 import type { ServiceHandlerConfig } from "../domain/Models.js"
 import type { ServiceAddress } from "../storage/CredentialRepo.js"

@@ -13,7 +13,7 @@
  */
 import { type HttpApiError, HttpServerRequest } from "@effect/platform"
 import { Data, Effect, Layer } from "effect"
-import { AppConfig } from "../AppConfig.js"
+import { AppConfig } from "../config/AppConfig.js"
 import { AdminBodies } from "../api/AdminApi.js"
 import { InvalidRequest, type PayloadTooLarge } from "../domain/Errors.js"
 import { describeIssue, firstIssue, parseJson, readBodyText } from "./RequestBody.js"

@@ -24,7 +24,7 @@ import {
 import { currentDate } from "../domain/Time.js"
 import { AuditTrail } from "../storage/AuditTrail.js"
 import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
-import * as AdminAuthHttp from "./AdminAuthHttp.js"
+import * as AdminAuthHttp from "../admin-auth/AdminAuthHttp.js"
 import * as AdminBodies from "./AdminBodies.js"
 import { describeParseError } from "./RequestBody.js"
 

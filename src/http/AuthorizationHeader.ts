@@ -4,7 +4,6 @@
  * seven characters without checking the scheme, and turns a missing header into an empty token.
  */
 import { Either, Redacted } from "effect"
-import { createHash } from "node:crypto"
 
 const CREDENTIALS = /^([A-Za-z0-9!#$%&'*+.^_`|~-]+) +([A-Za-z0-9._~+/-]+=*)$/
 
@@ -18,12 +17,6 @@ export const parseAuthorization = (header: string): Credentials | undefined => {
   const match = CREDENTIALS.exec(header.trim())
   return match === null ? undefined : { scheme: match[1]!.toLowerCase(), value: match[2]! }
 }
-
-/**
- * A bearer token as it is compared: its SHA-256, so that `timingSafeEqual` compares equal lengths
- * whatever was sent (the admin tokens, the metrics token).
- */
-export const tokenDigest = (token: string): Buffer => createHash("sha256").update(token, "utf8").digest()
 
 /** `application/x-www-form-urlencoded` decoding of one Basic credential part (RFC 6749 §2.3.1). */
 const formDecode = (part: string): string => decodeURIComponent(part.replace(/\+/g, " "))

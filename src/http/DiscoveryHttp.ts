@@ -1,7 +1,7 @@
 /** Discovery and operations: JWKS, RFC 8414 metadata, liveness, readiness and the OpenAPI document. */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
-import { AppConfig } from "../AppConfig.js"
+import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
 import { KeyService } from "../auth/KeyService.js"
 import { SERVICE_CALL_SCOPE } from "../domain/AccessTokens.js"

@@ -21,7 +21,7 @@
  */
 import { Context, Effect, Either, Layer, Option, Runtime, type Tracer } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { AppConfig } from "../AppConfig.js"
+import { AppConfig } from "../config/AppConfig.js"
 import { ClientCredentialsGrant, decideToken, type TokenInput } from "../auth/ClientCredentialsGrant.js"
 import { NO_STORE, tokenAnswer } from "../auth/TokenRequest.js"
 import { TokenService } from "../auth/TokenService.js"
@@ -35,7 +35,7 @@ import {
 } from "../gateway/ServiceCallDecision.js"
 import { echoOf, ServiceHandlers, traceparentOf, upstreamAttributes } from "../gateway/ServiceHandlers.js"
 import { postJson } from "../gateway/Upstream.js"
-import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult } from "../metrics/ServiceMetrics.js"
+import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult } from "../observability/ServiceMetrics.js"
 import { spanAttributes } from "../storage/CredentialRepo.js"
 import { type Answer, errorAnswer, writeAnswer } from "./Answer.js"
 import { clientAddress } from "./ClientAddress.js"

@@ -12,7 +12,7 @@ import {
   recordTokenRequest,
   tokenResultOf,
   UNMATCHED_ROUTE
-} from "../metrics/ServiceMetrics.js"
+} from "../observability/ServiceMetrics.js"
 import { endpointTemplate, routeTemplate } from "./Routes.js"
 
 export const TOKEN_ROUTE = endpointTemplate("issueToken")

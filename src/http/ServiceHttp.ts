@@ -5,7 +5,7 @@
  */
 import { HttpApiBuilder, type HttpServerRequest } from "@effect/platform"
 import { Clock, Effect, Either } from "effect"
-import { AppConfig } from "../AppConfig.js"
+import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
 import { jsonObject, ServiceCallGate } from "../gateway/ServiceCallDecision.js"
 import { errorAnswer, toServerResponse } from "./Answer.js"

@@ -13,7 +13,7 @@
 import { createPrivateKey, X509Certificate } from "node:crypto"
 import { readFileSync, statSync } from "node:fs"
 import { createSecureContext } from "node:tls"
-import { describeFileError } from "../StartupError.js"
+import { describeFileError } from "../config/StartupError.js"
 
 export interface TlsFiles {
   readonly certFile: string

@@ -6,7 +6,7 @@
  */
 import { HttpApiBuilder, type HttpServerRequest } from "@effect/platform"
 import { Clock, Effect, Option } from "effect"
-import { AppConfig } from "../AppConfig.js"
+import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
 import { ClientCredentialsGrant } from "../auth/ClientCredentialsGrant.js"
 import { NO_STORE } from "../auth/TokenRequest.js"

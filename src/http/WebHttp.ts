@@ -9,7 +9,7 @@ import { Effect } from "effect"
 import { readdir, readFile } from "node:fs/promises"
 import { join } from "node:path"
 import { Api } from "../api/Api.js"
-import { PACKAGE_ROOT } from "../PackageRoot.js"
+import { PACKAGE_ROOT } from "../config/PackageRoot.js"
 import * as ApiReference from "./ApiReference.js"
 import { notFound as unknownPath } from "./ServerErrors.js"
 

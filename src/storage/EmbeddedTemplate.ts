@@ -13,7 +13,7 @@ import { SqlError } from "@effect/sql"
 import { Effect } from "effect"
 import fs from "node:fs"
 import { join } from "node:path"
-import { PACKAGE_ROOT } from "../PackageRoot.js"
+import { PACKAGE_ROOT } from "../config/PackageRoot.js"
 import * as PgliteClient from "./PgliteClient.js"
 
 /** What PostgreSQL writes first and the start-up reads as "initialized": copied last. */

@@ -7,7 +7,7 @@ import { Migrator, SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
 import { readdir, readFile } from "node:fs/promises"
 import { join } from "node:path"
-import { PACKAGE_ROOT } from "../PackageRoot.js"
+import { PACKAGE_ROOT } from "../config/PackageRoot.js"
 
 export const MIGRATIONS_DIRECTORY = join(PACKAGE_ROOT, "migrations")
 

@@ -13,7 +13,7 @@ import { Effect } from "effect"
 import fs from "node:fs"
 import { isMainThread } from "node:worker_threads"
 import { join, resolve, sep } from "node:path"
-import { describeFileError, StartupError } from "../StartupError.js"
+import { describeFileError, StartupError } from "../config/StartupError.js"
 
 const GROUP_AND_OTHER = 0o077
 const PRIVATE_DIRECTORY = 0o700

@@ -7,7 +7,7 @@
 import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
-import { AppConfig } from "../AppConfig.js"
+import { AppConfig } from "../config/AppConfig.js"
 import * as AuditTrail from "./AuditTrail.js"
 import { CredentialRepo, withSpans } from "./CredentialRepo.js"
 import * as CacheCoherence from "./CacheCoherence.js"
@@ -20,11 +20,11 @@ import { FailureCounts } from "./FailureCounts.js"
 import * as Migrations from "./Migrations.js"
 import * as PgliteClient from "./PgliteClient.js"
 import { makeDataDirPrivate, tightenDataDir } from "./PrivateDataDir.js"
-import { StartupError } from "../StartupError.js"
+import { StartupError } from "../config/StartupError.js"
 import { STORAGE_TIMEOUT } from "./StorageErrors.js"
 import { ServerKeyStore } from "./ServerKeyStore.js"
 import { SigningKeyStore } from "./SigningKeyStore.js"
-import { tracerEnabled } from "../Tracing.js"
+import { tracerEnabled } from "../observability/Tracing.js"
 
 /**
  * The SQL repository behind its read cache, which loads the live catalogue in the background; when traces are exported (read as the layer is built),

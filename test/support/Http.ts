@@ -9,7 +9,7 @@ import { expect } from "@effect/vitest"
 import { Effect } from "effect"
 import { createPublicKey, type JsonWebKey, randomBytes, verify } from "node:crypto"
 import * as NodeHttp from "node:http"
-import { ADMIN_TOKEN, type JsonResponse, send, serverPort } from "./TestServer.js"
+import { ADMIN_TOKEN, type JsonResponse, send, serverPort } from "../../src/testing.js"
 
 
 /** A string whose latin-1 code units are the UTF-8 bytes of `value` (what node:http writes as is). */

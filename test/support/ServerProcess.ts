@@ -7,22 +7,12 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { get as httpsGet } from "node:https"
-import { createServer } from "node:net"
 import { fileURLToPath } from "node:url"
+import { freePort } from "../../src/testing.js"
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const probe = createServer()
-    probe.unref()
-    probe.on("error", reject)
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      probe.close(() => resolve(port))
-    })
-  })
+export { freePort }
 
 /** GET /healthz over HTTPS, checking the certificate against `ca` for the name localhost. */
 const secureHealthStatus = (port: number, ca: string | Buffer) =>

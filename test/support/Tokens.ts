@@ -9,7 +9,7 @@ import { expect } from "@effect/vitest"
 import { Effect } from "effect"
 import { constants, createHmac, generateKeyPairSync, KeyObject, randomUUID, sign } from "node:crypto"
 import { decodeJwt, request } from "./Http.js"
-import { type Fixture, issueToken, type JsonResponse } from "./TestServer.js"
+import { type Fixture, issueToken, type JsonResponse } from "../../src/testing.js"
 
 // ---------------------------------------------------------------------------------------------
 // Encoding and signing

@@ -14,8 +14,8 @@ import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from "@ope
 import { Effect, Layer, Runtime } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
-import { PACKAGE_ROOT } from "./PackageRoot.js"
-import type { TracingSettings } from "./Tracing.js"
+import { PACKAGE_ROOT } from "../config/PackageRoot.js"
+import type { TracingSettings } from "./TracingSettings.js"
 
 /** `ExportResultCode.SUCCESS` of @opentelemetry/core. */
 const EXPORT_SUCCEEDED = 0

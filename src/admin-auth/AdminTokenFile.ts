@@ -9,7 +9,7 @@ import { Effect, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import fs from "node:fs"
 import { join, resolve } from "node:path"
-import { describeFileError, StartupError } from "./StartupError.js"
+import { describeFileError, StartupError } from "../config/StartupError.js"
 
 export const ADMIN_TOKEN_FILE = "admin-token"
 

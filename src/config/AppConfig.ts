@@ -3,11 +3,11 @@
  * `npm start` runs on the embedded database in `./data`.
  */
 import { Config, ConfigError, Context, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
-import { type AdminTokenEntry, parseAdminTokens, weakAdminTokenProblem } from "./AdminTokens.js"
-import { NO_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from "./http/ClientAddress.js"
-import type { TlsFiles } from "./http/TlsCertificates.js"
+import { type AdminTokenEntry, parseAdminTokens, weakAdminTokenProblem } from "../admin-auth/AdminTokens.js"
+import { NO_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from "../http/ClientAddress.js"
+import type { TlsFiles } from "../http/TlsCertificates.js"
 import { fromConfigError } from "./StartupError.js"
-import { settingsFromEnv as tracingFromEnv, type TracingSettings } from "./Tracing.js"
+import { settingsFromEnv as tracingFromEnv, type TracingSettings } from "../observability/TracingSettings.js"
 
 /** LOG_LEVEL values, case-insensitive. */
 const LOG_LEVELS = ["all", "trace", "debug", "info", "warning", "error", "fatal", "none"] as const

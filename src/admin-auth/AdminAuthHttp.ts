@@ -11,12 +11,13 @@
 import { HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { timingSafeEqual } from "node:crypto"
-import { AppConfig } from "../AppConfig.js"
 import { AdminAuth } from "../api/AdminApi.js"
 import { makeAuthFailureLimiter } from "../auth/AuthFailureLimiter.js"
+import { AppConfig } from "../config/AppConfig.js"
 import { AdminTooManyAttempts, Unauthorized } from "../domain/Errors.js"
+import { parseAuthorization } from "../http/AuthorizationHeader.js"
 import { FailureCounts } from "../storage/FailureCounts.js"
-import { parseAuthorization, tokenDigest } from "./AuthorizationHeader.js"
+import { tokenDigest } from "./TokenDigest.js"
 
 /** The limiter's client-id slot: admin failures are keyed by the address alone. */
 const ADMIN = ""

@@ -4,7 +4,7 @@
  * entry's position, never by quoting it: an entry may hold a token.
  */
 import { Either, Redacted } from "effect"
-import { tokenDigest } from "./http/AuthorizationHeader.js"
+import { tokenDigest } from "./TokenDigest.js"
 
 export interface AdminTokenEntry {
   /** The actor the audit trail records for this token. */

@@ -1,27 +1,41 @@
 /**
- * The real HttpApi served in-process on a random port (`NodeHttpServer.layerTest`), with its
- * `HttpClient` pointed at it. Storage defaults to the in-memory repository, keys to a fixed test
- * key; both can be swapped, e.g. for the embedded or PostgreSQL storage.
+ * The public test entry: the real HttpApi served in-process on a free port (`makeTestServer`), with
+ * an `HttpClient` pointed at it, and the fixtures the project's own tests use. Storage defaults to
+ * the in-memory repository, keys to a fixed test key; both can be swapped, e.g. for the embedded or
+ * PostgreSQL storage. An embedding program tests its handlers with the same server.
  */
 import { HttpClient, HttpClientRequest, type HttpClientResponse, HttpServer } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
-import { AppConfig, type AppConfigShape } from "../../src/AppConfig.js"
-import { layerDomainTest, layerServe, makeDomainLayer } from "../../src/AppLayer.js"
-import { ClientSecrets } from "../../src/auth/ClientSecrets.js"
-import { KeyEncryption } from "../../src/auth/KeyEncryption.js"
-import { KeyService } from "../../src/auth/KeyService.js"
-import { NO_TRUSTED_PROXIES } from "../../src/http/ClientAddress.js"
-import * as FastLane from "../../src/http/FastLane.js"
-import * as NodeServer from "../../src/http/NodeServer.js"
-import type { AuditTrail } from "../../src/storage/AuditTrail.js"
-import type { CredentialRepo } from "../../src/storage/CredentialRepo.js"
-import type { FailureCounts } from "../../src/storage/FailureCounts.js"
-import type { ServerKeyStore } from "../../src/storage/ServerKeyStore.js"
-import type { SigningKeyStore } from "../../src/storage/SigningKeyStore.js"
-import * as Storage from "../../src/storage/Storage.js"
-import { freePort } from "./ServerProcess.js"
+import { createServer } from "node:net"
+import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
+import { layerDomainTest, layerServe, makeDomainLayer } from "./AppLayer.js"
+import { ClientSecrets } from "./auth/ClientSecrets.js"
+import { KeyEncryption } from "./auth/KeyEncryption.js"
+import { KeyService } from "./auth/KeyService.js"
+import { NO_TRUSTED_PROXIES } from "./http/ClientAddress.js"
+import * as FastLane from "./http/FastLane.js"
+import * as NodeServer from "./http/NodeServer.js"
+import type { AuditTrail } from "./storage/AuditTrail.js"
+import type { CredentialRepo } from "./storage/CredentialRepo.js"
+import type { FailureCounts } from "./storage/FailureCounts.js"
+import type { ServerKeyStore } from "./storage/ServerKeyStore.js"
+import type { SigningKeyStore } from "./storage/SigningKeyStore.js"
+import * as Storage from "./storage/Storage.js"
+
+/** A port of 127.0.0.1 free at the moment of asking (for servers a test starts). */
+export const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const probe = createServer()
+    probe.unref()
+    probe.on("error", reject)
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      probe.close(() => resolve(port))
+    })
+  })
 
 export const ADMIN_TOKEN = "test-admin-token"
 /** Who makes the changes tests write straight into a repository (the audit trail's actor). */

@@ -1,0 +1,131 @@
+/**
+ * The rows of an export file, table by table, as stored: timestamps as text to the microsecond, key
+ * material checked for its form and never repeated in a message. Every exported table is here; the
+ * tables left out are declared in `DatabaseSchema.ts`.
+ */
+import { Schema } from "effect"
+import { AuditAction, AuditDetails } from "../domain/AuditEvents.js"
+import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import { AuthType, ServiceHandlerConfig } from "../domain/Models.js"
+import { StorableText } from "../domain/Text.js"
+
+const TIMESTAMP_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$/
+
+/**
+ * A `timestamptz` as stored: kept as text to the microsecond (a `Date` would drop the last three
+ * digits, and a merge compares timestamps exactly).
+ */
+export const StoredTimestamp = Schema.String.pipe(
+  Schema.filter((value) => TIMESTAMP_PATTERN.test(value) && !Number.isNaN(Date.parse(value)), {
+    message: () => "must be an ISO 8601 date-time with its offset, e.g. 2026-01-01T12:00:00.000000Z"
+  })
+)
+
+/** An HMAC-SHA256 digest in hexadecimal (`ClientSecrets`). */
+const SecretDigest = Schema.String.pipe(
+  Schema.pattern(/^[0-9a-f]{64}$/, { message: () => "must be an HMAC-SHA256 digest (64 hexadecimal digits)" })
+)
+
+/** Key material: whatever is wrong with it, the message never repeats it. */
+const KeyValue = Schema.String.annotations({ message: () => "must be a string" }).pipe(
+  Schema.filter((value) => value.length > 0, { message: () => "must not be empty" })
+)
+
+export const ProfileRow = Schema.Struct({ profile: ProfileId, created_at: StoredTimestamp })
+export const EnvironmentRow = Schema.Struct({ profile: ProfileId, name: EnvironmentName, created_at: StoredTimestamp })
+export const ServiceRow = Schema.Struct({
+  profile: ProfileId,
+  environment: EnvironmentName,
+  uuid: ServiceUuid,
+  name: StorableText,
+  auth_type: AuthType,
+  handler: ServiceHandlerConfig,
+  created_at: StoredTimestamp
+})
+export const CredentialRow = Schema.Struct({
+  client_id: ClientId,
+  profile: ProfileId,
+  environment: EnvironmentName,
+  service_uuid: ServiceUuid,
+  secret_hash: SecretDigest,
+  created_at: StoredTimestamp,
+  last_used_at: Schema.NullOr(StoredTimestamp),
+  deleted_at: Schema.NullOr(StoredTimestamp)
+})
+export const ServerKeyRow = Schema.Struct({
+  name: Schema.String.pipe(Schema.pattern(/^[a-z0-9_]{1,64}$/, { message: () => "must be a key name" })),
+  value: KeyValue,
+  created_at: StoredTimestamp
+})
+
+const Base64Url = (what: string) =>
+  Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]+$/, { message: () => `must be ${what} in base64url` }))
+
+/** A sealed value (`KeyEncryption`): `enc:v1:<iv>:<ciphertext+tag>`. */
+export const SEALED_PATTERN = /^enc:v1:[A-Za-z0-9_-]+:[A-Za-z0-9_-]+$/
+
+/** A private signing key as stored: a PEM, or sealed with KEY_ENCRYPTION_KEY. Never repeated in a message. */
+const StoredPrivateKey = Schema.String.annotations({ message: () => "must be a string" }).pipe(
+  Schema.filter((value) => value.startsWith("-----BEGIN") || SEALED_PATTERN.test(value), {
+    message: () => "must be a PEM private key or a sealed value (enc:v1:...)"
+  })
+)
+
+export const SigningKeyRow = Schema.Struct({
+  /** The RFC 7638 thumbprint of `public_jwk`. */
+  kid: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{43}$/, { message: () => "must be a SHA-256 JWK thumbprint" })),
+  public_jwk: Schema.Struct({ kty: Schema.Literal("RSA"), n: Base64Url("a modulus"), e: Base64Url("an exponent") }),
+  private_key: StoredPrivateKey,
+  created_at: StoredTimestamp,
+  active_from: StoredTimestamp
+})
+
+const NullableText = Schema.NullOr(Schema.String)
+
+export const AuditEventRow = Schema.Struct({
+  time: StoredTimestamp,
+  actor: Schema.String,
+  source: Schema.String,
+  action: AuditAction,
+  profile: NullableText,
+  environment: NullableText,
+  service_uuid: NullableText,
+  client_id: NullableText,
+  details: Schema.NullOr(AuditDetails)
+})
+
+/** Each exported table's row (the completeness check compares their fields with the schema's columns). */
+export const TABLE_ROWS = {
+  profiles: ProfileRow,
+  environments: EnvironmentRow,
+  services: ServiceRow,
+  credentials: CredentialRow,
+  server_keys: ServerKeyRow,
+  signing_keys: SigningKeyRow,
+  audit_events: AuditEventRow
+} as const
+
+/** Tables a version-1 file does not have: read as empty. */
+const addedInVersion2 = <S extends Schema.Schema.Any>(row: S) =>
+  Schema.optionalWith(Schema.Array(row), { default: () => [] })
+
+/**
+ * The exported tables, in the order they are imported (parents first). Services, credentials and
+ * signing keys are listed in their stored order (`position`), audit events in theirs (`id`).
+ */
+export const ExportedTables = Schema.Struct({
+  profiles: Schema.Array(ProfileRow),
+  environments: Schema.Array(EnvironmentRow),
+  services: Schema.Array(ServiceRow),
+  credentials: Schema.Array(CredentialRow),
+  server_keys: Schema.Array(ServerKeyRow),
+  signing_keys: addedInVersion2(SigningKeyRow),
+  audit_events: addedInVersion2(AuditEventRow)
+})
+export type ExportedTables = typeof ExportedTables.Type
+
+export const EXPORTED_TABLES = Object.keys(TABLE_ROWS) as ReadonlyArray<keyof ExportedTables>
+
+
+/** `profile/environment/uuid`: how a service is named in messages. */
+export const serviceKey = (profile: string, environment: string, uuid: string) => `${profile}/${environment}/${uuid}`
