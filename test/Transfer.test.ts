@@ -79,18 +79,9 @@ const snapshot = (url: string) =>
     return JSON.stringify(rows[0])
   }, url)
 
-/**
- * `startServer`, once more when its start failed only because the database answered slower than the
- * storage timeout (a loaded machine: the first statements on a fresh PGlite directory are slow).
- */
-const start = async (env: Readonly<Record<string, string>>): Promise<ServerProcess> => {
-  try {
-    return await startServer(env, { healthTimeoutMs: 120_000 })
-  } catch (error) {
-    if (!/The database is unavailable/.test(String(error))) throw error
-    return await startServer(env, { healthTimeoutMs: 120_000 })
-  }
-}
+/** `startServer` (which starts once more when the first statements outlasted the storage timeout). */
+const start = (env: Readonly<Record<string, string>>): Promise<ServerProcess> =>
+  startServer(env, { healthTimeoutMs: 120_000 })
 
 const adminCall = async (server: ServerProcess, method: string, path: string, body?: unknown) => {
   const response = await fetch(`${server.base}${path}`, {
