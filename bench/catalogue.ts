@@ -5,17 +5,22 @@
  * side by side in one round:
  *
  * - hot: one credential (or its token) on every request;
- * - spread: a random credential (or token) of the whole catalogue on every request;
+ * - spread: a random credential (or token) of the whole catalogue on every request (warm: every
+ *   token has been called once before, as the hot one has);
  * - cold: every token request with a credential never used before;
  * - spread while a side loop makes ~5 catalogue writes a second in another profile (creating and
  *   deleting services).
  *
  * Each ratio is within one run: spread/hot (target >= 0.9), with writes/without (>= 0.8),
- * cold/hot (>= 0.3); with the server's RSS at the full catalogue. CATALOGUE_SERVICES=0 skips it.
+ * cold/hot (>= 0.3); with the server's RSS at the full catalogue. `bench/run.ts` runs them on the
+ * embedded database and, when DATABASE_URL is set, on PostgreSQL too, and prints both side by side
+ * (`printCatalogue`). CATALOGUE_SERVICES=0 skips them.
  */
 import autocannon from "autocannon"
 
 export interface CatalogueBench {
+  /** Which database the server runs on, for the report. */
+  readonly database: string
   readonly base: string
   readonly seconds: number
   readonly connections: number
@@ -29,7 +34,7 @@ interface Credential {
   readonly path: string
 }
 
-const SERVICES = Number(process.env.CATALOGUE_SERVICES ?? 10_000)
+export const SERVICES = Number(process.env.CATALOGUE_SERVICES ?? 10_000)
 const WRITES_PER_SECOND = 5
 
 const pool = async <A>(items: ReadonlyArray<A>, width: number, each: (item: A) => Promise<void>) => {
@@ -48,6 +53,29 @@ const tokenBody = (profile: string, environment: string, uuid: string, clientId:
     environment,
     service_uuid: uuid
   }).toString()
+
+interface Rate {
+  readonly rps: number
+  readonly failed: number
+}
+
+/** What one database's run measured. */
+export interface CatalogueResult {
+  readonly database: string
+  readonly services: number
+  readonly credentials: number
+  readonly provisionedS: number
+  readonly cold: Rate
+  readonly coldUsed: number
+  readonly hotTokens: Rate
+  readonly spreadTokens: Rate
+  readonly writeTokens: Rate
+  readonly hotCalls: Rate
+  readonly spreadCalls: Rate
+  readonly writeCalls: Rate
+  readonly writeRate: number
+  readonly rssMb: number
+}
 
 /** Loads the server with a request chosen afresh for each request; answers req/s and failures. */
 const measure = async (
@@ -78,8 +106,7 @@ const measure = async (
   return { rps: result.requests.average, failed: result.non2xx + result.errors + result.timeouts }
 }
 
-export const runCatalogue = async (bench: CatalogueBench) => {
-  if (SERVICES <= 0) return
+export const runCatalogue = async (bench: CatalogueBench): Promise<CatalogueResult> => {
   const { base } = bench
   // A loaded machine may let an admin request time out or answer 503 (catalogue writes queue on
   // one lock): tried again (a service created twice only leaves an extra one nobody uses).
@@ -101,7 +128,8 @@ export const runCatalogue = async (bench: CatalogueBench) => {
   await admin(base, "PUT", `/admin/profiles/${profile}`)
   await admin(base, "PUT", `/admin/profiles/${profile}/environments/${environment}`)
   const uuids: Array<string> = []
-  await pool(Array.from({ length: SERVICES }, (_, i) => i), 4, async (i) => {
+  // Several requests in flight: the server's admin path, not this loop's round trips, sets the pace.
+  await pool(Array.from({ length: SERVICES }, (_, i) => i), 8, async (i) => {
     const service = await admin(base, "POST", `/admin/profiles/${profile}/environments/${environment}/services`, {
       name: `s${i}`,
       auth_type: "oauth"
@@ -110,8 +138,8 @@ export const runCatalogue = async (bench: CatalogueBench) => {
   })
   const credentials: Array<Credential> = []
   const batches: Array<Array<string>> = []
-  for (let i = 0; i < uuids.length; i += 10) batches.push(uuids.slice(i, i + 10)) // short transactions
-  await pool(batches, 2, async (batch) => {
+  for (let i = 0; i < uuids.length; i += 25) batches.push(uuids.slice(i, i + 25)) // short transactions
+  await pool(batches, 4, async (batch) => {
     const changes = batch.flatMap((uuid) => [0, 1].map(() => ({ op: "add_credential", environment, service_uuid: uuid })))
     const saved = await admin(base, "POST", `/admin/profiles/${profile}/save`, { changes })
     for (const created of saved.created) {
@@ -123,8 +151,8 @@ export const runCatalogue = async (bench: CatalogueBench) => {
   })
   const provisionedS = (performance.now() - startedAt) / 1000
   console.log(
-    `\ncatalogue: ${uuids.length} services, ${credentials.length} credentials provisioned in ${provisionedS.toFixed(1)} s; ` +
-      `server RSS ${bench.rssMb().toFixed(0)} MB`
+    `\ncatalogue (${bench.database}): ${uuids.length} services, ${credentials.length} credentials provisioned through ` +
+      `the admin API in ${provisionedS.toFixed(1)} s; server RSS ${bench.rssMb().toFixed(0)} MB`
   )
 
   const form = { "content-type": "application/x-www-form-urlencoded" }
@@ -160,6 +188,17 @@ export const runCatalogue = async (bench: CatalogueBench) => {
 
   const hotTokens = await measure(bench, "/oauth/token", form, () => hotCredential)
   const spreadTokens = await measure(bench, "/oauth/token", form, () => random(credentials))
+  // Warm: each token called once before the calls are measured, as the hot one is by its first
+  // request (a token's first call checks its signature; later ones find it verified).
+  await pool(calls, 8, async (call) => {
+    const response = await fetch(`${base}${call.path}`, {
+      method: "POST",
+      headers: { ...json, authorization: `Bearer ${call.token}` },
+      body: `{"amount":42}`,
+      signal: AbortSignal.timeout(10_000)
+    })
+    await response.arrayBuffer()
+  })
   const hotCalls = await measureCalls(() => hotCall)
   const spreadCalls = await measureCalls(() => random(calls))
   const rssFull = bench.rssMb()
@@ -186,16 +225,46 @@ export const runCatalogue = async (bench: CatalogueBench) => {
   await writer
   const writeRate = writes / ((performance.now() - writesStarted) / 1000)
 
+  const measured = { cold, hotTokens, spreadTokens, writeTokens, hotCalls, spreadCalls, writeCalls }
+  return {
+    database: bench.database,
+    services: uuids.length,
+    credentials: credentials.length,
+    provisionedS,
+    coldUsed,
+    ...measured,
+    writeRate,
+    rssMb: rssFull
+  }
+}
+
+/** The runs side by side, one column a database, each ratio with its target. */
+export const printCatalogue = (results: ReadonlyArray<CatalogueResult>, seconds: number, connections: number) => {
+  if (results.length === 0) return
   const f = (n: number) => n.toLocaleString("en-US", { maximumFractionDigits: 0 })
-  const r = (a: number, b: number) => (a / b).toFixed(2)
-  console.log(`catalogue: ${credentials.length} credentials; ${bench.connections} connections, ${bench.seconds} s per run`)
-  console.log(`  tokens  hot ${f(hotTokens.rps)}/s  spread ${f(spreadTokens.rps)}/s (${r(spreadTokens.rps, hotTokens.rps)}x)  ` +
-    `cold ${f(cold.rps)}/s (${r(cold.rps, hotTokens.rps)}x, ${coldUsed} first uses)  ` +
-    `spread with writes ${f(writeTokens.rps)}/s (${r(writeTokens.rps, spreadTokens.rps)}x)`)
-  console.log(`  calls   hot ${f(hotCalls.rps)}/s  spread ${f(spreadCalls.rps)}/s (${r(spreadCalls.rps, hotCalls.rps)}x)  ` +
-    `spread with writes ${f(writeCalls.rps)}/s (${r(writeCalls.rps, spreadCalls.rps)}x)`)
-  console.log(`  writes in another profile: ${writeRate.toFixed(1)}/s; server RSS with the catalogue ${rssFull.toFixed(0)} MB`)
-  const failed = [cold, hotTokens, spreadTokens, hotCalls, spreadCalls, writeTokens, writeCalls].reduce((n, m) => n + m.failed, 0)
+  const ratio = (a: Rate, b: Rate) => `${f(a.rps)}/s (${(a.rps / b.rps).toFixed(2)}x)`
+  const rows: Array<[string, (r: CatalogueResult) => string, string]> = [
+    ["services, credentials", (r) => `${f(r.services)}, ${f(r.credentials)}`, ""],
+    ["provisioned (admin API)", (r) => `${r.provisionedS.toFixed(0)} s`, ""],
+    ["tokens hot", (r) => `${f(r.hotTokens.rps)}/s`, ""],
+    ["tokens spread / hot", (r) => ratio(r.spreadTokens, r.hotTokens), ">= 0.9"],
+    ["tokens cold / hot", (r) => ratio(r.cold, r.hotTokens), ">= 0.3"],
+    ["tokens with writes / spread", (r) => ratio(r.writeTokens, r.spreadTokens), ">= 0.8"],
+    ["calls hot", (r) => `${f(r.hotCalls.rps)}/s`, ""],
+    ["calls spread / hot", (r) => ratio(r.spreadCalls, r.hotCalls), ">= 0.9"],
+    ["calls with writes / spread", (r) => ratio(r.writeCalls, r.spreadCalls), ">= 0.8"],
+    ["writes in another profile", (r) => `${r.writeRate.toFixed(1)}/s`, "~5"],
+    ["server RSS, catalogue loaded", (r) => `${f(r.rssMb)} MB`, "<= 350 embedded, <= 250 PostgreSQL"]
+  ]
+  const width = 22
+  console.log("")
+  console.log(`catalogue scenarios: ${connections} connections, ${seconds} s per run, first uses: ${results.map((r) => f(r.coldUsed)).join(" / ")}`)
+  console.log(["".padEnd(30), ...results.map((r) => r.database.padEnd(width)), "target"].join(" "))
+  for (const [label, cell, target] of rows) {
+    console.log([label.padEnd(30), ...results.map((r) => cell(r).padEnd(width)), target].join(" ").trimEnd())
+  }
+  const failed = results.reduce((n, r) =>
+    n + [r.cold, r.hotTokens, r.spreadTokens, r.writeTokens, r.hotCalls, r.spreadCalls, r.writeCalls].reduce((m, x) => m + x.failed, 0), 0)
   if (failed > 0) {
     console.error(`!! catalogue: ${failed} requests did not succeed !!`)
     process.exitCode = 1

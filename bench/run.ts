@@ -22,7 +22,7 @@ import { cpus, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { freePort } from "../test/support/ServerProcess.js"
-import { runCatalogue } from "./catalogue.js"
+import { type CatalogueResult, printCatalogue, runCatalogue, SERVICES as CATALOGUE_SERVICES } from "./catalogue.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
 
@@ -478,8 +478,28 @@ const main = async () => {
     }
     console.log(`start-up: ${fmt(readyMs)} ms from npm start to GET /healthz 200 (${describeDatabase()})`)
 
-    // The catalogue scenarios (bench/catalogue.ts), on the same server.
-    await runCatalogue({ base: ours.base, seconds: SECONDS, connections: CONNECTIONS, admin, rssMb: () => rssMb(ours) })
+    // The catalogue scenarios (bench/catalogue.ts): on the same server, and with PostgreSQL also on
+    // a fresh embedded database (stopped before the PostgreSQL run, so one server runs at a time).
+    if (CATALOGUE_SERVICES > 0) {
+      const catalogue = (server: Running, database: string) =>
+        runCatalogue({ database, base: server.base, seconds: SECONDS, connections: CONNECTIONS, admin, rssMb: () => rssMb(server) })
+      const results: Array<CatalogueResult> = []
+      if (DATABASE_URL !== undefined) {
+        const embeddedDir = mkdtempSync(join(tmpdir(), "service-auth-bench-catalogue-"))
+        try {
+          const { server: embedded } = await startServiceAuth(embeddedDir, { DATA_DIR: embeddedDir, DATABASE_URL: "" })
+          results.push(await catalogue(embedded, "embedded"))
+          await stop(embedded)
+        } finally {
+          rmSync(embeddedDir, { recursive: true, force: true })
+        }
+        results.push(await catalogue(ours, "PostgreSQL"))
+      } else {
+        results.push(await catalogue(ours, "embedded"))
+        console.log("(set DATABASE_URL to run the catalogue scenarios on PostgreSQL too, beside these)")
+      }
+      printCatalogue(results, SECONDS, CONNECTIONS)
+    }
 
     const failures = summaries.reduce((n, s) => n + s.ours.non2xx + s.bare.non2xx, 0)
     if (failures > 0) {

@@ -19,6 +19,7 @@ import { KeyService } from "./auth/KeyService.js"
 import { TokenService } from "./auth/TokenService.js"
 import { ServiceCallGate } from "./gateway/ServiceCallDecision.js"
 import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
+import { UpstreamGateway } from "./gateway/UpstreamGateway.js"
 import * as AdminHttp from "./http/AdminHttp.js"
 import * as AdminKeysHttp from "./http/AdminKeysHttp.js"
 import * as DiscoveryHttp from "./http/DiscoveryHttp.js"
@@ -42,7 +43,9 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
   readonly handlers?: Layer.Layer<ServiceHandlers, never, RH>
 }) =>
   Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer, ServiceCallGate.layer).pipe(
-    Layer.provideMerge(Layer.mergeAll(TokenService.layer, AuthFailureLimiter.layer, options.handlers ?? ServiceHandlers.layer)),
+    Layer.provideMerge(
+      Layer.mergeAll(TokenService.layer, AuthFailureLimiter.layer, UpstreamGateway.layer, options.handlers ?? ServiceHandlers.layer)
+    ),
     Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets))
   )
 

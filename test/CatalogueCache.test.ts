@@ -8,13 +8,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Effect, Layer, Option } from "effect"
+import { Effect, FiberRef, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import { CacheLease } from "../src/storage/CacheLease.js"
 import { CatalogueMemory } from "../src/storage/CatalogueMemory.js"
 import { announcedScopes, parseAnnouncement } from "../src/storage/CatalogueScope.js"
-import { CredentialRepo, type CredentialRepoShape, type ServiceAddress, type TokenTarget } from "../src/storage/CredentialRepo.js"
+import { CredentialRepo, type CredentialRepoShape, type ServiceAddress, type TokenTarget, withSpans } from "../src/storage/CredentialRepo.js"
 import { localGuard, withReadCache } from "../src/storage/CredentialRepoCache.js"
 import * as LastUsedWrites from "../src/storage/LastUsedWrites.js"
 import * as PgliteClient from "../src/storage/PgliteClient.js"
@@ -169,7 +169,8 @@ const ENV = "production" as EnvironmentName
 const clientId = () => `svc_${randomUUID().replaceAll("-", "")}` as ClientId
 
 describe("embedded database", () => {
-  layer(embeddedStorage(), { timeout: 180_000 })((it) => {
+  // As the server runs when it exports no traces (with them, uses are recorded in Effect, in spans).
+  layer(embeddedStorage().pipe(Layer.locally(FiberRef.currentTracerEnabled, false)), { timeout: 180_000 })((it) => {
     it.effect("a service created and given credentials is in memory at its first use, and its deletion is seen at once", () =>
       Effect.gen(function*() {
         const repo = yield* CredentialRepo
@@ -194,6 +195,38 @@ describe("embedded database", () => {
         expect(Option.isNone(after.credential)).toBe(true)
         expect((yield* repo.findServiceRoute(at, Option.some(id))).pipe(Option.getOrThrow).credentialLive).toBe(false)
       }))
+
+    it.effect("a use noted synchronously (peek.touch) is in the cached entry at once and in the database after a flush", () =>
+      Effect.gen(function*() {
+        const repo = yield* CredentialRepo
+        const profile = `p${randomUUID().slice(0, 8)}` as ProfileId
+        const at = { profile, environment: ENV, uuid: randomUUID() as ServiceUuid }
+        const now = new Date()
+        yield* repo.putProfile(profile, now, TEST_ACTOR)
+        yield* repo.putEnvironment(profile, ENV, now, TEST_ACTOR)
+        yield* repo.putService(at, { name: "s", auth_type: "oauth", handler: { type: "echo" } }, "create", now, TEST_ACTOR)
+        const id = clientId()
+        yield* repo.applyCredentialChanges(profile, [{ op: "add_credential", environment: ENV, service_uuid: at.uuid, client_id: id, secret_hash: "digest" }], now, TEST_ACTOR)
+        const held = Option.getOrThrow(yield* repo.findTokenTarget(at, Option.some(id)))
+        expect(Option.getOrThrow(held.credential).lastUsedAt).toBeNull()
+
+        const used = new Date("2026-03-01T10:00:00Z")
+        expect(repo.peek?.touch?.(id, used)).toBe(true)
+        const cachedNow = repo.peek?.tokenTarget(at, Option.some(id))
+        expect(cachedNow !== undefined && Option.isSome(cachedNow) && Option.getOrThrow(cachedNow.value.credential).lastUsedAt).toEqual(used)
+        // An admin read flushes first, so it shows the use.
+        const service = Option.getOrThrow(yield* repo.getService(at))
+        expect(service.credentials.find((c) => c.client_id === id)?.last_used_at).toEqual(used)
+      }))
+  })
+
+  it("with spans (traces exported) a use is recorded by touchCredential, in its span, never synchronously", () => {
+    const noted: Array<string> = []
+    const repo = { touchCredential: () => Effect.void, noteUse: (id: ClientId) => void noted.push(id) } as unknown as CredentialRepoShape
+    expect(withSpans(repo).noteUse).toBeUndefined()
+    expect(withReadCache(withSpans(repo), localGuard()).peek?.touch?.(CLIENT, new Date())).toBe(false)
+    expect(withReadCache(repo, localGuard()).peek?.touch?.(CLIENT, new Date())).toBe(true)
+    expect(noted).toEqual([CLIENT])
   })
 })
 

@@ -4,6 +4,7 @@
  * otherwise the embedded database in a temporary data directory). Exit codes, stdout and stderr
  * are asserted as a script would read them.
  */
+import { randomUUID } from "node:crypto"
 import { spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -194,6 +195,24 @@ describe("service-auth admin CLI", () => {
     expect(await cliJson(["profiles", "delete", profile])).toEqual({ profile, deleted: true })
     expect((await cliJson(["profiles", "list"])).profiles.map((p: any) => p.profile)).not.toContain(profile)
   }, CLI_TEST_DEADLINE_MS)
+
+  it("creates a proxy service with a timeout and static headers read from the environment, never printing a value", async () => {
+    const profile = uniqueProfile()
+    await cliJson(["profiles", "create", profile])
+    await cliJson(["environments", "create", profile, "production"])
+    const secret = `cli-${randomUUID()}`
+    const args = ["services", "create", profile, "production", "--proxy", "https://upstream.example/api", "--timeout-ms", "2500"]
+    const created = await cli([...args, "--header", "X-Api-Key=UPSTREAM_KEY"], { UPSTREAM_KEY: secret })
+    expect(created.code, created.stderr).toBe(0)
+    expect(created.stdout).toContain("proxy https://upstream.example/api, timeout 2500 ms, headers X-Api-Key")
+    expect(created.stdout + created.stderr).not.toContain(secret)
+    const unset = await cli([...args, "--header", "X-Api-Key=NOT_SET_ANYWHERE"], { NOT_SET_ANYWHERE: undefined })
+    expect(unset.code).not.toBe(0)
+    expect(unset.stderr).toContain("--header X-Api-Key: the environment variable NOT_SET_ANYWHERE is not set")
+    const withoutProxy = await cli(["services", "create", profile, "production", "--timeout-ms", "2500"])
+    expect(withoutProxy.stderr).toContain("--timeout-ms and --header need --proxy URL")
+    await cliJson(["profiles", "delete", profile])
+  }, 120_000)
 
   it.skipIf(!HAS_SCRIPT)("asks before removing on a terminal", async () => {
     const profile = uniqueProfile()

@@ -18,6 +18,7 @@ import {
   reconcile,
   saveRequest,
   type Service,
+  headerLines,
   serviceUpdate,
   stageAdd,
   stageRemoval,
@@ -211,5 +212,23 @@ describe("staged credential changes", () => {
       auth_type: "none",
       handler: { type: "proxy", url: "https://upstream.example/api" }
     })
+  })
+
+  test("a proxy update carries its timeout, and static headers only when typed (absent keeps the stored ones)", () => {
+    const s = service(1)
+    expect(serviceUpdate(s, "S", "proxy", "https://u.example", { timeoutMs: " 2500 " }).handler)
+      .toEqual({ type: "proxy", url: "https://u.example", timeout_ms: 2500 })
+    expect(serviceUpdate(s, "S", "proxy", "https://u.example", { timeoutMs: "", headers: { "X-Api-Key": "k" } }).handler)
+      .toEqual({ type: "proxy", url: "https://u.example", headers: { "X-Api-Key": "k" } })
+    expect(serviceUpdate(s, "S", "echo", "", { timeoutMs: "100", headers: {} }).handler).toEqual({ type: "echo" })
+  })
+
+  test("static headers typed as lines of Name: value; a line that is not one is named by its number", () => {
+    expect(headerLines("X-Api-Key: abc:def\n\n  Authorization : Token t  \n")).toEqual({
+      headers: { "X-Api-Key": "abc:def", Authorization: "Token t" }
+    })
+    expect(headerLines("")).toEqual({ headers: {} })
+    expect(headerLines("X-A: 1\nsecret-without-colon")).toEqual({ error: 'Line 2 is not "Name: value".' })
+    expect(headerLines(": value")).toEqual({ error: 'Line 1 is not "Name: value".' })
   })
 })

@@ -6,6 +6,8 @@
  * and audience, and refuse one issued for another service.
  */
 import { execFile } from "node:child_process"
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http"
+import type { AddressInfo } from "node:net"
 import { randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -90,7 +92,20 @@ describe("docs/integrators.md snippets, run as written", () => {
     return String(((await response.json()) as { access_token: string }).access_token)
   }
 
+  /** A proxy service's upstream: it keeps the headers of the last call it received. */
+  let upstream: Server | undefined
+  let upstreamReceived: IncomingHttpHeaders | undefined
+  let upstreamUrl = ""
+  let proxyCall: (() => Promise<void>) | undefined
+
   beforeAll(async () => {
+    upstream = createServer((request, response) => {
+      upstreamReceived = request.headers
+      request.resume()
+      request.on("end", () => response.writeHead(200, { "content-type": "application/json" }).end("{}"))
+    })
+    await new Promise<void>((resolve) => upstream!.listen(0, "127.0.0.1", resolve))
+    upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/orders`
     // The snippets run from a directory inside the package, so that they resolve its node_modules.
     writeFileSync(join(workDir, "package.json"), JSON.stringify({ type: "module" }))
     server = await startServer({ ADMIN_TOKEN, DATA_DIR: join(workDir, "data") })
@@ -106,6 +121,33 @@ describe("docs/integrators.md snippets, run as written", () => {
       auth_type: "oauth"
     })).uuid
     const credential = await admin("POST", `/admin/profiles/${profile}/environments/production/services/${service.uuid}/credentials`)
+    const proxied = await admin("POST", `/admin/profiles/${profile}/environments/production/services`, {
+      name: "orders",
+      auth_type: "oauth",
+      handler: { type: "proxy", url: upstreamUrl }
+    })
+    const proxiedCredential = await admin("POST", `/admin/profiles/${profile}/environments/production/services/${proxied.uuid}/credentials`)
+    proxyCall = async () => {
+      const issued = await fetch(`${server.base}/oauth/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({
+          grant_type: "client_credentials",
+          client_id: proxiedCredential.client_id,
+          client_secret: proxiedCredential.client_secret,
+          profile,
+          environment: "production",
+          service_uuid: proxied.uuid
+        })
+      })
+      const { access_token } = (await issued.json()) as { access_token: string }
+      const called = await fetch(`${server.base}/service/${profile}/production/json/${proxied.uuid}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${access_token}`, "content-type": "application/json" },
+        body: "{}"
+      })
+      expect(called.status).toBe(200)
+    }
     Object.assign(env, {
       // The default issuer (ISSUER unset) is http://localhost:PORT.
       SERVICE_AUTH_URL: `http://localhost:${server.port}`,
@@ -119,14 +161,18 @@ describe("docs/integrators.md snippets, run as written", () => {
 
   afterAll(async () => {
     await server?.stop()
+    upstream?.closeAllConnections()
+    upstream?.close()
     rmSync(workDir, { recursive: true, force: true })
   })
 
-  it("has the five snippets the page promises", () => {
+  it("has the seven snippets the page promises", () => {
     expect([...snippets().keys()].sort()).toEqual([
       "client-oauth4webapi.mjs",
       "client-openid-client.mjs",
       "client_requests_oauthlib.py",
+      "upstream-jose.mjs",
+      "upstream_pyjwt.py",
       "verify-jose.mjs",
       "verify_pyjwt.py"
     ].sort())
@@ -167,6 +213,33 @@ describe("docs/integrators.md snippets, run as written", () => {
       `${env.CLIENT_ID} service:call ${env.SERVICE_UUID}`
     )
     await expect(runSnippet("verify_pyjwt.py", { ACCESS_TOKEN: accessToken, SERVICE_UUID: otherService })).rejects
+      .toThrow(/InvalidAudienceError|audience/i)
+  }, 300_000)
+
+  /** The assertion and client id an upstream received from a proxied call made now. */
+  const received = async () => {
+    await proxyCall!()
+    return {
+      ASSERTION: String(upstreamReceived!["x-service-auth-assertion"]),
+      CLIENT_ID_HEADER: String(upstreamReceived!["x-client-id"]),
+      UPSTREAM_URL: upstreamUrl
+    }
+  }
+
+  it("jose (an upstream): verifies the gateway's assertion; refuses it for another upstream URL", async () => {
+    const headers = await received()
+    const [sub, uuid] = (await runSnippet("upstream-jose.mjs", headers)).split(" ")
+    expect(sub).toBe(headers.CLIENT_ID_HEADER)
+    expect(uuid).toMatch(/^[0-9a-f-]{36}$/)
+    await expect(runSnippet("upstream-jose.mjs", { ...headers, UPSTREAM_URL: `${upstreamUrl}/other` })).rejects.toThrow(/aud/)
+    await expect(runSnippet("upstream-jose.mjs", { ...headers, CLIENT_ID_HEADER: "svc_forged" })).rejects.toThrow(/subject/)
+  })
+
+  it("PyJWT (an upstream): verifies the gateway's assertion; refuses it for another upstream URL", async () => {
+    const headers = await received()
+    const [sub] = (await runSnippet("upstream_pyjwt.py", headers)).split(" ")
+    expect(sub).toBe(headers.CLIENT_ID_HEADER)
+    await expect(runSnippet("upstream_pyjwt.py", { ...headers, UPSTREAM_URL: `${upstreamUrl}/other` })).rejects
       .toThrow(/InvalidAudienceError|audience/i)
   }, 300_000)
 })

@@ -181,12 +181,13 @@ describe("proxy handler", () => {
         expectBadGateway(yield* callService(callPath(fixture), { token }))
       }))
 
-    it.effect("upstream answers 404 or 503 → 502 bad_gateway", () =>
+    it.effect("upstream answers 503 → 502 bad_gateway; 404 with a JSON object is passed on", () =>
       Effect.gen(function*() {
-        for (const path of ["/not-found", "/unavailable"]) {
-          const { fixture, token } = yield* proxyService(upstream.url(path))
-          expectBadGateway(yield* callService(callPath(fixture), { token }))
-        }
+        const unavailable = yield* proxyService(upstream.url("/unavailable"))
+        expectBadGateway(yield* callService(callPath(unavailable.fixture), { token: unavailable.token }))
+        const notFound = yield* proxyService(upstream.url("/not-found"))
+        const response = yield* callService(callPath(notFound.fixture), { token: notFound.token })
+        expect({ status: response.status, body: response.body }).toEqual({ status: 404, body: { error: "missing" } })
       }))
 
     it.effect("upstream closes the connection without answering → 502 bad_gateway", () =>

@@ -43,7 +43,11 @@ export class ServiceApi extends HttpApiGroup.make("service")
           "is not one `Bearer <token>`, 401 invalid_token for a malformed, forged, expired or revoked " +
           "token or one issued for another service, 403 insufficient_scope without service:call " +
           "(each with a WWW-Authenticate: Bearer challenge, RFC 6750 §3). Then the body must be a JSON " +
-          "object (400) within the size limit (413); 502 bad_gateway when the handler or its upstream fails."
+          "object (400) within the size limit (413); 502 bad_gateway when the handler or its upstream fails. " +
+          "A proxy service passes on its upstream's 400, 404, 409, 422 and 429 answers with a JSON object body " +
+          "(status, body, and 429's Retry-After) as they are, so those statuses may carry the upstream's own body; " +
+          "503 temporarily_unavailable with Retry-After while the upstream's circuit breaker is open (5 failures " +
+          "in a row) or UPSTREAM_MAX_CONCURRENCY calls to it are in flight."
       )
   )
   .annotate(OpenApi.Title, "Service calls")

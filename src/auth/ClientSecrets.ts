@@ -7,7 +7,7 @@
  * and an unknown client id is checked against a dummy digest so it costs what a wrong secret costs.
  */
 import { Context, Effect, Either, Layer, Redacted } from "effect"
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
+import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from "node:crypto"
 import type { ClientId } from "../domain/Identifiers.js"
 import { StartupError } from "../config/StartupError.js"
 import { ServerKeyStore } from "../storage/ServerKeyStore.js"
@@ -23,6 +23,12 @@ export interface ClientSecretsShape {
   readonly generate: Effect.Effect<GeneratedCredential>
   /** Whether `secret` matches `secretHash`; `undefined` (unknown client) is checked at the same cost and fails. */
   readonly matches: (secret: Redacted.Redacted<string>, secretHash: string | undefined) => boolean
+  /**
+   * The AES-256 key that seals the static upstream headers' values (`UpstreamHeaders`), derived from
+   * the digest key (HKDF-SHA256): stored nowhere, sealed at rest with it under KEY_ENCRYPTION_KEY,
+   * carried by an export with it.
+   */
+  readonly headerSealingKey: Buffer
 }
 
 /** Its name in `server_keys`. */
@@ -46,7 +52,8 @@ export const makeClientSecrets = (digestKey: Buffer): ClientSecretsShape => {
       const comparable = stored !== undefined && stored.length === presented.length
       const equal = timingSafeEqual(presented, comparable ? stored : dummy)
       return comparable && equal
-    }
+    },
+    headerSealingKey: Buffer.from(hkdfSync("sha256", digestKey, Buffer.alloc(0), "service-auth:upstream-headers", 32))
   }
 }
 

@@ -85,8 +85,13 @@ const kidOf = (token: string): string => {
   return typeof kid === "string" ? kid : ""
 }
 
-/** Verified tokens remembered at the most; a full cache is emptied (clients reuse a token for an hour). */
-const MAX_VERIFIED_TOKENS = 10_000
+/**
+ * Verified tokens remembered at the most (about 1.5 KB each). Clients reuse a token for its hour, so
+ * a catalogue's clients each with a live token must fit (20,000 credentials: 30 MB); past the bound
+ * the oldest is forgotten, one at a time: all live equally long, so the oldest expires first. Only
+ * tokens that passed the signature check are held, so clients cannot fill it with made-up ones.
+ */
+export const MAX_VERIFIED_TOKENS = 50_000
 
 /** What the time-independent checks of a token established, remembered by its exact text. */
 interface SignedToken {
@@ -195,8 +200,14 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
 
       // A client presents the same token for up to an hour: its signature is checked once, then its
       // exact text is remembered (only a token that passed every time-independent check is, and only
-      // while its key is still held). The time-dependent checks run on every call.
+      // while its key is still held). The time-dependent checks run on every call. Tokens are not
+      // remembered as they are signed: a burst of token requests would push out the ones in use.
       const verified = new Map<string, SignedToken>()
+      const remember = (token: string, signed: SignedToken) => {
+        // A Map iterates in insertion order: its first key is the token remembered longest ago.
+        if (verified.size >= MAX_VERIFIED_TOKENS) verified.delete(verified.keys().next().value!)
+        verified.set(token, signed)
+      }
       const signedToken = (token: string, nowMillis: number): Either.Either<SignedToken, InvalidToken> => {
         const known = verified.get(token)
         if (known !== undefined) {
@@ -204,10 +215,7 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
           verified.delete(token)
         }
         const checked = checkSigned(token, nowMillis)
-        if (Either.isRight(checked)) {
-          if (verified.size >= MAX_VERIFIED_TOKENS) verified.clear()
-          verified.set(token, checked.right)
-        }
+        if (Either.isRight(checked)) remember(token, checked.right)
         return checked
       }
 

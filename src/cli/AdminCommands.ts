@@ -5,7 +5,7 @@
  * on every command. To add a command: a method on `AdminClient`, a handler here, an entry below.
  */
 import { Command, Options, Prompt } from "@effect/cli"
-import { Effect, Option, Schema } from "effect"
+import { Data, Effect, Option, Schema } from "effect"
 import { CredentialList, ProfileList } from "../api/AdminApi.js"
 import { AUDIT_PAGE_MAX, AuditEventPage } from "../domain/AuditEvents.js"
 import { type ClientId, type EnvironmentName, ProfileId, type ServiceUuid } from "../domain/Identifiers.js"
@@ -43,8 +43,37 @@ const describeService = (service: ServiceDocument) =>
     ["credentials", service.credentials.map((credential) => credential.client_id).join(", ") || "-"]
   ])
 
+/** The handler in one line: a proxy's URL, its timeout and its static headers' names (never their values). */
 const describeHandler = (handler: ServiceDocument["handler"]) =>
-  handler.type === "proxy" ? `proxy ${handler.url}` : handler.type
+  handler.type === "proxy"
+    ? [
+      `proxy ${handler.url}`,
+      handler.timeout_ms === undefined ? undefined : `timeout ${handler.timeout_ms} ms`,
+      handler.headers === undefined || handler.headers.length === 0 ? undefined : `headers ${handler.headers.join(", ")}`
+    ].filter((part) => part !== undefined).join(", ")
+    : handler.type
+
+/** An option the server would refuse anyway, or a header whose value variable is not set. */
+class InvalidServiceOption extends Data.TaggedError("InvalidServiceOption")<{ readonly message: string }> {}
+
+/**
+ * `--header NAME=VARIABLE`: the static header NAME with the value of the environment variable
+ * VARIABLE, so that a secret never appears on a command line (shell history, `ps`).
+ */
+const staticHeaders = (specs: ReadonlyArray<string>) =>
+  Effect.forEach(specs, (spec) => {
+    const equals = spec.indexOf("=")
+    const name = equals > 0 ? spec.slice(0, equals) : ""
+    const variable = equals > 0 ? spec.slice(equals + 1) : ""
+    if (name === "" || variable === "") {
+      return Effect.fail(new InvalidServiceOption({ message: `--header ${JSON.stringify(spec)}: expected NAME=VARIABLE` }))
+    }
+    const value = process.env[variable]
+    if (value === undefined || value === "") {
+      return Effect.fail(new InvalidServiceOption({ message: `--header ${name}: the environment variable ${variable} is not set` }))
+    }
+    return Effect.succeed([name, value] as const)
+  }).pipe(Effect.map((entries) => Object.fromEntries(entries)))
 
 // --- profiles ---------------------------------------------------------------------------------
 
@@ -189,23 +218,53 @@ const servicesCreate = Command.make(
       Options.withDescription("A name for people (1-200 characters, not unique)."),
       Options.optional
     ),
+    proxy: Options.text("proxy").pipe(
+      Options.withPseudoName("URL"),
+      Options.withDescription("Forward calls to this upstream URL (a proxy service) instead of answering with echo."),
+      Options.optional
+    ),
+    timeoutMs: Options.integer("timeout-ms").pipe(
+      Options.withPseudoName("MS"),
+      Options.withDescription("With --proxy: how long the upstream has to answer, 100-60000 (default UPSTREAM_TIMEOUT_MS)."),
+      Options.optional
+    ),
+    headers: Options.text("header").pipe(
+      Options.withPseudoName("NAME=VARIABLE"),
+      Options.withDescription(
+        "With --proxy: a static header the upstream receives, its value read from the environment variable VARIABLE " +
+          "(never from the command line). Repeat for several (up to 10)."
+      ),
+      Options.repeated
+    ),
     ...connection
   },
-  ({ authType, environment, json, name, profile, url }) =>
+  ({ authType, environment, headers, json, name, profile, proxy, timeoutMs, url }) =>
     runAdmin(
       url,
       Effect.gen(function*() {
+        if (Option.isNone(proxy) && (Option.isSome(timeoutMs) || headers.length > 0)) {
+          return yield* new InvalidServiceOption({ message: "--timeout-ms and --header need --proxy URL" })
+        }
+        const handler = Option.isNone(proxy) ? undefined : {
+          type: "proxy" as const,
+          url: proxy.value,
+          ...Option.match(timeoutMs, { onNone: () => ({}), onSome: (timeout_ms) => ({ timeout_ms }) }),
+          ...(headers.length === 0 ? {} : { headers: yield* staticHeaders(headers) })
+        }
         const service = yield* (yield* AdminClient).createService(
           { profile, environment },
-          Option.match(name, {
-            onNone: () => ({ auth_type: authType }),
-            onSome: (name) => ({ auth_type: authType, name })
-          })
+          {
+            auth_type: authType,
+            ...Option.match(name, { onNone: () => ({}), onSome: (name) => ({ name }) }),
+            ...(handler === undefined ? {} : { handler })
+          }
         )
         yield* printResult(json, { json: Schema.encodeSync(ServiceDocument)(service), text: describeService(service) })
       })
     )
-).pipe(Command.withDescription("Create a service (with a new uuid) in an environment; it answers with echo."))
+).pipe(Command.withDescription(
+  "Create a service (with a new uuid) in an environment; it answers with echo, or forwards to an upstream (--proxy)."
+))
 
 const servicesDelete = Command.make(
   "delete",

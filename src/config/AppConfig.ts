@@ -42,6 +42,8 @@ export interface AppConfigShape {
   readonly keyEncryptionKeyPrevious: Option.Option<Redacted.Redacted<Buffer>>
   readonly maxBodyBytes: number
   readonly upstreamTimeoutMs: number
+  /** Calls in flight to one proxy service's upstream, on this instance, before more are refused (503). */
+  readonly upstreamMaxConcurrency: number
   /** Failed client authentications per client id and remote address per minute before 429. */
   readonly authFailureLimit: number
   /** How long SIGTERM waits for requests in flight before closing their connections. */
@@ -167,6 +169,10 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         Config.validate({ message: "UPSTREAM_TIMEOUT_MS must be a positive integer", validation: (n) => n > 0 }),
         Config.withDefault(10_000)
       ),
+      upstreamMaxConcurrency: yield* Config.integer("UPSTREAM_MAX_CONCURRENCY").pipe(
+        Config.validate({ message: "UPSTREAM_MAX_CONCURRENCY must be a positive integer", validation: (n) => n > 0 }),
+        Config.withDefault(256)
+      ),
       authFailureLimit: yield* Config.integer("AUTH_FAILURE_LIMIT").pipe(
         Config.validate({ message: "AUTH_FAILURE_LIMIT must be a positive integer", validation: (n) => n > 0 }),
         Config.withDefault(20)
@@ -231,6 +237,7 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         keyEncryptionKeyPrevious: Option.none(),
         maxBodyBytes: 1024 * 1024,
         upstreamTimeoutMs: 10_000,
+        upstreamMaxConcurrency: 256,
         authFailureLimit: 20,
         shutdownGraceMs: 10_000,
         logLevel: LogLevel.Info,

@@ -130,13 +130,16 @@ export const PayloadTooLargeWire = wireError(PayloadTooLarge, {
   make: (description) => new PayloadTooLarge({ description })
 })
 
-/** 503 `temporarily_unavailable`: The database could not be reached (answered with Retry-After). */
+/**
+ * 503 `temporarily_unavailable`: The database could not be reached, or a proxy's upstream is failing
+ * or saturated (`UpstreamGateway`), answered with Retry-After.
+ */
 export class StorageUnavailable extends Schema.TaggedError<StorageUnavailable>()("StorageUnavailable", { description: Schema.String }) {}
 export const StorageUnavailableWire = wireError(StorageUnavailable, {
   code: "temporarily_unavailable",
   status: 503,
   identifier: "TemporarilyUnavailableError",
-  summary: "The database cannot be reached; retry later.",
+  summary: "The database cannot be reached, or a proxy service's upstream is failing or saturated; retry after Retry-After.",
   describe: (e) => e.description,
   make: (description) => new StorageUnavailable({ description })
 })

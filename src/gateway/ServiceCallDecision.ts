@@ -19,7 +19,8 @@ import { parseJson } from "../http/RequestBody.js"
 import { describeDefect } from "../http/ServerErrors.js"
 import { CredentialRepo, type ServiceAddress, serviceAddress, type ServiceRoute, spanAttributes } from "../storage/CredentialRepo.js"
 import { tracerEnabled } from "../observability/Tracing.js"
-import { type JsonObject, ServiceHandlers } from "./ServiceHandlers.js"
+import { type JsonObject, ServiceHandlers, traceparentOf, upstreamAttributes } from "./ServiceHandlers.js"
+import { type ProxyHandler, UpstreamGateway } from "./UpstreamGateway.js"
 
 const REALM = `Bearer realm="service"`
 const challenge = (error?: "invalid_request" | "invalid_token" | "insufficient_scope") => ({
@@ -129,8 +130,11 @@ export interface ServiceCallGateShape {
    */
   readonly complete: (input: ServiceCallInput, decision: ServiceCallDecision) => Effect.Effect<ServiceCallVerdict>
   readonly decide: (input: ServiceCallInput) => Effect.Effect<ServiceCallVerdict>
-  /** Calls the service's handler with the validated body: its JSON object (200), or a 502. */
-  readonly call: (call: ServiceCallAllowed, body: JsonObject, bodyText: string) => Effect.Effect<Answer>
+  /**
+   * Calls the service's handler with the validated body: its JSON object (200), an upstream's answer
+   * passed on, a 502, or a 503 from the upstream's guard. `requestId` is the request's log id.
+   */
+  readonly call: (call: ServiceCallAllowed, body: JsonObject, bodyText: string, requestId: string) => Effect.Effect<Answer>
 }
 
 export type ServiceCallAllowed = Extract<ServiceCallDecision, { readonly _tag: "Call" }>
@@ -152,6 +156,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
       const repo = yield* CredentialRepo
       const tokens = yield* TokenService
       const handlers = yield* ServiceHandlers
+      const upstreams = yield* UpstreamGateway
       const traced = yield* tracerEnabled
       const peek = repo.peek
       const services: ServiceCallServices = {
@@ -191,25 +196,56 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
       const appServices: ServiceCallServices = traced ? { ...services, serviceRoute: () => undefined } : services
       const decide = (input: ServiceCallInput) => Effect.suspend(() => complete(input, decideServiceCall(input, appServices)))
 
-      const call = (allowed: ServiceCallAllowed, body: JsonObject, bodyText: string): Effect.Effect<Answer> =>
-        Effect.suspend(() =>
-          handlers.resolve(allowed.address, allowed.route.handler)({
-            address: allowed.address,
-            clientId: allowed.caller,
-            body,
-            bodyText
-          })
-        ).pipe(
+      /** A stored proxy: the upstream's answer, in a client span continuing the trace when traces are exported. */
+      const proxy = (allowed: ServiceCallAllowed, handler: ProxyHandler, bodyText: string, requestId: string) => {
+        const calling = (traceparent: string | undefined) =>
+          Effect.promise((signal) =>
+            upstreams.call({
+              address: allowed.address,
+              handler,
+              clientId: allowed.caller,
+              bodyText,
+              requestId,
+              signal,
+              ...(traceparent === undefined ? {} : { traceparent })
+            })
+          )
+        if (!traced) return Effect.map(calling(undefined), (called) => called.answer)
+        return Effect.useSpan(
+          "ServiceHandlers.proxy",
+          { kind: "client", captureStackTrace: false, attributes: upstreamAttributes(handler.url) },
+          (span) =>
+            Effect.map(calling(traceparentOf(span)), (called) => {
+              if (called.status !== undefined) span.attribute("http.response.status_code", called.status)
+              return called.answer
+            })
+        )
+      }
+
+      const call = (allowed: ServiceCallAllowed, body: JsonObject, bodyText: string, requestId: string): Effect.Effect<Answer> => {
+        const stored = allowed.route.handler
+        const calling: Effect.Effect<Answer> = stored.type === "proxy" && !handlers.isRegistered(allowed.address)
+          ? proxy(allowed, stored, bodyText, requestId)
+          : Effect.suspend(() =>
+            handlers.resolve(allowed.address)({
+              address: allowed.address,
+              clientId: allowed.caller,
+              body,
+              bodyText
+            })
+          ).pipe(
+            Effect.map((answer): Answer => ({ status: 200, headers: SERVICE_ANSWER_HEADERS, body: answer })),
+            Effect.catchAll((error) => Effect.succeed(errorAnswer(error)))
+          )
+        return calling.pipe(
           // The stored handler type: a handler registered in code for this uuid runs in its place.
           (handling) =>
             traced
               ? Effect.withSpan(handling, "ServiceHandlers.call", {
                 captureStackTrace: false,
-                attributes: { "service_auth.handler.configured": allowed.route.handler.type }
+                attributes: { "service_auth.handler.configured": stored.type }
               })
               : handling,
-          Effect.map((answer): Answer => ({ status: 200, headers: SERVICE_ANSWER_HEADERS, body: answer })),
-          Effect.catchAll((error) => Effect.succeed(errorAnswer(error))),
           // A handler registered in code that throws has failed, like one that fails: 502, not 500.
           Effect.catchAllDefect((defect) =>
             Effect.as(
@@ -218,6 +254,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
             )
           )
         )
+      }
       return ServiceCallGate.of({ services, complete, decide, call })
     })
   )

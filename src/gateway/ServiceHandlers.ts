@@ -1,16 +1,14 @@
 /**
  * What a hosted service computes. A service's stored `handler` is `echo` (the default) or
- * `proxy`; an embedding program can also register its own handler for a service uuid in code,
- * which takes precedence over the stored one:
+ * `proxy` (called by `UpstreamGateway`); an embedding program can also register its own handler for
+ * a service uuid in code, which takes precedence over the stored one:
  *
  *   ServiceHandlers.layerWith({ "0b5e…": (call) => Effect.succeed({ total: 42 }) })
  */
-import { Context, Effect, FiberRef, Layer, type Tracer } from "effect"
-import { AppConfig } from "../config/AppConfig.js"
+import { Context, Effect, Layer, type Tracer } from "effect"
 import type { BadGateway } from "../domain/Errors.js"
-import type { ServiceHandlerConfig } from "../domain/Models.js"
 import type { ServiceAddress } from "../storage/CredentialRepo.js"
-import { type JsonObject, postJson } from "./Upstream.js"
+import type { JsonObject } from "./Upstream.js"
 
 export type { JsonObject }
 
@@ -26,12 +24,10 @@ export interface ServiceCall {
 export type ServiceHandler = (call: ServiceCall) => Effect.Effect<JsonObject, BadGateway>
 
 export interface ServiceHandlersShape {
-  /** The handler for this service: a registered one, else the one its configuration names. */
-  readonly resolve: (address: ServiceAddress, config: ServiceHandlerConfig) => ServiceHandler
+  /** The handler registered in code for this service, else echo (a stored proxy is `UpstreamGateway`'s). */
+  readonly resolve: (address: ServiceAddress) => ServiceHandler
   /** Whether a handler registered in code takes this service's place (the fast path then runs it in Effect). */
   readonly isRegistered: (address: ServiceAddress) => boolean
-  /** How long a proxy waits for its upstream (UPSTREAM_TIMEOUT_MS). */
-  readonly upstreamTimeoutMs: number
 }
 
 /** The echo handler's answer. */
@@ -63,45 +59,15 @@ export const upstreamAttributes = (url: string): Record<string, unknown> => {
 export const traceparentOf = (span: Pick<Tracer.Span, "traceId" | "spanId" | "sampled">): string =>
   `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`
 
-/**
- * The `traceparent` of the current span. None while traces are not exported: the upstream gets
- * exactly the headers it always got.
- */
-const traceHeaders = (span: Tracer.Span): Effect.Effect<Record<string, string>> =>
-  Effect.map(FiberRef.get(FiberRef.currentTracerEnabled), (enabled): Record<string, string> =>
-    enabled ? { traceparent: traceparentOf(span) } : {})
-
-/** POSTs the body to `url` and answers its JSON object; anything else is a 502 (see `Upstream`). */
-export const proxy = (url: string, timeoutMs: number): ServiceHandler => (call) =>
-  Effect.useSpan(
-    "ServiceHandlers.proxy",
-    { kind: "client", captureStackTrace: false, attributes: upstreamAttributes(url) },
-    (span) =>
-      Effect.flatMap(traceHeaders(span), (headers) =>
-        Effect.flatMap(
-          Effect.promise((signal) =>
-            postJson(url, call.bodyText ?? JSON.stringify(call.body), { timeoutMs, headers, signal })
-          ),
-          (answer) => {
-            if (answer.status !== undefined) span.attribute("http.response.status_code", answer.status)
-            return answer.result
-          }
-        ))
-  )
-
 export class ServiceHandlers extends Context.Tag("service-auth/ServiceHandlers")<ServiceHandlers, ServiceHandlersShape>() {
   /** Handlers registered in code, by service uuid, over the stored echo/proxy configuration. */
   static readonly layerWith = (registered: Readonly<Record<string, ServiceHandler>>) =>
-    Layer.effect(
+    Layer.succeed(
       ServiceHandlers,
-      Effect.map(AppConfig, (config) =>
-        ServiceHandlers.of({
-          resolve: (address, stored) =>
-            registered[address.uuid] ??
-              (stored.type === "proxy" ? proxy(stored.url, config.upstreamTimeoutMs) : echo),
-          isRegistered: (address) => Object.hasOwn(registered, address.uuid),
-          upstreamTimeoutMs: config.upstreamTimeoutMs
-        }))
+      ServiceHandlers.of({
+        resolve: (address) => registered[address.uuid] ?? echo,
+        isRegistered: (address) => Object.hasOwn(registered, address.uuid)
+      })
     )
 
   static readonly layer = ServiceHandlers.layerWith({})

@@ -2,15 +2,17 @@
  * The proxy's HTTP client: POSTs a service call's JSON body to its upstream and reads back a JSON
  * object, over keep-alive connections pooled per upstream origin (bounded: at most
  * MAX_SOCKETS_PER_UPSTREAM open to one origin, MAX_IDLE_PER_UPSTREAM kept idle). Redirects are never
- * followed; any status but 2xx, a body that is not a JSON object, an unreachable upstream or one
- * slower than the timeout is a 502 (`BadGateway`).
+ * followed. What the upstream answered becomes the caller's answer in one place (`resultOf`): a 2xx
+ * JSON object is the answer; 400, 404, 409, 422 and 429 with a JSON object are passed on (429 with
+ * its `Retry-After`); anything else, a body that is not a JSON object, an unreachable upstream or one
+ * slower than the timeout is a 502 (`BadGateway`), and a 5xx, a timeout or a connection failure is
+ * also a failure the circuit breaker counts (`UpstreamGuard`).
  *
  * Plain node:http rather than `fetch`: a profile of proxied calls put most of the proxy's own time
- * in fetch's per-request machinery (WHATWG streams, Request/Response objects). The request headers
- * are built in one place (`requestHeaders`) and the answer is mapped in one place (`answerOf`), so
- * headers to add and statuses to pass through are one edit each.
+ * in fetch's per-request machinery (WHATWG streams, Request/Response objects). The headers are
+ * given whole by the caller (`UpstreamGateway`): nothing of the caller's request travels unless put
+ * there.
  */
-import { Either } from "effect"
 import { Agent as HttpAgent, type IncomingMessage, request as httpRequest } from "node:http"
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https"
 import { BadGateway } from "../domain/Errors.js"
@@ -22,10 +24,19 @@ const MAX_IDLE_PER_UPSTREAM = 32
 /** Beyond this many upstream origins, the least recently added pool is closed. */
 const MAX_UPSTREAMS = 1_000
 
+/** Statuses whose JSON object answer the caller gets as it is. */
+const PASSED_ON = new Set([400, 404, 409, 422, 429])
+
+export type UpstreamResult =
+  | { readonly _tag: "Ok"; readonly body: JsonObject }
+  | { readonly _tag: "PassedOn"; readonly status: number; readonly body: JsonObject; readonly retryAfter: string | undefined }
+  /** `failing`: a 5xx, a timeout or a connection failure, which the breaker counts. */
+  | { readonly _tag: "Failed"; readonly error: BadGateway; readonly failing: boolean }
+
 /** What the upstream said, for its span: its status when it answered at all. */
 export interface UpstreamAnswer {
   readonly status: number | undefined
-  readonly result: Either.Either<JsonObject, BadGateway>
+  readonly result: UpstreamResult
 }
 
 const unreachable = new BadGateway({ description: "The upstream service is unreachable or did not answer a JSON object" })
@@ -67,27 +78,33 @@ const parseUpstream = (url: string): URL | undefined => {
   return parsed
 }
 
-/** The headers the upstream gets: the body's type and length, what we accept, and `extra` (a traceparent...). */
-const requestHeaders = (body: Buffer, extra: Readonly<Record<string, string>>) => ({
-  "content-type": "application/json",
-  accept: "application/json",
-  "content-length": String(body.length),
-  ...extra
-})
-
 const isJsonObject = (value: unknown): value is JsonObject =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
-/** The upstream's answer as the caller's: a 2xx JSON object, or a 502. */
-const answerOf = (status: number, text: string): Either.Either<JsonObject, BadGateway> => {
-  if (status < 200 || status > 299) return Either.left(unreachable)
+const failed = (error: BadGateway, failing: boolean): UpstreamResult => ({ _tag: "Failed", error, failing })
+const connectionFailed = failed(unreachable, true)
+
+/** A `Retry-After` worth passing on: delay-seconds or an HTTP-date (RFC 9110 §10.2.3). */
+const retryAfterOf = (value: string | undefined): string | undefined =>
+  value !== undefined && (/^\d{1,10}$/.test(value) || (value.length <= 64 && /^[A-Za-z0-9 ,:]+$/.test(value) && !Number.isNaN(Date.parse(value))))
+    ? value
+    : undefined
+
+/** The upstream's answer as the caller's (see the module's comment). */
+const resultOf = (status: number, text: string, retryAfter: string | undefined): UpstreamResult => {
+  const ok = status >= 200 && status <= 299
+  if (!ok && !PASSED_ON.has(status)) return failed(unreachable, status >= 500)
+  let json: unknown
   try {
     // As fetch's text() did, a UTF-8 byte order mark is not part of the text.
-    const json: unknown = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text)
-    return isJsonObject(json) ? Either.right(json) : Either.left(unreachable)
+    json = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text)
   } catch {
-    return Either.left(unreachable)
+    return failed(unreachable, false)
   }
+  if (!isJsonObject(json)) return failed(unreachable, false)
+  return ok
+    ? { _tag: "Ok", body: json }
+    : { _tag: "PassedOn", status, body: json, retryAfter: status === 429 ? retryAfterOf(retryAfter) : undefined }
 }
 
 /**
@@ -99,17 +116,18 @@ export const postJson = (
   body: string,
   options: {
     readonly timeoutMs: number
-    readonly headers?: Readonly<Record<string, string>>
+    /** Every header the upstream gets but the body's length. */
+    readonly headers: Readonly<Record<string, string>>
     readonly signal?: AbortSignal
   }
 ): Promise<UpstreamAnswer> =>
   new Promise((resolve) => {
     const target = parseUpstream(url)
-    if (target === undefined) return resolve({ status: undefined, result: Either.left(unreachable) })
+    if (target === undefined) return resolve({ status: undefined, result: failed(unreachable, false) })
     const payload = Buffer.from(body)
     let status: number | undefined
     let settled = false
-    const settle = (result: Either.Either<JsonObject, BadGateway>) => {
+    const settle = (result: UpstreamResult) => {
       if (settled) return
       settled = true
       clearTimeout(timer)
@@ -117,25 +135,26 @@ export const postJson = (
       resolve({ status, result })
     }
     const send = target.protocol === "https:" ? httpsRequest : httpRequest
-    const outgoing = send(target, { method: "POST", agent: poolFor(target), headers: requestHeaders(payload, options.headers ?? {}) })
+    const outgoing = send(target, { method: "POST", agent: poolFor(target), headers: { ...options.headers, "content-length": String(payload.length) } })
     // The whole exchange, answer body included, within the timeout.
     const timer = setTimeout(() => {
-      settle(Either.left(timedOut(options.timeoutMs)))
+      settle(failed(timedOut(options.timeoutMs), true))
       outgoing.destroy()
     }, options.timeoutMs)
     const abort = () => {
-      settle(Either.left(unreachable))
+      // The caller went away: not the upstream's failure.
+      settle(failed(unreachable, false))
       outgoing.destroy()
     }
     options.signal?.addEventListener("abort", abort, { once: true })
-    outgoing.once("error", () => settle(Either.left(unreachable)))
+    outgoing.once("error", () => settle(connectionFailed))
     outgoing.once("response", (incoming: IncomingMessage) => {
       status = incoming.statusCode
       const chunks: Array<Buffer> = []
       incoming.on("data", (chunk: Buffer) => chunks.push(chunk))
-      incoming.once("end", () => settle(answerOf(status ?? 0, Buffer.concat(chunks).toString("utf8"))))
-      incoming.once("error", () => settle(Either.left(unreachable)))
-      incoming.once("aborted", () => settle(Either.left(unreachable)))
+      incoming.once("end", () => settle(resultOf(status ?? 0, Buffer.concat(chunks).toString("utf8"), incoming.headers["retry-after"])))
+      incoming.once("error", () => settle(connectionFailed))
+      incoming.once("aborted", () => settle(connectionFailed))
     })
     outgoing.end(payload)
   })

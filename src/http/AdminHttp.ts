@@ -4,9 +4,10 @@
  * its endpoint declares. A created-or-existed answer chooses its status (201 or 200) itself.
  */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Effect, Either, Layer, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import { Api } from "../api/Api.js"
+import { ClientSecrets } from "../auth/ClientSecrets.js"
 import { CredentialManager } from "../auth/CredentialManager.js"
 import { AdminActor } from "../domain/AdminActor.js"
 import { AUDIT_PAGE_DEFAULT } from "../domain/AuditEvents.js"
@@ -22,6 +23,7 @@ import {
   type ServiceInput
 } from "../domain/Models.js"
 import { currentDate } from "../domain/Time.js"
+import { storedHandlerOf } from "../gateway/UpstreamHeaders.js"
 import { AuditTrail } from "../storage/AuditTrail.js"
 import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
 import * as AdminAuthHttp from "../admin-auth/AdminAuthHttp.js"
@@ -109,11 +111,20 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
     const manager = yield* CredentialManager
     const getService = (address: ServiceAddress) =>
       Effect.flatMap(repo.getService(address), Option.match({ onNone: () => Effect.fail(serviceNotFound), onSome: Effect.succeed }))
+    const { headerSealingKey } = yield* ClientSecrets
     const putService = (address: ServiceAddress, input: ServiceInput, mode: "create" | "upsert") =>
       Effect.gen(function*() {
+        // Static header values are sealed here; those not sent again are kept (`storedHandlerOf`).
+        const current = mode === "create" || input.handler?.type !== "proxy"
+          ? Option.none()
+          : yield* repo.findServiceRoute(address, Option.none())
+        const handler = input.handler === undefined ? defaultHandler : yield* Either.match(
+          storedHandlerOf(headerSealingKey, address.uuid, input.handler, Option.getOrUndefined(current)?.handler),
+          { onLeft: Effect.fail, onRight: Effect.succeed }
+        )
         const created = yield* repo.putService(
           address,
-          { name: input.name ?? address.uuid, auth_type: input.auth_type, handler: input.handler ?? defaultHandler },
+          { name: input.name ?? address.uuid, auth_type: input.auth_type, handler },
           mode,
           yield* currentDate,
           yield* AdminActor

@@ -25,6 +25,7 @@ import { AppConfig } from "../config/AppConfig.js"
 import { ClientCredentialsGrant, decideToken, type TokenInput } from "../auth/ClientCredentialsGrant.js"
 import { NO_STORE, tokenAnswer } from "../auth/TokenRequest.js"
 import { TokenService } from "../auth/TokenService.js"
+import type { ClientId } from "../domain/Identifiers.js"
 import {
   decideServiceCall,
   jsonObject,
@@ -34,13 +35,14 @@ import {
   type ServiceCallInput
 } from "../gateway/ServiceCallDecision.js"
 import { echoOf, ServiceHandlers, traceparentOf, upstreamAttributes } from "../gateway/ServiceHandlers.js"
-import { postJson } from "../gateway/Upstream.js"
+import { UpstreamGateway } from "../gateway/UpstreamGateway.js"
 import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult } from "../observability/ServiceMetrics.js"
-import { spanAttributes } from "../storage/CredentialRepo.js"
+import { CredentialRepo, spanAttributes } from "../storage/CredentialRepo.js"
 import { type Answer, errorAnswer, writeAnswer } from "./Answer.js"
 import { clientAddress } from "./ClientAddress.js"
 import { childSpan, endServerSpan, endSpan, type LaneTracer, serverSpan } from "./LaneTrace.js"
 import { mediaTypeOf, rememberBody } from "./RequestBody.js"
+import { requestIdOf } from "./RequestId.js"
 import { requestLogLine } from "./RequestLog.js"
 import { SERVICE_ROUTE, TOKEN_ROUTE } from "./RequestMetrics.js"
 
@@ -66,6 +68,11 @@ const make = Effect.gen(function*() {
   const gate = yield* ServiceCallGate
   const tokens = yield* TokenService
   const handlers = yield* ServiceHandlers
+  const upstreams = yield* UpstreamGateway
+  // `last_used_at` noted synchronously where storage can (a catalogue spread over many credentials
+  // makes most token requests some credential's first in a minute); otherwise in Effect.
+  const touch = (yield* CredentialRepo).peek?.touch
+  const noteUse = (clientId: ClientId, nowMillis: number) => touch !== undefined && touch(clientId, new Date(nowMillis))
   // The app's runtime (its tracer, logger, log level, clock): what needs Effect runs on it.
   const runtime = yield* Effect.runtime<never>()
   const run = Runtime.runPromise(runtime)
@@ -99,7 +106,11 @@ const make = Effect.gen(function*() {
     const elapsedNs = process.hrtime.bigint() - started
     recordDuration(route, Number(elapsedNs) / 1e9)
     endServerSpan(span, answer.status)
-    if (logged) Runtime.runFork(runtime)(requestLogLine("POST", request.url ?? "", answer.status, Number(elapsedNs / 1_000_000n), clientAddress(request)))
+    if (logged) {
+      Runtime.runFork(runtime)(
+        requestLogLine("POST", request.url ?? "", answer.status, Number(elapsedNs / 1_000_000n), clientAddress(request), requestIdOf(request))
+      )
+    }
   }
 
   /**
@@ -142,7 +153,7 @@ const make = Effect.gen(function*() {
         tokenTarget: cacheSpanned(span, "CredentialRepoCache.findTokenTarget", grants.services.tokenTarget)
       })
       if (decision._tag === "Answer") return done(decision)
-      if (decision._tag === "Issue" && !decision.touch) {
+      if (decision._tag === "Issue" && (!decision.touch || noteUse(decision.clientId, input.nowMillis))) {
         // All in memory: only the signature remains (on the thread pool).
         const grant = span && childSpan(tracer, span, "ClientCredentialsGrant.grant", spanAttributes(decision.address, Option.some(decision.clientId)))
         const issue = grant && childSpan(tracer, grant, "TokenService.issue")
@@ -161,6 +172,7 @@ const make = Effect.gen(function*() {
 
   /** The handler's answer: echo and proxy here, a handler registered in code in Effect. */
   const callHandler = (
+    request: IncomingMessage,
     allowed: ServiceCallAllowed,
     text: string,
     callSpan: ReturnType<typeof serverSpan>,
@@ -172,7 +184,7 @@ const make = Effect.gen(function*() {
     const { address, route, caller } = allowed
     const handler = route.handler
     if (handlers.isRegistered(address) || (handler.type !== "echo" && handler.type !== "proxy")) {
-      const calling = gate.call(allowed, body.right, text)
+      const calling = gate.call(allowed, body.right, text, requestIdOf(request))
       return void run(callSpan === undefined ? calling : Effect.withParentSpan(calling, callSpan)).then(done).catch(failed)
     }
     const handlerSpan = callSpan &&
@@ -183,19 +195,20 @@ const make = Effect.gen(function*() {
     }
     const proxySpan = handlerSpan && childSpan(tracer, handlerSpan, "ServiceHandlers.proxy", upstreamAttributes(handler.url), "client")
     // While traces are exported, the upstream continues the trace (sampled or not, as decided here).
-    const headers = tracer === undefined ? undefined : { traceparent: proxySpan ? traceparentOf(proxySpan) : unsampledParent() }
-    postJson(handler.url, text, { timeoutMs: handlers.upstreamTimeoutMs, ...(headers === undefined ? {} : { headers }) }).then(
-      (upstream) => {
-        if (proxySpan !== undefined && upstream.status !== undefined) proxySpan.attribute("http.response.status_code", upstream.status)
-        endSpan(proxySpan)
-        endSpan(handlerSpan)
-        done(
-          Either.isRight(upstream.result)
-            ? { status: 200, headers: SERVICE_ANSWER_HEADERS, body: upstream.result.right }
-            : errorAnswer(upstream.result.left)
-        )
-      }
-    ).catch(failed)
+    const traceparent = tracer === undefined ? undefined : proxySpan ? traceparentOf(proxySpan) : unsampledParent()
+    upstreams.call({
+      address,
+      handler,
+      clientId: caller,
+      bodyText: text,
+      requestId: requestIdOf(request),
+      ...(traceparent === undefined ? {} : { traceparent })
+    }).then((called) => {
+      if (proxySpan !== undefined && called.status !== undefined) proxySpan.attribute("http.response.status_code", called.status)
+      endSpan(proxySpan)
+      endSpan(handlerSpan)
+      done(called.answer)
+    }).catch(failed)
   }
 
   const serviceCall = (
@@ -232,7 +245,7 @@ const make = Effect.gen(function*() {
       if (callSpan !== undefined) {
         for (const [key, value] of Object.entries(spanAttributes(verdict.address, verdict.clientId))) callSpan.attribute(key, value)
       }
-      readBody(request, response, next, (text) => callHandler(verdict, text, callSpan, done, failed))
+      readBody(request, response, next, (text) => callHandler(request, verdict, text, callSpan, done, failed))
     }
     const decision = decideServiceCall(input, callSpan === undefined ? gate.services : {
       ...gate.services,

@@ -1,23 +1,30 @@
 /**
  * One debug line per request: method, path, status and duration, and as fields (what LOG_FORMAT=json
- * shows) a request id, the route template, the status, the duration and the client address (the TCP
+ * shows) the request's id (`RequestId`, what a proxy's upstream gets as X-Request-Id), the route template, the status, the duration and the client address (the TCP
  * peer, or what a trusted proxy forwarded: `ClientAddress`). Never the query string, headers or
  * body, which is where secrets and tokens travel. The app logs what it answers (`requestLog`); the
  * fast path logs what it answers with the same line (`requestLogLine`).
  */
 import { type HttpApp, HttpServerRequest } from "@effect/platform"
 import { Clock, Effect, Option } from "effect"
-import { randomBytes } from "node:crypto"
+import { requestIdOf } from "./RequestId.js"
 import { routeTemplate } from "./Routes.js"
 
 /** The line of one answered request; built only when debug lines are written. */
-export const requestLogLine = (method: string, url: string, status: number, elapsedMs: number, clientAddress: string) =>
+export const requestLogLine = (
+  method: string,
+  url: string,
+  status: number,
+  elapsedMs: number,
+  clientAddress: string,
+  requestId: string
+) =>
   Effect.whenLogLevel(
     Effect.suspend(() => {
       const path = url.split("?")[0]!.slice(0, 200)
       return Effect.logDebug(`${method} ${path} ${status} ${elapsedMs}ms`).pipe(
         Effect.annotateLogs({
-          request_id: randomBytes(8).toString("hex"),
+          request_id: requestId,
           method,
           route: routeTemplate(path) ?? "unknown",
           status,
@@ -35,6 +42,13 @@ export const requestLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E,
     const started = yield* Clock.currentTimeMillis
     const response = yield* app
     const elapsed = (yield* Clock.currentTimeMillis) - started
-    yield* requestLogLine(request.method, request.url, response.status, elapsed, Option.getOrElse(request.remoteAddress, () => "unknown"))
+    yield* requestLogLine(
+      request.method,
+      request.url,
+      response.status,
+      elapsed,
+      Option.getOrElse(request.remoteAddress, () => "unknown"),
+      requestIdOf(request.source)
+    )
     return response
   })

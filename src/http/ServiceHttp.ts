@@ -10,6 +10,7 @@ import { Api } from "../api/Api.js"
 import { jsonObject, ServiceCallGate } from "../gateway/ServiceCallDecision.js"
 import { errorAnswer, toServerResponse } from "./Answer.js"
 import { readBodyText } from "./RequestBody.js"
+import { requestIdOf } from "./RequestId.js"
 
 export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
   Effect.gen(function*() {
@@ -30,7 +31,8 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
         const text = yield* Effect.either(readBodyText(request, maxBodyBytes))
         const body = Either.flatMap(text, jsonObject)
         if (Either.isLeft(body)) return toServerResponse(errorAnswer(body.left))
-        return toServerResponse(yield* gate.call(verdict, body.right, text.pipe(Either.getOrElse(() => ""))))
+        const requestId = requestIdOf(request.source)
+        return toServerResponse(yield* gate.call(verdict, body.right, text.pipe(Either.getOrElse(() => "")), requestId))
       }
     )
 

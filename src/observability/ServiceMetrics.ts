@@ -25,6 +25,19 @@ export const requestDuration = Metric.histogram(
   "Time from a request's arrival to its answer, by route template of the API (unmatched for any other path)."
 )
 
+export const upstreamCalls = Metric.counter("service_auth_upstream_calls_total", {
+  description: "Calls of proxy services' upstreams by outcome: ok (a 2xx JSON object), passed_on (400/404/409/422/429 " +
+    "answered as the upstream's), bad_gateway (502), open (refused by an open circuit breaker), saturated (refused: " +
+    "UPSTREAM_MAX_CONCURRENCY calls in flight)."
+})
+
+export const openBreakers = Metric.gauge("service_auth_upstream_open_breakers", {
+  description: "Proxy services whose circuit breaker is open on this instance (their upstream failed 5 times in a row)."
+})
+
+export const UPSTREAM_OUTCOMES = ["ok", "passed_on", "bad_gateway", "open", "saturated"] as const
+export type UpstreamOutcome = typeof UPSTREAM_OUTCOMES[number]
+
 /** The error codes a token answer can carry (docs/contract.md §1), plus what the server itself answers. */
 const TOKEN_RESULTS = [
   "issued",
@@ -58,6 +71,10 @@ export const recordTokenRequest = (result: TokenResult | "other") => tokenReques
 
 export const recordServiceCall = (status: number) => serviceCalls.unsafeUpdate(1, labels("status", String(status)))
 
+export const recordUpstreamCall = (outcome: UpstreamOutcome) => upstreamCalls.unsafeUpdate(1, labels("outcome", outcome))
+
+export const recordOpenBreakers = (open: number) => openBreakers.unsafeUpdate(open, [])
+
 /** `route` must be a template from `Routes.routeTemplate` or `UNMATCHED_ROUTE`. */
 export const recordDuration = (route: string, seconds: number) =>
   requestDuration.unsafeUpdate(seconds, labels("route", route))
@@ -84,4 +101,6 @@ export const recorderOf = (options: { readonly route: string; readonly counter: 
 export const registerKnownSeries = () => {
   for (const result of TOKEN_RESULTS) tokenRequests.unsafeValue(labels("result", result))
   for (const status of [200, 400, 401, 403, 404, 413, 502, 503]) serviceCalls.unsafeValue(labels("status", String(status)))
+  for (const outcome of UPSTREAM_OUTCOMES) upstreamCalls.unsafeValue(labels("outcome", outcome))
+  openBreakers.unsafeValue([])
 }

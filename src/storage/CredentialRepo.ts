@@ -30,7 +30,7 @@ import type {
   ProfileDocument,
   ProfileSummary,
   ServiceDocument,
-  ServiceHandlerConfig
+  StoredHandler
 } from "../domain/Models.js"
 import type { CatalogueScope } from "./CatalogueScope.js"
 
@@ -63,7 +63,7 @@ export const spanAttributes = (address: ServiceAddress, clientId: Option.Option<
 export interface ServiceFields {
   readonly name: string
   readonly auth_type: AuthType
-  readonly handler: ServiceHandlerConfig
+  readonly handler: StoredHandler
 }
 
 /** What one indexed read tells the token endpoint. */
@@ -80,7 +80,7 @@ export interface TokenTarget {
 /** What one indexed read tells the service-call endpoint. */
 export interface ServiceRoute {
   readonly authType: AuthType
-  readonly handler: ServiceHandlerConfig
+  readonly handler: StoredHandler
   /** Whether the given client id is a live credential of this service (false when none was given). */
   readonly credentialLive: boolean
 }
@@ -161,6 +161,11 @@ export interface CredentialRepoShape {
   ) => Effect.Effect<Option.Option<TokenTarget>, StorageUnavailable>
   /** Records a successful token request. */
   readonly touchCredential: (clientId: ClientId, now: Date) => Effect.Effect<void, StorageUnavailable>
+  /**
+   * `touchCredential` done synchronously, by a repository that only notes the use in memory and
+   * writes it later (the SQL one, `LastUsedWrites`): what lets the cache record it without Effect.
+   */
+  readonly noteUse?: (clientId: ClientId, now: Date) => void
 
   /** None when the profile, environment or service does not exist. */
   readonly findServiceRoute: (
@@ -185,7 +190,7 @@ export interface CredentialRepoShape {
 /** A service with its live credentials: every positive answer the two hot reads can give about it. */
 export interface LiveService extends ServiceAddress {
   readonly authType: AuthType
-  readonly handler: ServiceHandlerConfig
+  readonly handler: StoredHandler
   readonly credentials: ReadonlyArray<{
     readonly clientId: ClientId
     readonly secretHash: string
@@ -201,6 +206,11 @@ export interface LiveService extends ServiceAddress {
 export interface CredentialRepoPeek {
   readonly tokenTarget: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<TokenTarget> | undefined
   readonly serviceRoute: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<ServiceRoute> | undefined
+  /**
+   * Records a successful token request (`touchCredential`) synchronously when the repository can:
+   * true when recorded, false when the caller must run `touchCredential` instead.
+   */
+  readonly touch?: (clientId: ClientId, now: Date) => boolean
 }
 
 /**
@@ -211,8 +221,9 @@ export interface CredentialRepoPeek {
 export const withSpans = (repo: CredentialRepoShape): CredentialRepoShape => {
   const spanned = <A, E, R>(operation: string, effect: Effect.Effect<A, E, R>) =>
     Effect.withSpan(effect, `CredentialRepo.${operation}`, { captureStackTrace: false })
-  // Every member is an operation (an effect, or a function returning one) except the synchronous `peek`.
-  const entries = Object.entries(repo).map(([operation, member]) =>
+  // Every member is an operation (an effect, or a function returning one) except the synchronous
+  // `peek`; `noteUse` is left out, so that a use is recorded by `touchCredential`, in its span.
+  const entries = Object.entries(repo).filter(([operation]) => operation !== "noteUse").map(([operation, member]) =>
     operation === "peek"
       ? [operation, member]
       : Effect.isEffect(member)

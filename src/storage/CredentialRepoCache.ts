@@ -23,7 +23,8 @@
  *
  * `last_used_at` is not part of the catalogue: recording it evicts nothing; the entry of the
  * credential (found through `byClient`, O(1)) is updated in place, so it is noted at most once a
- * minute.
+ * minute. `peek.touch` records it synchronously (the fast path's way: with a catalogue spread over
+ * many credentials, most token requests are some credential's first in a minute).
  */
 import { Clock, Effect, Option } from "effect"
 import type { ClientId } from "../domain/Identifiers.js"
@@ -255,6 +256,12 @@ export const withReadCache = (
     memory.live.update(key, Option.some({ ...target.value, credential: Option.some({ ...target.value.credential.value, lastUsedAt: now }) }))
   }
 
+  /** A use noted synchronously, and in the credential's entry, where the repository can. */
+  const noteUse = repo.noteUse === undefined ? undefined : (clientId: ClientId, now: Date) => {
+    repo.noteUse!(clientId, now)
+    touched(clientId, now)
+  }
+
   return {
     ...repo,
     putProfile: (profile, ...rest) => write(writeScopes.created())(repo.putProfile(profile, ...rest)),
@@ -277,7 +284,13 @@ export const withReadCache = (
       const key = routeKey(address, clientId)
       return cached("findServiceRoute", key, () => repo.findServiceRoute(address, clientId), (mark, value) => storeRoute(mark, key, address, value))
     },
+    ...(noteUse === undefined ? {} : { noteUse }),
     peek: {
+      touch: (clientId, now) => {
+        if (noteUse === undefined) return false
+        noteUse(clientId, now)
+        return true
+      },
       tokenTarget: (address, clientId) =>
         usable() === undefined ? undefined : memory.get(targetKey(address, clientId)) as Option.Option<TokenTarget> | undefined,
       serviceRoute: (address, clientId) =>

@@ -7,7 +7,7 @@ import { Context, Effect, Either, Layer, Option } from "effect"
 import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId } from "../domain/Identifiers.js"
-import type { CredentialInfo, ServiceDocument } from "../domain/Models.js"
+import { answeredHandler, type CredentialInfo, type ServiceDocument } from "../domain/Models.js"
 import { AuditTrail, makeMemoryLog } from "./AuditTrail.js"
 import { credentialEvents, deletionEvents, type RemovedCredential, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey, type ServiceSnapshot } from "./CredentialChanges.js"
@@ -86,7 +86,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
     uuid: service.uuid,
     name: service.name,
     auth_type: service.auth_type,
-    handler: service.handler,
+    handler: answeredHandler(service.handler),
     credentials: liveCredentialsOf(address).map((c): CredentialInfo => ({
       client_id: c.clientId,
       created_at: c.createdAt,

@@ -11,7 +11,7 @@ import { Effect, Either, Layer, Option, Schema } from "effect"
 import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import { AuthType, type CredentialInfo, ServiceHandlerConfig, type ServiceDocument } from "../domain/Models.js"
+import { answeredHandler, AuthType, type CredentialInfo, type ServiceDocument, StoredHandler } from "../domain/Models.js"
 import { insertAuditEvents } from "./AuditTrail.js"
 import { credentialEvents, deletionEvents, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
@@ -34,7 +34,7 @@ const ServiceRow = Schema.Struct({
   uuid: ServiceUuid,
   name: Schema.String,
   auth_type: AuthType,
-  handler: ServiceHandlerConfig
+  handler: StoredHandler
 })
 type ServiceRow = typeof ServiceRow.Type
 
@@ -68,7 +68,7 @@ const TokenTargetRow = Schema.Struct({
 
 const ServiceRouteRow = Schema.Struct({
   auth_type: AuthType,
-  handler: ServiceHandlerConfig,
+  handler: StoredHandler,
   credential_live: Schema.Boolean
 })
 
@@ -78,7 +78,7 @@ const LiveRow = Schema.Struct({
   environment: EnvironmentName,
   uuid: ServiceUuid,
   auth_type: AuthType,
-  handler: ServiceHandlerConfig,
+  handler: StoredHandler,
   client_id: Schema.NullOr(ClientId),
   secret_hash: Schema.NullOr(Schema.String),
   last_used_at: Schema.NullOr(Schema.DateFromSelf)
@@ -144,7 +144,7 @@ export const make = Effect.gen(function*() {
       uuid: service.uuid,
       name: service.name,
       auth_type: service.auth_type,
-      handler: service.handler,
+      handler: answeredHandler(service.handler),
       credentials: credentials
         .filter((c) => c.environment === service.environment && c.service_uuid === service.uuid)
         .map(toCredentialInfo)
@@ -385,6 +385,7 @@ export const make = Effect.gen(function*() {
         ),
 
     touchCredential: (clientId, now) => Effect.sync(() => lastUsed.note(clientId, now)),
+    noteUse: lastUsed.note,
 
     // Services first (a page of the primary key's order), then their live credentials by the
     // index of live credentials by service.

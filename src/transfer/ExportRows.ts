@@ -6,7 +6,7 @@
 import { Schema } from "effect"
 import { AuditAction, AuditDetails } from "../domain/AuditEvents.js"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import { AuthType, ServiceHandlerConfig } from "../domain/Models.js"
+import { AuthType, StoredHandler } from "../domain/Models.js"
 import { StorableText } from "../domain/Text.js"
 
 const TIMESTAMP_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$/
@@ -39,7 +39,7 @@ export const ServiceRow = Schema.Struct({
   uuid: ServiceUuid,
   name: StorableText,
   auth_type: AuthType,
-  handler: ServiceHandlerConfig,
+  handler: StoredHandler,
   created_at: StoredTimestamp
 })
 export const CredentialRow = Schema.Struct({

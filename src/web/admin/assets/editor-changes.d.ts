@@ -9,6 +9,9 @@ export interface Credential {
 export interface Handler {
   readonly type: string
   readonly url?: string
+  readonly timeout_ms?: number
+  /** Answered: the static headers' names. Sent: names with values (replacing them). */
+  readonly headers?: ReadonlyArray<string> | Readonly<Record<string, string>>
 }
 export interface Service {
   readonly uuid: string
@@ -78,5 +81,9 @@ export declare function serviceUpdate(
   service: Service,
   name: string,
   handlerType: string,
-  url?: string
+  url?: string,
+  proxy?: { readonly timeoutMs?: string; readonly headers?: Readonly<Record<string, string>> }
 ): { name: string; auth_type: string; handler: Handler }
+export declare function headerLines(
+  text: string
+): { readonly headers: Record<string, string>; readonly error?: undefined } | { readonly error: string; readonly headers?: undefined }

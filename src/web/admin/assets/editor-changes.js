@@ -155,9 +155,36 @@ export function normalizeDoc(data, profile) {
 
 /**
  * The body of `PUT …/services/{uuid}` that renames a service and sets its handler, keeping its
- * authentication: `{ name, auth_type, handler: {type:"echo"} | {type:"proxy", url} }`.
+ * authentication: `{ name, auth_type, handler: {type:"echo"} | {type:"proxy", url, timeout_ms?, headers?} }`.
+ * `proxy.timeoutMs`: the timeout field's text (empty: the server's default). `proxy.headers`: static
+ * headers to set, replacing the stored ones (`{}` removes them); absent keeps the stored ones, whose
+ * values the editor never sees.
  */
-export function serviceUpdate(service, name, handlerType, url) {
-  const handler = handlerType === "proxy" ? { type: "proxy", url: String(url).trim() } : { type: "echo" }
+export function serviceUpdate(service, name, handlerType, url, proxy = {}) {
+  let handler = { type: "echo" }
+  if (handlerType === "proxy") {
+    handler = { type: "proxy", url: String(url).trim() }
+    const timeout = String(proxy.timeoutMs ?? "").trim()
+    if (timeout !== "") handler.timeout_ms = Number(timeout)
+    if (proxy.headers !== undefined) handler.headers = proxy.headers
+  }
   return { name: String(name).trim(), auth_type: service.auth_type, handler }
+}
+
+/**
+ * Static headers typed one per line as `Name: value`: `{ headers }`, or `{ error }` naming the first
+ * line that is not one (by its number, never repeating a value).
+ */
+export function headerLines(text) {
+  const headers = {}
+  const lines = String(text).split(/\r?\n/)
+  for (const [index, line] of lines.entries()) {
+    if (line.trim() === "") continue
+    const colon = line.indexOf(":")
+    const name = colon > 0 ? line.slice(0, colon).trim() : ""
+    const value = colon > 0 ? line.slice(colon + 1).trim() : ""
+    if (name === "" || value === "") return { error: `Line ${index + 1} is not "Name: value".` }
+    headers[name] = value
+  }
+  return { headers }
 }

@@ -25,7 +25,11 @@ export const serviceLabel = (service) => (service.name ? service.name : `Unnamed
 export function handlerText(handler) {
   if (!handler || typeof handler !== "object") return "Echo"
   if (handler.type === "echo") return "Echo (answers with the request)"
-  if (handler.type === "proxy") return `Proxy to ${handler.url}`
+  if (handler.type === "proxy") {
+    const timeout = handler.timeout_ms === undefined ? "" : `, timeout ${handler.timeout_ms} ms`
+    const headers = Array.isArray(handler.headers) && handler.headers.length > 0 ? `, headers ${handler.headers.join(", ")}` : ""
+    return `Proxy to ${handler.url}${timeout}${headers}`
+  }
   return String(handler.type)
 }
 

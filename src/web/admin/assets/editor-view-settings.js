@@ -1,9 +1,10 @@
 /*
- * A service's settings in the editor: rename it, set its handler (echo, or proxy to a URL) with
+ * A service's settings in the editor: rename it, set its handler (echo, or proxy to a URL with its
+ * timeout and static headers: their values are write-only, typed to replace, never shown) with
  * `PUT …/services/{uuid}`, and delete it. These apply at once; they are not staged changes.
  */
 import { api } from "./editor-api.js"
-import { serviceUpdate } from "./editor-changes.js"
+import { headerLines, serviceUpdate } from "./editor-changes.js"
 import { openDialog } from "./editor-dialog.js"
 import { announce, clearMessages, focusEl, focusKey, h } from "./editor-dom.js"
 import { fail } from "./editor-router.js"
@@ -47,8 +48,60 @@ export function serviceSettings(envName, service) {
     urlInput,
     h("p", { class: "hint", id: id("url-hint") }, "An absolute http or https URL; the service forwards each call's JSON body to it.")
   )
+  const timeoutInput = h("input", {
+    id: id("timeout"),
+    name: "timeout_ms",
+    type: "number",
+    min: "100",
+    max: "60000",
+    step: "1",
+    placeholder: "default",
+    value: handler.type === "proxy" && handler.timeout_ms !== undefined ? String(handler.timeout_ms) : "",
+    "aria-describedby": id("timeout-hint"),
+    "data-keep": true
+  })
+  const storedNames = handler.type === "proxy" && Array.isArray(handler.headers) ? handler.headers : []
+  const headersInput = h("textarea", {
+    id: id("headers"),
+    name: "headers",
+    rows: "3",
+    autocomplete: "off",
+    spellcheck: "false",
+    placeholder: "X-Api-Key: value",
+    "aria-describedby": id("headers-hint"),
+    "data-keep": true
+  })
+  const clearHeaders = h("input", { id: id("headers-clear"), type: "checkbox", "data-keep": true })
+  const proxyFields = h(
+    "div",
+    { class: "stack" },
+    h(
+      "div",
+      { class: "field" },
+      h("label", { for: id("timeout") }, "Timeout (ms)"),
+      timeoutInput,
+      h("p", { class: "hint", id: id("timeout-hint") }, "100 to 60000; empty: the server's UPSTREAM_TIMEOUT_MS.")
+    ),
+    h(
+      "div",
+      { class: "field" },
+      h("label", { for: id("headers") }, "Static upstream headers"),
+      headersInput,
+      h(
+        "p",
+        { class: "hint", id: id("headers-hint") },
+        storedNames.length > 0
+          ? `Stored: ${storedNames.join(", ")} (values are never shown). Type lines "Name: value" to replace them all; leave empty to keep them.`
+          : `None stored. One "Name: value" per line (up to 10), e.g. an API key the upstream expects; values are never shown again.`
+      ),
+      storedNames.length > 0
+        ? h("label", { class: "check" }, clearHeaders, " Remove the stored headers")
+        : null
+    )
+  )
   const showUrl = (type) => {
     urlField.hidden = type !== "proxy"
+    proxyFields.hidden = type !== "proxy"
     urlInput.required = type === "proxy"
   }
   const handlerSelect = h(
@@ -67,10 +120,15 @@ export function serviceSettings(envName, service) {
     h("summary", null, "Edit service"),
     h(
       "form",
-      { class: "stack", onsubmit: (e) => updateService(e, envName, service, nameInput, handlerSelect, urlInput, button) },
+      {
+        class: "stack",
+        onsubmit: (e) =>
+          updateService(e, envName, service, nameInput, handlerSelect, urlInput, { timeoutInput, headersInput, clearHeaders }, button)
+      },
       h("div", { class: "field" }, h("label", { for: id("name") }, "Name"), nameInput),
       h("div", { class: "field" }, h("label", { for: id("handler") }, "Handler"), handlerSelect),
       urlField,
+      proxyFields,
       h(
         "div",
         { class: "actions settings-actions" },
@@ -90,13 +148,20 @@ export function serviceSettings(envName, service) {
   )
 }
 
-async function updateService(event, envName, service, nameInput, handlerSelect, urlInput, button) {
+async function updateService(event, envName, service, nameInput, handlerSelect, urlInput, proxy, button) {
   event.preventDefault()
   clearMessages()
   nameInput.value = nameInput.value.trim()
   urlInput.value = urlInput.value.trim()
-  if (!nameInput.reportValidity() || !urlInput.reportValidity() || !state.doc) return
-  const body = serviceUpdate(service, nameInput.value, handlerSelect.value, urlInput.value)
+  const typed = handlerSelect.value === "proxy" ? headerLines(proxy.headersInput.value) : { headers: {} }
+  proxy.headersInput.setCustomValidity(typed.error ?? "")
+  if (!nameInput.reportValidity() || !urlInput.reportValidity() || !proxy.timeoutInput.reportValidity()) return
+  if (!proxy.headersInput.reportValidity() || !state.doc) return
+  const headers = Object.keys(typed.headers).length > 0 ? typed.headers : proxy.clearHeaders.checked ? {} : undefined
+  const body = serviceUpdate(service, nameInput.value, handlerSelect.value, urlInput.value, {
+    timeoutMs: proxy.timeoutInput.value,
+    ...(headers === undefined ? {} : { headers })
+  })
   button.disabled = true
   try {
     await api("PUT", servicePath(envName, service.uuid), body)

@@ -1,0 +1,93 @@
+/**
+ * `X-Service-Auth-Assertion`: a JWT by which an upstream proves a call came through this gateway,
+ * for this service and this caller. RS256 with the current signing key (its `kid` in the JWKS),
+ * claims `iss`, `aud` (the upstream URL as configured), `sub` (the caller's client id; absent for a
+ * service without OAuth), `data` {service_uuid, profile, environment}, `iat`, `exp` = `iat` + 300,
+ * `jti`.
+ *
+ * An RSA signature per call would cost more than the proxying itself, so an assertion is reused for
+ * REUSE_SECONDS per (service, caller, upstream URL), well within its lifetime, and made anew when the
+ * signing key changes. Reused assertions share their `jti` (docs/integrators.md: it names an
+ * assertion, not a call). At most MAX_ASSERTIONS are held; one more evicts the oldest.
+ */
+import type { SigningKey } from "../auth/SigningKeyMaterial.js"
+
+export const ASSERTION_LIFETIME_SECONDS = 300
+export const REUSE_SECONDS = 60
+const MAX_ASSERTIONS = 10_000
+
+export interface AssertionSubject {
+  readonly profile: string
+  readonly environment: string
+  readonly uuid: string
+  /** The verified caller's client id; null for a service without OAuth. */
+  readonly clientId: string | null
+  /** The upstream URL as configured: the assertion's audience. */
+  readonly audience: string
+}
+
+interface HeldAssertion {
+  readonly token: string
+  readonly kid: string
+  readonly reuseUntil: number
+}
+
+export interface UpstreamAssertionsShape {
+  /** The assertion for this call: a held one when still good, else a new one (signed off the event loop). */
+  readonly assertionAt: (subject: AssertionSubject, nowMillis: number) => string | Promise<string>
+}
+
+export const makeUpstreamAssertions = (options: {
+  readonly issuer: string
+  readonly signingKeyAt: (nowMillis: number) => SigningKey
+  readonly randomId: () => string
+}): UpstreamAssertionsShape => {
+  const held = new Map<string, HeldAssertion>()
+  const signing = new Map<string, Promise<string>>()
+
+  const sign = async (key: SigningKey, subject: AssertionSubject, nowMillis: number): Promise<string> => {
+    const iat = Math.floor(nowMillis / 1000)
+    const claims = {
+      iss: options.issuer,
+      aud: subject.audience,
+      ...(subject.clientId === null ? {} : { sub: subject.clientId }),
+      data: { service_uuid: subject.uuid, profile: subject.profile, environment: subject.environment },
+      iat,
+      exp: iat + ASSERTION_LIFETIME_SECONDS,
+      jti: options.randomId()
+    }
+    const signingInput = `${key.encodedHeader}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}`
+    // WebCrypto signs on libuv's thread pool, off the event loop.
+    const signature = await crypto.subtle.sign("RSASSA-PKCS1-v1_5", key.privateKey, Buffer.from(signingInput))
+    return `${signingInput}.${Buffer.from(signature).toString("base64url")}`
+  }
+
+  const assertionAt = (subject: AssertionSubject, nowMillis: number): string | Promise<string> => {
+    const id = `${subject.profile}/${subject.environment}/${subject.uuid}\u0000${subject.clientId ?? ""}\u0000${subject.audience}`
+    const key = options.signingKeyAt(nowMillis)
+    const known = held.get(id)
+    if (known !== undefined && known.kid === key.kid && nowMillis < known.reuseUntil && nowMillis >= known.reuseUntil - REUSE_SECONDS * 1000) {
+      return known.token
+    }
+    // Concurrent calls of one caller share one signature.
+    const pending = signing.get(id)
+    if (pending !== undefined) return pending
+    const made = sign(key, subject, nowMillis).then(
+      (token) => {
+        signing.delete(id)
+        held.delete(id)
+        if (held.size >= MAX_ASSERTIONS) held.delete(held.keys().next().value!)
+        held.set(id, { token, kid: key.kid, reuseUntil: nowMillis + REUSE_SECONDS * 1000 })
+        return token
+      },
+      (error: unknown) => {
+        signing.delete(id)
+        throw error
+      }
+    )
+    signing.set(id, made)
+    return made
+  }
+
+  return { assertionAt }
+}

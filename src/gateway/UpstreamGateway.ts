@@ -1,0 +1,174 @@
+/**
+ * A proxy service's call of its upstream, from admission to the caller's answer: the one core both
+ * entries use (the fast lane on node:http and the HttpApi handler, through `ServiceCallGate`).
+ *
+ * 1. The guard (`UpstreamGuard`) admits the call or answers 503 (breaker open, or saturated).
+ * 2. The upstream gets exactly: `Content-Type`, `Accept`, the identity headers (`X-Client-Id` for
+ *    an OAuth service, `X-Service-Profile`, `X-Service-Environment`, `X-Service-Uuid`,
+ *    `X-Request-Id`, `X-Service-Auth-Assertion`), the service's static headers and, while traces
+ *    are exported, `traceparent`. Nothing else of the caller's request.
+ * 3. Its answer becomes the caller's (`Upstream`), the guard learns how it went, and the outcome is
+ *    counted (`service_auth_upstream_calls_total`).
+ *
+ * What a stored handler needs per call (its static headers in clear, its timeout) is worked out once
+ * per handler object: the catalogue cache hands out the same object until the service changes.
+ */
+import { Context, Effect, Either, Layer } from "effect"
+import { randomUUID } from "node:crypto"
+import { AppConfig } from "../config/AppConfig.js"
+import { ClientSecrets } from "../auth/ClientSecrets.js"
+import { KeyService } from "../auth/KeyService.js"
+import { BadGateway, StorageUnavailable } from "../domain/Errors.js"
+import type { StoredHandler } from "../domain/Models.js"
+import { type Answer, errorAnswer } from "../http/Answer.js"
+import { recordOpenBreakers, recordUpstreamCall } from "../observability/ServiceMetrics.js"
+import type { ServiceAddress } from "../storage/CredentialRepo.js"
+import { makeUpstreamAssertions } from "./UpstreamAssertion.js"
+import { makeUpstreamGuard } from "./UpstreamGuard.js"
+import { openHeaders } from "./UpstreamHeaders.js"
+import { postJson, type UpstreamAnswer } from "./Upstream.js"
+
+export type ProxyHandler = Extract<StoredHandler, { readonly type: "proxy" }>
+
+export interface UpstreamCall {
+  readonly address: ServiceAddress
+  readonly handler: ProxyHandler
+  /** The verified caller's client id; null for a service without OAuth. */
+  readonly clientId: string | null
+  /** The body as the caller sent it (validated as a JSON object). */
+  readonly bodyText: string
+  /** The id the request's log line carries. */
+  readonly requestId: string
+  /** The W3C trace context the upstream continues, while traces are exported. */
+  readonly traceparent?: string
+  /** The caller went away: abort the exchange. */
+  readonly signal?: AbortSignal
+}
+
+export interface UpstreamCalled {
+  readonly answer: Answer
+  /** The upstream's status, when it answered at all (for the span). */
+  readonly status: number | undefined
+}
+
+export interface UpstreamGatewayShape {
+  /** Never rejects. */
+  readonly call: (call: UpstreamCall) => Promise<UpstreamCalled>
+}
+
+const SERVICE_ANSWER_HEADERS = { "cache-control": "no-store" } as const
+
+const FAILING_DESCRIPTION = "The upstream service is failing; retry later"
+const unavailable = (retryAfterSeconds: number): UpstreamCalled => ({
+  answer: errorAnswer(new StorageUnavailable({ description: FAILING_DESCRIPTION }), { "retry-after": String(retryAfterSeconds) }),
+  status: undefined
+})
+const unreadableHeaders: UpstreamCalled = {
+  answer: errorAnswer(new BadGateway({ description: "The service's static upstream headers cannot be read" })),
+  status: undefined
+}
+
+/** What a stored proxy handler needs on every call, worked out once. */
+interface PreparedHandler {
+  readonly timeoutMs: number
+  /** In clear; undefined when a sealed value cannot be opened. */
+  readonly staticHeaders: Readonly<Record<string, string>> | undefined
+}
+
+const answerOf = (upstream: UpstreamAnswer): Answer => {
+  const result = upstream.result
+  switch (result._tag) {
+    case "Ok":
+      return { status: 200, headers: SERVICE_ANSWER_HEADERS, body: result.body }
+    case "PassedOn":
+      return {
+        status: result.status,
+        headers: result.retryAfter === undefined ? SERVICE_ANSWER_HEADERS : { ...SERVICE_ANSWER_HEADERS, "retry-after": result.retryAfter },
+        body: result.body
+      }
+    case "Failed":
+      return errorAnswer(result.error)
+  }
+}
+
+export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")<UpstreamGateway, UpstreamGatewayShape>() {
+  static readonly layer = Layer.effect(
+    UpstreamGateway,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      const keys = yield* KeyService
+      const { headerSealingKey } = yield* ClientSecrets
+      const clock = yield* Effect.clock
+      const guard = makeUpstreamGuard(config.upstreamMaxConcurrency, recordOpenBreakers)
+      const assertions = makeUpstreamAssertions({ issuer: config.issuer, signingKeyAt: keys.signingKeyAt, randomId: randomUUID })
+
+      const prepared = new WeakMap<ProxyHandler, PreparedHandler>()
+      const prepare = (address: ServiceAddress, handler: ProxyHandler): PreparedHandler => {
+        let known = prepared.get(handler)
+        if (known === undefined) {
+          const opened = handler.headers === undefined ? Either.right({}) : openHeaders(headerSealingKey, address.uuid, handler.headers)
+          known = {
+            timeoutMs: handler.timeout_ms ?? config.upstreamTimeoutMs,
+            staticHeaders: Either.getOrUndefined(opened)
+          }
+          prepared.set(handler, known)
+        }
+        return known
+      }
+
+      const call = async (call: UpstreamCall): Promise<UpstreamCalled> => {
+        const { address, handler } = call
+        const target = prepare(address, handler)
+        if (target.staticHeaders === undefined) {
+          recordUpstreamCall("bad_gateway")
+          return unreadableHeaders
+        }
+        const key = `${address.profile}/${address.environment}/${address.uuid}`
+        const admission = guard.admit(key, clock.unsafeCurrentTimeMillis())
+        if (admission._tag === "Refused") {
+          recordUpstreamCall(admission.reason)
+          return unavailable(admission.retryAfterSeconds)
+        }
+        let failing = true
+        try {
+          const assertion = await assertions.assertionAt({
+            profile: address.profile,
+            environment: address.environment,
+            uuid: address.uuid,
+            clientId: call.clientId,
+            audience: handler.url
+          }, clock.unsafeCurrentTimeMillis())
+          const headers: Record<string, string> = {
+            ...target.staticHeaders,
+            "content-type": "application/json",
+            accept: "application/json",
+            "x-service-profile": address.profile,
+            "x-service-environment": address.environment,
+            "x-service-uuid": address.uuid,
+            "x-request-id": call.requestId,
+            "x-service-auth-assertion": assertion
+          }
+          if (call.clientId !== null) headers["x-client-id"] = call.clientId
+          if (call.traceparent !== undefined) headers["traceparent"] = call.traceparent
+          const upstream = await postJson(handler.url, call.bodyText, {
+            timeoutMs: target.timeoutMs,
+            headers,
+            ...(call.signal === undefined ? {} : { signal: call.signal })
+          })
+          const result = upstream.result
+          failing = result._tag === "Failed" && result.failing
+          recordUpstreamCall(result._tag === "Ok" ? "ok" : result._tag === "PassedOn" ? "passed_on" : "bad_gateway")
+          return { answer: answerOf(upstream), status: upstream.status }
+        } catch {
+          // Only signing can throw (the key is unusable): the call never left.
+          failing = false
+          recordUpstreamCall("bad_gateway")
+          return { answer: errorAnswer(new BadGateway({ description: "The gateway could not sign its assertion" })), status: undefined }
+        } finally {
+          guard.settle(key, admission, failing, clock.unsafeCurrentTimeMillis())
+        }
+      }
+      return UpstreamGateway.of({ call })
+    })
+  )
+}
