@@ -5,9 +5,11 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     exclude: ["test/e2e/**", "node_modules/**"],
-    // Deadlines for a hang, not speed limits: a busy machine runs several times slower.
-    testTimeout: 60_000,
-    hookTimeout: 120_000,
+    // Deadlines for a hang, not speed limits: a busy machine runs several times slower (at a load
+    // average of 40 an embedded database's layer took over 120 s to build, a test of 20 racing
+    // writes over 60 s).
+    testTimeout: 120_000,
+    hookTimeout: 300_000,
     pool: "forks",
     // Four files at a time, though the machine may have two cores: most of a full-stack file's time
     // is spent waiting on the servers and CLIs it starts (vitest's default on two cores is one at a
