@@ -1,7 +1,8 @@
 /**
- * The application as layers: the HTTP API and the services it stands on. Storage, keys and the
- * digest key are parameters, so `main.ts` passes the live ones and tests pass in-memory storage
- * and fixed keys (see `testing.ts`).
+ * The application as layers: the HTTP API and the services it stands on, and the whole server
+ * (`layerServer`) that `main.ts` launches and an embedding program may launch itself (`index.ts`).
+ * Storage, keys and the digest key are parameters, so `main.ts` passes the live ones and tests pass
+ * in-memory storage and fixed keys (see `testing.ts`).
  *
  * Naming, across the code: a module's live layer is `layer`, its deterministic one `layerTest`, other
  * variants say what they are (`layerMemory`, `layerSql`, `layerEmbedded`); a module with several
@@ -10,6 +11,7 @@
 import { HttpApiBuilder, HttpRouter } from "@effect/platform"
 import { Layer } from "effect"
 import { Api } from "./api/Api.js"
+import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
 import { AuthFailureLimiter } from "./auth/AuthFailureLimiter.js"
 import { ClientCredentialsGrant } from "./auth/ClientCredentialsGrant.js"
 import { ClientSecrets } from "./auth/ClientSecrets.js"
@@ -27,10 +29,18 @@ import * as MetricsHttp from "./http/MetricsHttp.js"
 import { requestLog } from "./http/RequestLog.js"
 import { requestMetrics } from "./http/RequestMetrics.js"
 import { requestSpan } from "./http/RequestSpan.js"
+import * as FastLane from "./http/FastLane.js"
+import * as NodeServer from "./http/NodeServer.js"
 import { closeAfterPayloadTooLarge, layerJsonErrors } from "./http/ServerErrors.js"
 import * as ServiceHttp from "./http/ServiceHttp.js"
 import * as TokenHttp from "./http/TokenHttp.js"
 import * as WebHttp from "./http/WebHttp.js"
+import type { AuditTrail } from "./storage/AuditTrail.js"
+import type { CredentialRepo } from "./storage/CredentialRepo.js"
+import type { FailureCounts } from "./storage/FailureCounts.js"
+import type { ServerKeyStore } from "./storage/ServerKeyStore.js"
+import type { SigningKeyStore } from "./storage/SigningKeyStore.js"
+import * as Storage from "./storage/Storage.js"
 
 /**
  * Domain services over the given key and digest-key layers. Needs AppConfig, CredentialRepo, and
@@ -49,10 +59,16 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
     Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets))
   )
 
-/** The live domain: stored (or SIGNING_KEY_FILE) keys, the stored digest key, both sealed at rest as configured. */
-export const layerDomain = makeDomainLayer({ keys: KeyService.layer, secrets: ClientSecrets.layer }).pipe(
-  Layer.provide(KeyEncryption.layer)
-)
+/**
+ * The live domain: stored (or SIGNING_KEY_FILE) keys, the stored digest key, both sealed at rest as
+ * configured, and `handlers` registered in code (echo and proxy by default).
+ */
+export const layerDomainWith = <RH = never>(handlers?: Layer.Layer<ServiceHandlers, never, RH>) =>
+  makeDomainLayer({ keys: KeyService.layer, secrets: ClientSecrets.layer, ...(handlers === undefined ? {} : { handlers }) })
+    .pipe(Layer.provide(KeyEncryption.layer))
+
+/** The live domain with the built-in handlers. */
+export const layerDomain = layerDomainWith()
 export const layerDomainTest = makeDomainLayer({ keys: KeyService.layerTest, secrets: ClientSecrets.layerTest })
 
 /** Every endpoint of `Api`, implemented. */
@@ -84,3 +100,32 @@ export const layerServe = HttpApiBuilder.serve((app) =>
   Layer.provide(layerHttpApi),
   Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 1024 }))
 )
+
+/** What a server's storage layer provides: the repositories every storage of `storage/Storage.ts` holds. */
+export type StorageServices = CredentialRepo | AuditTrail | ServerKeyStore | SigningKeyStore | FailureCounts
+
+/** What an embedding program chooses; everything else follows from `config`. */
+export interface ServerOptions<ES = never, RH = never> {
+  /** The settings: `AppConfig.fromEnv` reads them as `npm start` does; a program may build its own. */
+  readonly config: AppConfigShape
+  /** By default what `config` names: PostgreSQL with DATABASE_URL, otherwise the embedded database. */
+  readonly storage?: Layer.Layer<StorageServices, ES, AppConfig>
+  /** Handlers registered in code (`ServiceHandlers.layerWith`); echo and proxy by default. */
+  readonly handlers?: Layer.Layer<ServiceHandlers, never, RH>
+}
+
+/**
+ * The server `npm start` runs: storage opened (and migrated), the domain on it, the API, and the
+ * port, which opens last (`NodeServer`, with the fast lane in front). `Layer.launch` it; it drains
+ * and closes its storage when interrupted.
+ */
+export const layerServer = <ES = never, RH = never>(options: ServerOptions<ES, RH>) => {
+  const storage: Layer.Layer<StorageServices, ES | Layer.Layer.Error<typeof Storage.layerFromConfig>, AppConfig> =
+    options.storage ?? Storage.layerFromConfig
+  return layerServe.pipe(
+    Layer.provide(NodeServer.layer(options.config).pipe(Layer.provide(FastLane.layer))),
+    Layer.provide(layerDomainWith(options.handlers)),
+    Layer.provide(storage),
+    Layer.provide(Layer.succeed(AppConfig, options.config))
+  )
+}

@@ -1,8 +1,10 @@
 /**
- * `npm start` (`node dist/service-auth.mjs`, this file bundled): reads the configuration, opens the storage it names, migrates
- * it and loads the keys, and only then opens the port (`NodeServer`). SIGTERM or SIGINT drains the
- * requests in flight, closes the database and exits 0. A start that fails prints one line naming
- * what is wrong and exits 1. With an OTLP endpoint configured, spans are exported (`Tracing`).
+ * `npm start` (`node dist/service-auth.mjs`, this file bundled): launching and error reporting. It
+ * reads the configuration, checks what needs no database, and launches `layerServer` (`AppLayer.ts`),
+ * which opens the storage, migrates it and loads the keys, and only then opens the port. SIGTERM or
+ * SIGINT drains the requests in flight, closes the database and exits 0. A start that fails prints
+ * one line naming what is wrong and exits 1. With an OTLP endpoint configured, spans are exported
+ * (`Tracing`).
  */
 import { HttpMiddleware } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
@@ -10,13 +12,11 @@ import { Cause, Effect, Layer, Logger, Option, Redacted } from "effect"
 import { loadOrCreateAdminToken } from "./admin-auth/AdminTokenFile.js"
 import { ADMIN_TOKEN_ACTOR, weakAdminTokenProblem } from "./admin-auth/AdminTokens.js"
 import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
-import { layerDomain, layerServe } from "./AppLayer.js"
+import { layerServer } from "./AppLayer.js"
 import { readSigningKeyFile } from "./auth/SigningKeyMaterial.js"
-import * as FastLane from "./http/FastLane.js"
 import * as NodeServer from "./http/NodeServer.js"
 import * as Logging from "./observability/Logging.js"
 import { StartupError } from "./config/StartupError.js"
-import * as Storage from "./storage/Storage.js"
 import * as Tracing from "./observability/Tracing.js"
 
 /**
@@ -50,15 +50,9 @@ const announce = (config: AppConfigShape, tokenLine: Option.Option<string>) =>
     )
   })
 
-/** Built in this order: storage, the domain on it, the API; the port opens last. */
+/** The server with its storage as configured, announced once its port is open. */
 const serverLayer = (config: AppConfigShape, tokenLine: Option.Option<string>) =>
-  layerServe.pipe(
-    Layer.provide(NodeServer.layer(config).pipe(Layer.provide(FastLane.layer))),
-    Layer.provide(layerDomain),
-    Layer.provide(Storage.layerFromConfig),
-    Layer.provide(Layer.succeed(AppConfig, config)),
-    Layer.tap(() => announce(config, tokenLine))
-  )
+  layerServer({ config }).pipe(Layer.tap(() => announce(config, tokenLine)))
 
 /**
  * One line for a failed start: a `StartupError` says what and where, as does a typed failure's own

@@ -20,6 +20,7 @@ import { join } from "node:path"
 import { randomBytes } from "node:crypto"
 import { afterEach, describe, expect, it } from "vitest"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
+import { adminFetch } from "./support/AdminFetch.js"
 
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 const SERVICE_UUID = "6f1c2a3b-4d5e-4f60-8a71-92b3c4d5e6f7"
@@ -136,15 +137,8 @@ const untilTrue = async (what: string, condition: () => boolean | Promise<boolea
 // ---------------------------------------------------------------------------------------------
 // Fixture: a profile with an auth_type "none" service proxied to the upstream.
 
-const adminCall = async (server: ServerProcess, method: string, path: string, body?: unknown) => {
-  const response = await fetch(`${server.base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) })
-  })
-  const text = await response.text()
-  return { status: response.status, body: text === "" ? undefined : JSON.parse(text) }
-}
+const adminCall = (server: ServerProcess, method: string, path: string, body?: unknown) =>
+  adminFetch(server.base, ADMIN_TOKEN, method, path, body)
 
 const createProxiedService = async (server: ServerProcess, upstream: Upstream) => {
   const profile = `shutdown-${randomBytes(6).toString("hex")}`

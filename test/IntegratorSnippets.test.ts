@@ -15,6 +15,7 @@ import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
+import { adminJson } from "./support/AdminFetch.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
 const run = promisify(execFile)
@@ -54,14 +55,7 @@ describe("docs/integrators.md snippets, run as written", () => {
   const env: Record<string, string> = {}
   let otherService = ""
 
-  const admin = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${server.base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) })
-    })
-    return response.json() as Promise<any>
-  }
+  const admin = (method: string, path: string, body?: unknown) => adminJson(server.base, ADMIN_TOKEN, method, path, body)
 
   const runSnippet = async (file: string, extra: Record<string, string> = {}) => {
     const code = snippets().get(file)

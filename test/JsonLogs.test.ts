@@ -10,6 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
+import { adminJson } from "./support/AdminFetch.js"
 
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 
@@ -33,12 +34,7 @@ describe("LOG_FORMAT=json", () => {
     rmSync(dir, { recursive: true, force: true })
   })
 
-  const admin = async (method: string, path: string, body?: unknown) =>
-    (await fetch(`${server.base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) })
-    })).json() as Promise<any>
+  const admin = (method: string, path: string, body?: unknown) => adminJson(server.base, ADMIN_TOKEN, method, path, body)
 
   it("writes one JSON object per line, with request fields and no secret", async () => {
     const profile = `logs-${randomBytes(4).toString("hex")}`

@@ -15,6 +15,7 @@ import { join } from "node:path"
 import { afterAll, beforeAll, it } from "vitest"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
 import { makeTestServer } from "../src/testing.js"
+import { adminJson } from "./support/AdminFetch.js"
 
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 const METRICS_TOKEN = randomBytes(24).toString("base64url")
@@ -54,12 +55,7 @@ describe("GET /metrics on the real server", () => {
   let uuid = ""
   let credential = { client_id: "", client_secret: "" }
 
-  const admin = async (method: string, path: string, body?: unknown) =>
-    (await fetch(`${server.base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) })
-    })).json() as Promise<any>
+  const admin = (method: string, path: string, body?: unknown) => adminJson(server.base, ADMIN_TOKEN, method, path, body)
 
   const token = (fields: Record<string, string>) =>
     fetch(`${server.base}/oauth/token`, {

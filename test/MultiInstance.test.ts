@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { randomBytes } from "node:crypto"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
+import { adminFetch } from "./support/AdminFetch.js"
 
 const DATABASE_URL = process.env.TEST_DATABASE_URL
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
@@ -27,14 +28,8 @@ describe.skipIf(DATABASE_URL === undefined)("two instances on one PostgreSQL dat
     await Promise.all([first?.stop(), second?.stop()])
   })
 
-  const adminCall = async (server: ServerProcess, method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${server.base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) })
-    })
-    return { status: response.status, body: response.status === 204 ? undefined : await response.json() as any }
-  }
+  const adminCall = (server: ServerProcess, method: string, path: string, body?: unknown) =>
+    adminFetch(server.base, ADMIN_TOKEN, method, path, body)
 
   const callService = (server: ServerProcess, path: string, token: string) =>
     fetch(`${server.base}${path}`, {

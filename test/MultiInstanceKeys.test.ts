@@ -9,17 +9,12 @@ import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { freshDatabase, TEST_DATABASE_URL } from "./support/Databases.js"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
+import { adminFetch } from "./support/AdminFetch.js"
 
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 
-const adminCall = async (server: ServerProcess, method: string, path: string, body?: unknown) => {
-  const response = await fetch(`${server.base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) })
-  })
-  return { status: response.status, body: response.status === 204 ? undefined : await response.json() as any }
-}
+const adminCall = (server: ServerProcess, method: string, path: string, body?: unknown) =>
+  adminFetch(server.base, ADMIN_TOKEN, method, path, body)
 
 const kidOf = (token: string): string =>
   JSON.parse(Buffer.from(token.split(".")[0]!, "base64url").toString("utf8")).kid

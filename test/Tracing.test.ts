@@ -14,6 +14,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { freePort, type ServerProcess, startServer } from "./support/ServerProcess.js"
+import { adminJson } from "./support/AdminFetch.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
@@ -121,15 +122,7 @@ const serverSettings = () => ({ ...NO_OTEL, ADMIN_TOKEN, SIGNING_KEY_FILE, DATA_
 
 /** A service with a credential, a token for it (sent with `tokenHeaders`), and one call of it. */
 const tokenAndCall = async (base: string, tokenHeaders: Record<string, string> = {}, handler?: unknown) => {
-  const admin = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) })
-    })
-    expect(response.status, `${method} ${path}`).toBeLessThan(300)
-    return response.json() as Promise<any>
-  }
+  const admin = (method: string, path: string, body?: unknown) => adminJson(base, ADMIN_TOKEN, method, path, body)
   const profile = `tr-${randomBytes(4).toString("hex")}`
   await admin("PUT", `/admin/profiles/${profile}`)
   await admin("PUT", `/admin/profiles/${profile}/environments/prod`)

@@ -23,6 +23,7 @@ import * as Storage from "../src/storage/Storage.js"
 import { TRANSIENT_TABLES, unclassifiedSchema } from "../src/transfer/DatabaseSchema.js"
 import { describeWithPostgres, TEST_DATABASE_URL } from "./support/Databases.js"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
+import { adminFetch } from "./support/AdminFetch.js"
 
 const CLI = fileURLToPath(new URL("../dist/cli.mjs", import.meta.url))
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
@@ -83,14 +84,8 @@ const snapshot = (url: string) =>
 const start = (env: Readonly<Record<string, string>>): Promise<ServerProcess> =>
   startServer(env, { healthTimeoutMs: 120_000 })
 
-const adminCall = async (server: ServerProcess, method: string, path: string, body?: unknown) => {
-  const response = await fetch(`${server.base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) })
-  })
-  return { status: response.status, body: response.status === 204 ? undefined : await response.json() as any }
-}
+const adminCall = (server: ServerProcess, method: string, path: string, body?: unknown) =>
+  adminFetch(server.base, ADMIN_TOKEN, method, path, body)
 
 interface Target {
   readonly profile: string

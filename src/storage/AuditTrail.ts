@@ -8,12 +8,12 @@
  * `layerSql` is the trail on PostgreSQL or the embedded database; the in-memory trail is made with
  * the in-memory repository it shares its log with (`CredentialRepoMemory.layer`).
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Schema } from "effect"
 import { AuditDetails, type AuditEvent, type AuditEventPage, type AuditQuery, encodeCursor } from "../domain/AuditEvents.js"
 import type { StorageUnavailable } from "../domain/Errors.js"
-import { decodeRows } from "./Rows.js"
+import { parseFailureIsDefect } from "./Rows.js"
 import { storageOperation } from "./StorageErrors.js"
 
 export interface AuditTrailShape {
@@ -68,24 +68,37 @@ const EventRow = Schema.Struct({
   details: Schema.NullOr(AuditDetails)
 })
 
+/** One page's query: the profile's events or all, older than `after`, one more than the page to know if there is a next. */
+const PageQuery = Schema.Struct({
+  profile: Schema.optional(Schema.String),
+  after: Schema.optional(Schema.String),
+  limit: Schema.Int
+})
+
 export const layerSql = Layer.effect(
   AuditTrail,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const insert = insertAuditEvents(sql)
-    return AuditTrail.of({
-      record: (events) => storageOperation(insert(events)),
-      list: (query) =>
+    const findPage = SqlSchema.findAll({
+      Request: PageQuery,
+      Result: EventRow,
+      execute: (query) =>
         sql`
           SELECT id::text AS id, time, actor, source, action, profile, environment, service_uuid, client_id, details
           FROM audit_events
           WHERE ${query.profile === undefined ? sql`TRUE` : sql`profile = ${query.profile}`}
             AND ${query.after === undefined ? sql`TRUE` : sql`id < ${query.after}::bigint`}
           ORDER BY audit_events.id DESC -- the column, not the text alias (which would sort "9" after "10")
-          LIMIT ${query.limit + 1}`.pipe(
-          decodeRows(EventRow),
+          LIMIT ${query.limit + 1}`
+    })
+    return AuditTrail.of({
+      record: (events) => storageOperation(insert(events)),
+      list: (query) =>
+        findPage(query).pipe(
           // Actions are written only from the action union; one read back is what was written.
           Effect.map((rows) => pageOf(rows as ReadonlyArray<AuditEvent & { readonly id: string }>, query.limit)),
+          parseFailureIsDefect,
           storageOperation
         )
     })

@@ -6,12 +6,13 @@
  * see `AuthFailureLimiter`). The embedded database has a single process, so there the count is
  * the process's own (`layerLocal`).
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import { Context, Effect, Layer, Option, Schema } from "effect"
-import { decodeRows } from "./Rows.js"
+import { parseFailureIsDefect } from "./Rows.js"
 import { storageOperation } from "./StorageErrors.js"
 
 const WindowRow = Schema.Struct({ count: Schema.Int, reset_at: Schema.DateFromSelf })
+const Failure = Schema.Struct({ pair: Schema.String, now: Schema.Number, windowMs: Schema.Number })
 
 export interface SharedWindow {
   readonly count: number
@@ -35,8 +36,10 @@ export class FailureCounts extends Context.Tag("service-auth/FailureCounts")<Fai
     FailureCounts,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      return FailureCounts.of({
-        add: (pair, now, windowMs) => {
+      const addFailure = SqlSchema.single({
+        Request: Failure,
+        Result: WindowRow,
+        execute: ({ now, pair, windowMs }) => {
           const at = new Date(now)
           // Windows closed an hour ago are purged by the same statement (failures are rare).
           const cutoff = new Date(now - 3_600_000)
@@ -47,17 +50,19 @@ export class FailureCounts extends Context.Tag("service-auth/FailureCounts")<Fai
             ON CONFLICT (pair) DO UPDATE SET
               count = CASE WHEN auth_failures.reset_at <= ${at} THEN 1 ELSE auth_failures.count + 1 END,
               reset_at = CASE WHEN auth_failures.reset_at <= ${at} THEN excluded.reset_at ELSE auth_failures.reset_at END
-            RETURNING count, reset_at`.pipe(
-            decodeRows(WindowRow),
-            Effect.map(([row]) =>
-              Option.fromNullable(row).pipe(Option.map((row) => ({ count: row.count, resetAt: row.reset_at.getTime() })))
-            ),
+            RETURNING count, reset_at`
+        }
+      })
+      return FailureCounts.of({
+        add: (pair, now, windowMs) =>
+          addFailure({ pair, now, windowMs }).pipe(
+            Effect.map((row) => Option.some({ count: row.count, resetAt: row.reset_at.getTime() })),
+            parseFailureIsDefect,
             storageOperation,
             // Brute-force counting must not turn a failed authentication into a 503: without the
             // database the instance counts on its own until it is back.
             Effect.catchAll(() => Effect.succeedNone)
           )
-        }
       })
     })
   )

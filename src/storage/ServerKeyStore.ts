@@ -4,14 +4,16 @@
  * instances sharing one PostgreSQL sign and hash alike, and the embedded database keeps them across
  * restarts.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import type { StorageUnavailable } from "../domain/Errors.js"
-import { decodeRows } from "./Rows.js"
+import { parseFailureIsDefect } from "./Rows.js"
 import { storageOperation } from "./StorageErrors.js"
 
+const KeyName = Schema.String
 const ValueRow = Schema.Struct({ value: Schema.String })
 const NamedValueRow = Schema.Struct({ name: Schema.String, value: Schema.String })
+const NewKey = Schema.Struct({ name: Schema.String, value: Schema.String })
 
 export interface ServerKeyStoreShape {
   /** The stored value of `name`, or `create()` stored atomically when none exists yet. */
@@ -33,39 +35,52 @@ export class ServerKeyStore extends Context.Tag("service-auth/ServerKeyStore")<S
     ServerKeyStore,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
+      const findValue = SqlSchema.findOne({
+        Request: KeyName,
+        Result: ValueRow,
+        execute: (name) => sql`SELECT value FROM server_keys WHERE name = ${name}`
+      })
+      const insertIfAbsent = SqlSchema.void({
+        Request: NewKey,
+        execute: ({ name, value }) =>
+          sql`INSERT INTO server_keys (name, value) VALUES (${name}, ${value}) ON CONFLICT (name) DO NOTHING`
+      })
+      const deleteKey = SqlSchema.void({ Request: KeyName, execute: (name) => sql`DELETE FROM server_keys WHERE name = ${name}` })
+      const lockAll = SqlSchema.findAll({
+        Request: Schema.Void,
+        Result: NamedValueRow,
+        execute: () => sql`SELECT name, value FROM server_keys ORDER BY name FOR UPDATE`
+      })
+      const updateValue = SqlSchema.void({
+        Request: NewKey,
+        execute: ({ name, value }) => sql`UPDATE server_keys SET value = ${value} WHERE name = ${name}`
+      })
+      const read = (name: string) => findValue(name).pipe(parseFailureIsDefect, storageOperation)
+
       return ServerKeyStore.of({
         getOrCreate: (name, create) =>
           Effect.gen(function*() {
-            const read = sql`SELECT value FROM server_keys WHERE name = ${name}`.pipe(decodeRows(ValueRow), storageOperation)
-            const [existing] = yield* read
-            if (existing !== undefined) return Redacted.make(existing.value)
+            const existing = yield* read(name)
+            if (Option.isSome(existing)) return Redacted.make(existing.value.value)
             // Only the statements are timed: generating an RSA key takes seconds on a loaded machine.
             const value = yield* Effect.promise(create)
-            yield* storageOperation(
-              sql`INSERT INTO server_keys (name, value) VALUES (${name}, ${value}) ON CONFLICT (name) DO NOTHING`
-            )
-            const [stored] = yield* read
-            return Redacted.make(stored!.value)
+            yield* storageOperation(parseFailureIsDefect(insertIfAbsent({ name, value })))
+            const stored = yield* read(name)
+            return Redacted.make(Option.getOrThrow(stored).value)
           }),
-        get: (name) =>
-          sql`SELECT value FROM server_keys WHERE name = ${name}`.pipe(
-            decodeRows(ValueRow),
-            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => Redacted.make(row.value))),
-            storageOperation
-          ),
-        remove: (name) => sql`DELETE FROM server_keys WHERE name = ${name}`.pipe(Effect.asVoid, storageOperation),
+        get: (name) => Effect.map(read(name), Option.map((row) => Redacted.make(row.value))),
+        remove: (name) => deleteKey(name).pipe(parseFailureIsDefect, storageOperation),
         reseal: (transform) =>
           Effect.gen(function*() {
             let changed = 0
-            const rows = yield* sql`SELECT name, value FROM server_keys ORDER BY name FOR UPDATE`.pipe(decodeRows(NamedValueRow))
-            for (const row of rows) {
+            for (const row of yield* lockAll()) {
               const replacement = yield* transform(row.name, row.value)
               if (Option.isNone(replacement)) continue
-              yield* sql`UPDATE server_keys SET value = ${replacement.value} WHERE name = ${row.name}`
+              yield* updateValue({ name: row.name, value: replacement.value })
               changed++
             }
             return changed
-          }).pipe(sql.withTransaction, storageOperation)
+          }).pipe(parseFailureIsDefect, sql.withTransaction, storageOperation)
       })
     })
   )

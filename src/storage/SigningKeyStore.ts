@@ -5,10 +5,10 @@
  * cannot schedule two keys where one was meant. Private keys are stored as given (sealed or not:
  * `KeyEncryption` decides); this module never reads them.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import { Context, Effect, Either, Layer, Option, Schema } from "effect"
 import type { StorageUnavailable } from "../domain/Errors.js"
-import { decodeRows } from "./Rows.js"
+import { parseFailureIsDefect } from "./Rows.js"
 import { storageOperation } from "./StorageErrors.js"
 
 export const PublicRsaJwk = Schema.Struct({ kty: Schema.Literal("RSA"), n: Schema.String, e: Schema.String })
@@ -37,6 +37,49 @@ const KeyRow = Schema.Struct({
   position: Schema.Int
 })
 
+/** A row as the key it stores. */
+const StoredKey = Schema.transform(
+  KeyRow,
+  Schema.typeSchema(
+    Schema.Struct({
+      kid: Schema.String,
+      publicJwk: PublicRsaJwk,
+      privateKey: Schema.String,
+      createdAt: Schema.DateFromSelf,
+      activeFrom: Schema.DateFromSelf,
+      position: Schema.Int
+    })
+  ),
+  {
+    strict: true,
+    decode: (row) => ({
+      kid: row.kid,
+      publicJwk: row.public_jwk,
+      privateKey: row.private_key,
+      createdAt: row.created_at,
+      activeFrom: row.active_from,
+      position: row.position
+    }),
+    encode: (key) => ({
+      kid: key.kid,
+      public_jwk: key.publicJwk,
+      private_key: key.privateKey,
+      created_at: key.createdAt,
+      active_from: key.activeFrom,
+      position: key.position
+    })
+  }
+)
+
+const NewKey = Schema.Struct({
+  kid: Schema.String,
+  publicJwk: PublicRsaJwk,
+  privateKey: Schema.String,
+  createdAt: Schema.DateFromSelf,
+  activeFrom: Schema.DateFromSelf
+})
+const Resealed = Schema.Struct({ kid: Schema.String, privateKey: Schema.String })
+
 export interface SigningKeyStoreShape {
   readonly list: Effect.Effect<ReadonlyArray<StoredSigningKey>, StorageUnavailable>
   /**
@@ -59,21 +102,23 @@ export class SigningKeyStore extends Context.Tag("service-auth/SigningKeyStore")
     SigningKeyStore,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const select = sql`SELECT kid, public_jwk, private_key, created_at, active_from, position FROM signing_keys`.pipe(
-        decodeRows(KeyRow),
-        Effect.map((rows) =>
-          rows.map((row): StoredSigningKey => ({
-            kid: row.kid,
-            publicJwk: row.public_jwk,
-            privateKey: row.private_key,
-            createdAt: row.created_at,
-            activeFrom: row.active_from,
-            position: row.position
-          }))
-        )
-      )
-      // SHARE ROW EXCLUSIVE conflicts with itself and with writes, not with plain reads: insertions
-      // queue behind each other while every instance keeps reading the keys.
+      const findKeys = SqlSchema.findAll({
+        Request: Schema.Void,
+        Result: StoredKey,
+        execute: () => sql`SELECT kid, public_jwk, private_key, created_at, active_from, position FROM signing_keys`
+      })
+      const insertKey = SqlSchema.void({
+        Request: NewKey,
+        execute: (key) =>
+          sql`INSERT INTO signing_keys (kid, public_jwk, private_key, created_at, active_from)
+            VALUES (${key.kid}, ${JSON.stringify(key.publicJwk)}::jsonb, ${key.privateKey}, ${key.createdAt},
+                    ${key.activeFrom})`
+      })
+      const updatePrivateKey = SqlSchema.void({
+        Request: Resealed,
+        execute: ({ kid, privateKey }) => sql`UPDATE signing_keys SET private_key = ${privateKey} WHERE kid = ${kid}`
+      })
+      const select = parseFailureIsDefect(findKeys())
       const lock = sql`LOCK TABLE signing_keys IN SHARE ROW EXCLUSIVE MODE`
       return SigningKeyStore.of({
         list: storageOperation(select),
@@ -84,9 +129,7 @@ export class SigningKeyStore extends Context.Tag("service-auth/SigningKeyStore")
             if (Either.isLeft(decision)) return yield* Effect.fail(decision.left)
             if (Option.isSome(decision.right)) {
               const key = decision.right.value
-              yield* sql`INSERT INTO signing_keys (kid, public_jwk, private_key, created_at, active_from)
-                VALUES (${key.kid}, ${JSON.stringify(key.publicJwk)}::jsonb, ${key.privateKey}, ${key.createdAt},
-                        ${key.activeFrom})`
+              yield* parseFailureIsDefect(insertKey(key))
               if (alongside !== undefined) yield* alongside(key)
             }
             return decision.right
@@ -98,7 +141,7 @@ export class SigningKeyStore extends Context.Tag("service-auth/SigningKeyStore")
             for (const key of yield* select) {
               const replacement = yield* transform(key.kid, key.privateKey)
               if (Option.isNone(replacement)) continue
-              yield* sql`UPDATE signing_keys SET private_key = ${replacement.value} WHERE kid = ${key.kid}`
+              yield* parseFailureIsDefect(updatePrivateKey({ kid: key.kid, privateKey: replacement.value }))
               changed++
             }
             return changed

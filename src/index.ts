@@ -1,0 +1,28 @@
+/**
+ * The public embedding API: what a program that runs service-auth inside itself imports. The whole
+ * server (`layerServer`, with its options) to launch as `npm start` does; or its parts: the domain
+ * layer, the HTTP API as a layer, the storage layers and the configuration. Handlers registered in
+ * code (`ServiceHandlers.layerWith`) take a service's place. Tests import `testing.ts`.
+ *
+ *   const program = Effect.flatMap(AppConfig.fromEnv, (config) => Layer.launch(layerServer({ config })))
+ */
+export { Api } from "./api/Api.js"
+export {
+  layerDomain,
+  layerDomainWith,
+  layerHttpApi,
+  layerServe,
+  layerServer,
+  makeDomainLayer,
+  type ServerOptions,
+  type StorageServices
+} from "./AppLayer.js"
+export { ClientSecrets } from "./auth/ClientSecrets.js"
+export { KeyEncryption } from "./auth/KeyEncryption.js"
+export { KeyService } from "./auth/KeyService.js"
+export { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
+export { StartupError } from "./config/StartupError.js"
+export { BadGateway } from "./domain/Errors.js"
+export { type JsonObject, type ServiceCall, type ServiceHandler, ServiceHandlers } from "./gateway/ServiceHandlers.js"
+export { CredentialRepo } from "./storage/CredentialRepo.js"
+export * as Storage from "./storage/Storage.js"

@@ -1,0 +1,78 @@
+/**
+ * The source layout a newcomer relies on: folders by concern with nothing loose at `src/` but the
+ * entry points, no source file over 500 lines, and no import cycle between modules (type-only
+ * imports and on-demand `import()` included: a cycle is a cut in the wrong place either way).
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs"
+import { join, posix, relative } from "node:path"
+import { fileURLToPath } from "node:url"
+import { describe, expect, it } from "vitest"
+
+const ROOT = fileURLToPath(new URL("../", import.meta.url))
+const SRC = join(ROOT, "src")
+
+const sourceFiles = (dir: string): Array<string> =>
+  readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name)
+    if (statSync(path).isDirectory()) return sourceFiles(path)
+    return name.endsWith(".ts") && !name.endsWith(".d.ts") ? [relative(ROOT, path).split("\\").join("/")] : []
+  })
+
+/** Each module's relative imports, as repository paths of `.ts` files. */
+const importGraph = (files: ReadonlyArray<string>): Map<string, Array<string>> => {
+  const graph = new Map<string, Array<string>>()
+  for (const file of files) {
+    const text = readFileSync(join(ROOT, file), "utf8")
+    const specifiers = [
+      ...[...text.matchAll(/^(?:import|export)\s[^;]*?\sfrom\s+"(\.[^"]+)"/gms)].map((match) => match[1]!),
+      ...[...text.matchAll(/import\(\s*"(\.[^"]+)"\s*\)/g)].map((match) => match[1]!)
+    ]
+    graph.set(
+      file,
+      specifiers.map((specifier) => posix.normalize(posix.join(posix.dirname(file), specifier)).replace(/\.js$/, ".ts"))
+    )
+  }
+  return graph
+}
+
+const cycles = (graph: Map<string, Array<string>>): Array<string> => {
+  const found: Array<string> = []
+  const state = new Map<string, "open" | "done">()
+  const stack: Array<string> = []
+  const visit = (file: string) => {
+    state.set(file, "open")
+    stack.push(file)
+    for (const next of graph.get(file) ?? []) {
+      if (!graph.has(next)) continue
+      if (state.get(next) === "open") found.push([...stack.slice(stack.indexOf(next)), next].join(" -> "))
+      else if (state.get(next) === undefined) visit(next)
+    }
+    stack.pop()
+    state.set(file, "done")
+  }
+  for (const file of graph.keys()) if (state.get(file) === undefined) visit(file)
+  return found
+}
+
+describe("src/ layout", () => {
+  const files = sourceFiles(SRC)
+
+  it("has nothing loose at src/ but the entry points", () => {
+    const loose = readdirSync(SRC).filter((name) => statSync(join(SRC, name)).isFile())
+    expect(loose.sort()).toEqual(["AppLayer.ts", "index.ts", "main.ts", "testing.ts"])
+  })
+
+  it("has no source file over 500 lines", () => {
+    const long = files
+      .map((file) => ({ file, lines: readFileSync(join(ROOT, file), "utf8").split("\n").length }))
+      .filter(({ lines }) => lines > 500)
+    expect(long).toEqual([])
+  })
+
+  it("has no import cycle", () => {
+    const graph = importGraph(files)
+    // The check itself sees imports: a module that imports nothing relative would make it vacuous.
+    expect([...graph.values()].some((imports) => imports.length > 0)).toBe(true)
+    expect(cycles(graph)).toEqual([])
+  })
+})
