@@ -11,7 +11,7 @@ import type { AuditTrail } from "../src/storage/AuditTrail.js"
 import type { CredentialRepo } from "../src/storage/CredentialRepo.js"
 import type { FailureCounts } from "../src/storage/FailureCounts.js"
 import type { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
-import { describeWithPostgres, memoryStorage, postgresStorage } from "./support/Databases.js"
+import { describeWithPostgres, isolatedPostgresStorage, memoryStorage } from "./support/Databases.js"
 import { expectErrorBody, oauthError, request } from "./support/Http.js"
 import { ADMIN_TOKEN, type JsonResponse, makeTestServer, uniqueName } from "../src/testing.js"
 
@@ -292,6 +292,8 @@ describe("audit trail: in memory", () => {
   suite(memoryStorage)
 })
 
+// On a database of its own: the trail without `profile` is every profile's, and other test files
+// write theirs at the same time, some at TestClock's time 0, which would break "newest first".
 describeWithPostgres("audit trail: PostgreSQL", () => {
-  suite(postgresStorage())
+  suite(isolatedPostgresStorage())
 })
