@@ -168,20 +168,27 @@ describe("announcements", () => {
 const ENV = "production" as EnvironmentName
 const clientId = () => `svc_${randomUUID().replaceAll("-", "")}` as ClientId
 
+/** A new profile with an oauth echo service and one credential, written through the repository. */
+const givenCredential = (repo: CredentialRepoShape) =>
+  Effect.gen(function*() {
+    const profile = `p${randomUUID().slice(0, 8)}` as ProfileId
+    const at = { profile, environment: ENV, uuid: randomUUID() as ServiceUuid }
+    const now = new Date()
+    yield* repo.putProfile(profile, now, TEST_ACTOR)
+    yield* repo.putEnvironment(profile, ENV, now, TEST_ACTOR)
+    yield* repo.putService(at, { name: "s", auth_type: "oauth", handler: { type: "echo" } }, "create", now, TEST_ACTOR)
+    const id = clientId()
+    yield* repo.applyCredentialChanges(profile, [{ op: "add_credential", environment: ENV, service_uuid: at.uuid, client_id: id, secret_hash: "digest" }], now, TEST_ACTOR)
+    return { profile, at, id, now }
+  })
+
 describe("embedded database", () => {
   // As the server runs when it exports no traces (with them, uses are recorded in Effect, in spans).
   layer(embeddedStorage().pipe(Layer.locally(FiberRef.currentTracerEnabled, false)), { timeout: 180_000 })((it) => {
     it.effect("a service created and given credentials is in memory at its first use, and its deletion is seen at once", () =>
       Effect.gen(function*() {
         const repo = yield* CredentialRepo
-        const profile = `p${randomUUID().slice(0, 8)}` as ProfileId
-        const at = { profile, environment: ENV, uuid: randomUUID() as ServiceUuid }
-        const now = new Date()
-        yield* repo.putProfile(profile, now, TEST_ACTOR)
-        yield* repo.putEnvironment(profile, ENV, now, TEST_ACTOR)
-        yield* repo.putService(at, { name: "s", auth_type: "oauth", handler: { type: "echo" } }, "create", now, TEST_ACTOR)
-        const id = clientId()
-        yield* repo.applyCredentialChanges(profile, [{ op: "add_credential", environment: ENV, service_uuid: at.uuid, client_id: id, secret_hash: "digest" }], now, TEST_ACTOR)
+        const { profile, at, id, now } = yield* givenCredential(repo)
         // Reloaded in the background after the write: wait for it (a generous deadline).
         for (let i = 0; i < 200 && repo.peek?.tokenTarget(at, Option.some(id)) === undefined; i++) {
           yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 25)))
@@ -199,14 +206,7 @@ describe("embedded database", () => {
     it.effect("a use noted synchronously (peek.touch) is in the cached entry at once and in the database after a flush", () =>
       Effect.gen(function*() {
         const repo = yield* CredentialRepo
-        const profile = `p${randomUUID().slice(0, 8)}` as ProfileId
-        const at = { profile, environment: ENV, uuid: randomUUID() as ServiceUuid }
-        const now = new Date()
-        yield* repo.putProfile(profile, now, TEST_ACTOR)
-        yield* repo.putEnvironment(profile, ENV, now, TEST_ACTOR)
-        yield* repo.putService(at, { name: "s", auth_type: "oauth", handler: { type: "echo" } }, "create", now, TEST_ACTOR)
-        const id = clientId()
-        yield* repo.applyCredentialChanges(profile, [{ op: "add_credential", environment: ENV, service_uuid: at.uuid, client_id: id, secret_hash: "digest" }], now, TEST_ACTOR)
+        const { at, id } = yield* givenCredential(repo)
         const held = Option.getOrThrow(yield* repo.findTokenTarget(at, Option.some(id)))
         expect(Option.getOrThrow(held.credential).lastUsedAt).toBeNull()
 
