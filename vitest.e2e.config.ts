@@ -7,7 +7,8 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     include: ["test/e2e/**/*.e2e.ts"],
-    testTimeout: 60_000,
+    // Deadlines for a hang: one test is a dozen browser actions, each allowed 30 s (setDefaultTimeout).
+    testTimeout: 180_000,
     hookTimeout: 120_000,
     fileParallelism: false,
     pool: "forks",

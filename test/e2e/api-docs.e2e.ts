@@ -80,7 +80,7 @@ beforeEach(async () => {
       }), true)
   })
   page = await context.newPage()
-  page.setDefaultTimeout(20_000)
+  page.setDefaultTimeout(30_000)
   page.on("console", (message) => {
     if (message.type() === "error") observed.consoleErrors.push(message.text())
   })

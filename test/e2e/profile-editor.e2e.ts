@@ -58,7 +58,8 @@ async function newPage(width = 1280, height = 900) {
   context = await browser!.newContext({ viewport: { width, height }, locale: "en-US", timezoneId: "UTC" })
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: base })
   page = await context.newPage()
-  page.setDefaultTimeout(10_000)
+  // A deadline for a hang, not a speed limit: on a busy machine a click waits seconds for a repaint.
+  page.setDefaultTimeout(30_000)
   return page
 }
 
