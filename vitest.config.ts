@@ -1,20 +1,57 @@
+import { readdirSync, readFileSync } from "node:fs"
 import { defineConfig } from "vitest/config"
 
-/** Unit and full-stack tests (`npm test`). Browser tests live apart: `vitest.e2e.config.ts`. */
+/**
+ * Unit and full-stack tests (`npm test`). Browser tests live apart: `vitest.e2e.config.ts`.
+ *
+ * Two kinds of file, run side by side:
+ * - **in-process**: the whole stack in the test's own process (`makeTestServer`, the storage
+ *   layers). Most of such a file's CPU used to be loading Effect and the sources again for every
+ *   file; these files share worker threads and their loaded modules (`isolate: false`), so each
+ *   worker loads them once. Such a file must leave no module state behind that another could see.
+ * - **processes**: files that start real servers or CLIs (they import `child_process` or
+ *   `support/ServerProcess`), and files that say `@vitest-isolate` because they inspect module
+ *   state (what a start has built). Each gets a fresh process, as before; most of their time is
+ *   spent waiting on their children.
+ */
+const TEST_DIR = new URL("./test/", import.meta.url)
+const needsOwnProcess = (source: string) =>
+  /from "node:child_process"|support\/ServerProcess|@vitest-isolate/.test(source)
+const files = readdirSync(TEST_DIR).filter((name) => name.endsWith(".test.ts"))
+const ownProcess = files.filter((name) => needsOwnProcess(readFileSync(new URL(name, TEST_DIR), "utf8")))
+const shared = files.filter((name) => !ownProcess.includes(name))
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
-    exclude: ["test/e2e/**", "node_modules/**"],
     // Deadlines for a hang, not speed limits: a busy machine runs several times slower (at a load
     // average of 40 an embedded database's layer took over 120 s to build, a test of 20 racing
     // writes over 60 s).
     testTimeout: 120_000,
     hookTimeout: 300_000,
-    pool: "forks",
-    // Four files at a time, though the machine may have two cores: most of a full-stack file's time
-    // is spent waiting on the servers and CLIs it starts (vitest's default on two cores is one at a
-    // time: 11 minutes instead of 7).
-    poolOptions: { forks: { maxForks: 4, minForks: 1 } },
-    globalSetup: ["test/support/BuildServer.ts"]
+    globalSetup: ["test/support/BuildServer.ts"],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: "in-process",
+          include: shared.map((name) => `test/${name}`),
+          pool: "threads",
+          isolate: false,
+          // Two threads for two cores: these files are CPU-bound.
+          poolOptions: { threads: { maxThreads: 2, minThreads: 1 } }
+        }
+      },
+      {
+        extends: true,
+        test: {
+          name: "processes",
+          include: ownProcess.map((name) => `test/${name}`),
+          pool: "forks",
+          // Four files at a time, though the machine may have two cores: most of such a file's time
+          // is spent waiting on the servers and CLIs it starts.
+          poolOptions: { forks: { maxForks: 4, minForks: 1 } }
+        }
+      }
+    ]
   }
 })

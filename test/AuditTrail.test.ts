@@ -85,7 +85,7 @@ const givenService = Effect.gen(function*() {
 })
 
 const suite = (storage: Layer.Layer<CredentialRepo | AuditTrail | ServerKeyStore | FailureCounts, unknown>) =>
-  layer(makeTestServer({ storage, config: { adminTokens } }), { timeout: "60 seconds" })((it) => {
+  layer(makeTestServer({ storage, config: { adminTokens } }))((it) => {
     it.effect("each action writes one event: time, actor (the token's name), source, action and what it touched", () =>
       Effect.gen(function*() {
         const profile = uniqueName("audit")

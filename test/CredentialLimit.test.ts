@@ -103,7 +103,7 @@ const expectListedAfter = (listed: ReadonlyArray<string>, created: ReadonlyArray
 }
 
 describeWithPostgres("the two-credential limit under concurrency (PostgreSQL)", () => {
-  layer(makeTestServer({ storage: isolatedPostgresStorage() }), { excludeTestServices: true, timeout: "60 seconds" })(
+  layer(makeTestServer({ storage: isolatedPostgresStorage() }), { excludeTestServices: true })(
     (it) => {
       it.effect("20 concurrent additions in the repository: exactly 2 succeed, 18 fail with CredentialLimitExceeded", () =>
         Effect.gen(function*() {

@@ -102,7 +102,7 @@ const liveness = (address: ServiceAddress, clientId: ClientId) =>
   })
 
 const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) =>
-  layer(storage, { excludeTestServices: true, timeout: "60 seconds" })(name, (it) => {
+  layer(storage, { excludeTestServices: true })(name, (it) => {
     describe("profiles", () => {
       it.effect("putProfile creates once, then reports the profile existed and keeps its creation time", () =>
         Effect.gen(function*() {
@@ -675,7 +675,7 @@ describeWithPostgres("PostgreSQL", () => {
    * other sessions, so it is deterministic; on a database of its own, so that no other test file's
    * session joins the lock queues it reads.
    */
-  layer(isolatedPostgresStorage(), { excludeTestServices: true, timeout: "60 seconds" })("CredentialRepo (PostgreSQL interleavings)", (it) => {
+  layer(isolatedPostgresStorage(), { excludeTestServices: true })("CredentialRepo (PostgreSQL interleavings)", (it) => {
     /** The pid of a backend that waits for a lock held by `blocker`. */
     const waiterOf = (blocker: number) =>
       Effect.flatMap(SqlClient.SqlClient, (sql) =>
