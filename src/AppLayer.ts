@@ -8,7 +8,7 @@
  * variants say what they are (`layerMemory`, `layerSql`, `layerEmbedded`); a module with several
  * live layers names each (`layerProfiles`, `layerDomain`).
  */
-import { HttpApiBuilder, HttpRouter } from "@effect/platform"
+import { HttpApiBuilder, HttpMiddleware, HttpRouter } from "@effect/platform"
 import { Layer } from "effect"
 import { Api } from "./api/Api.js"
 import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
@@ -100,6 +100,9 @@ export const layerServe = HttpApiBuilder.serve((app) =>
   Layer.provide(layerHttpApi),
   Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 1024 }))
 )
+
+/** For a launched server: the platform's request span records the query string and every header; `requestSpan` is ours. */
+export const withoutPlatformRequestSpans = HttpMiddleware.withTracerDisabledWhenEffect(() => true)
 
 /** What a server's storage layer provides: the repositories every storage of `storage/Storage.ts` holds. */
 export type StorageServices = CredentialRepo | AuditTrail | ServerKeyStore | SigningKeyStore | FailureCounts

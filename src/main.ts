@@ -1,20 +1,19 @@
 /**
  * `npm start` (`node dist/service-auth.mjs`, this file bundled): launching and error reporting. It
- * reads the configuration, checks what needs no database, and launches `layerServer` (`AppLayer.ts`),
- * which opens the storage, migrates it and loads the keys, and only then opens the port. SIGTERM or
+ * reads the configuration, checks what needs no database, opens the port for `/healthz` alone
+ * (`EarlyPort`: other requests wait), and launches `layerServer` (`AppLayer.ts`), which opens the
+ * storage, migrates it and loads the keys, and only then answers them. SIGTERM or
  * SIGINT drains the requests in flight, closes the database and exits 0. A start that fails prints
  * one line naming what is wrong and exits 1. With an OTLP endpoint configured, spans are exported
  * (`Tracing`).
  */
-import { HttpMiddleware } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Layer, Logger, Option, Redacted } from "effect"
 import { loadOrCreateAdminToken } from "./admin-auth/AdminTokenFile.js"
 import { ADMIN_TOKEN_ACTOR, weakAdminTokenProblem } from "./admin-auth/AdminTokens.js"
 import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
-import { layerServer } from "./AppLayer.js"
-import { readSigningKeyFile } from "./auth/SigningKeyMaterial.js"
-import * as NodeServer from "./http/NodeServer.js"
+import { closeEarlyPort, openEarlyPort } from "./http/EarlyPort.js"
+import { checkPortFree, checkTls } from "./http/PortChecks.js"
 import * as Logging from "./observability/Logging.js"
 import { StartupError } from "./config/StartupError.js"
 import * as Tracing from "./observability/Tracing.js"
@@ -37,8 +36,6 @@ const withStoredAdminToken = (config: AppConfigShape) =>
 
 const announce = (config: AppConfigShape, tokenLine: Option.Option<string>) =>
   Effect.gen(function*() {
-    // Printed whatever LOG_LEVEL says: the operator needs to know where the token is (never the token).
-    if (Option.isSome(tokenLine)) yield* Effect.sync(() => Logging.printAlways(config.logFormat, tokenLine.value))
     // A weak ADMIN_TOKEN got this far only on loopback (AppConfig refuses it elsewhere): say so.
     const adminToken = config.adminTokens.find((entry) => entry.name === ADMIN_TOKEN_ACTOR && tokenLine._tag === "None")
     const weak = adminToken && weakAdminTokenProblem(Redacted.value(adminToken.token), config.host)
@@ -49,10 +46,6 @@ const announce = (config: AppConfigShape, tokenLine: Option.Option<string>) =>
       })`
     )
   })
-
-/** The server with its storage as configured, announced once its port is open. */
-const serverLayer = (config: AppConfigShape, tokenLine: Option.Option<string>) =>
-  layerServer({ config }).pipe(Layer.tap(() => announce(config, tokenLine)))
 
 /**
  * One line for a failed start: a `StartupError` says what and where, as does a typed failure's own
@@ -82,20 +75,35 @@ const reportFailure = (cause: Cause.Cause<unknown>) =>
 const program = Effect.gen(function*() {
   const configured = yield* AppConfig.fromEnv
   // What needs no database fails before the database is opened (seconds on a fresh data directory).
-  yield* NodeServer.checkPortFree(configured)
-  yield* NodeServer.checkTls(configured)
-  if (Option.isSome(configured.signingKeyFile)) yield* readSigningKeyFile(configured.signingKeyFile.value)
+  yield* checkPortFree(configured)
+  yield* checkTls(configured)
+  if (Option.isSome(configured.signingKeyFile)) {
+    const { readSigningKeyFile } = yield* Effect.promise(() => import("./auth/SigningKeyMaterial.js"))
+    yield* readSigningKeyFile(configured.signingKeyFile.value)
+  }
   const { config, tokenLine } = yield* withStoredAdminToken(configured)
-  return yield* Layer.launch(serverLayer(config, tokenLine)).pipe(
+  // Printed whatever LOG_LEVEL says: the operator needs to know where the token is (never the token).
+  if (Option.isSome(tokenLine)) Logging.printAlways(config.logFormat, tokenLine.value)
+  // Everything checked that needs no database: /healthz answers from here, other requests wait for
+  // the storage (EarlyPort). Over TLS the port opens when the server is ready.
+  if (Option.isNone(config.tls)) yield* Effect.promise(() => openEarlyPort(config.host, config.port))
+  // The server's modules (most of the bundle) are parsed only now, with the port already answering.
+  const { layerServer, withoutPlatformRequestSpans } = yield* Effect.promise(() => import("./AppLayer.js"))
+  // The server with its storage as configured, announced once it answers every request.
+  const server = layerServer({ config }).pipe(Layer.tap(() => announce(config, tokenLine)))
+  return yield* Layer.launch(server).pipe(
     // Outside the server: spans are flushed once it has drained and closed its storage.
     Effect.provide(Tracing.layer(config.tracing)),
     Logger.withMinimumLogLevel(config.logLevel),
     Effect.provide(Logging.layer(config.logFormat)),
     Tracing.disabledUnless(config.tracing),
-    // The platform's request span records the query string and every header; `requestSpan` is ours.
-    HttpMiddleware.withTracerDisabledWhenEffect(() => true)
+    withoutPlatformRequestSpans
   )
-}).pipe(Effect.tapErrorCause(reportFailure))
+}).pipe(
+  Effect.tapErrorCause(reportFailure),
+  // A start that failed or was stopped before the server took the early port over answers what it held.
+  Effect.ensuring(Effect.promise(closeEarlyPort))
+)
 
 NodeRuntime.runMain(program, { disableErrorReporting: true, disablePrettyLogger: true })
 

@@ -1,6 +1,6 @@
 /**
  * Vitest global setup: builds `dist/` when a source is newer than the last build (what `npm start`'s
- * prestart does), so the process tests run the server exactly as `npm start` runs it.
+ * staleness check does), so the process tests run the server exactly as `npm start` runs it.
  */
 import { execFileSync } from "node:child_process"
 import { fileURLToPath } from "node:url"

@@ -81,7 +81,8 @@ export interface StartOptions {
 const SLOW_FIRST_STATEMENTS = /The database is unavailable/
 
 /**
- * `npm start` until GET /healthz answers 200; once more when the first start failed only because
+ * `npm start` until GET /healthz answers 200 and a GET /readyz sent then answers 200 (the server
+ * ready: storage, migrations and keys); once more when the first start failed only because
  * the machine was too slow for the storage timeout (`SLOW_FIRST_STATEMENTS`).
  */
 export const startServer = async (
@@ -95,6 +96,19 @@ export const startServer = async (
     console.warn(`a server start outlasted the storage timeout; starting it once more:\n${String(error)}`)
     return await startServerOnce(env, options)
   }
+}
+
+class NotReady extends Error {}
+
+/**
+ * A /readyz sent once /healthz answered is held until storage, migrations and keys are ready, then
+ * answered: 200, or 503 when the start failed (its line is in the log once the process exited).
+ */
+const untilReady = async (base: string, deadline: number, exited: Promise<number | null>, log: () => string) => {
+  const response = await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(Math.max(deadline - Date.now(), 1_000)) })
+  if (response.status === 200) return
+  const code = await Promise.race([exited, sleep(5_000).then(() => "still running")])
+  throw new NotReady(`server answered /healthz but not /readyz (${response.status}; exit: ${code}):\n${log()}`)
 }
 
 const startServerOnce = async (env: Readonly<Record<string, string>>, options: StartOptions): Promise<ServerProcess> => {
@@ -147,8 +161,13 @@ const startServerOnce = async (env: Readonly<Record<string, string>>, options: S
       const status = options.tlsCa === undefined
         ? (await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(2_000) })).status
         : await secureHealthStatus(port, options.tlsCa)
-      if (status === 200) return { base, port, child, serverPid, log: () => log, stop }
-    } catch {
+      if (status === 200) {
+        // Over plain HTTP /healthz answers while the storage starts; /readyz waits for the server.
+        if (options.tlsCa === undefined) await untilReady(base, deadline, exited, () => log)
+        return { base, port, child, serverPid, log: () => log, stop }
+      }
+    } catch (error) {
+      if (error instanceof NotReady) throw error
       /* not listening yet */
     }
     await sleep(200)

@@ -1,0 +1,153 @@
+/**
+ * The port opened while the storage starts, so `GET /healthz` (the process is up) answers 200 from
+ * the moment what needs no database has been checked, instead of after PostgreSQL (embedded or
+ * not) has been opened, migrated and the keys loaded: on an embedded data directory that is most of
+ * a start.
+ *
+ * Nothing else is answered early, and nothing is refused: every other request waits, held as Node
+ * parsed it (its body unread), and the real server (`NodeServer`) adopts this same `Server` once it
+ * is ready and hands it the held requests, which are then answered as if they had just arrived.
+ * A client that waited for `/healthz` therefore never sees a request fail because it came too soon.
+ * A request held longer than `HOLD_LIMIT_MS`, or held when the start fails or is stopped, is
+ * answered 503 `temporarily_unavailable` with `Retry-After` (the contract's answer during start-up),
+ * so no connection is accepted and left unanswered.
+ *
+ * Only for plain HTTP: with TLS the port opens when the server is ready, as before.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import { answerClientErrors } from "./ClientErrors.js"
+
+/** Far beyond a start on a fresh data directory; a client's own timeout usually comes first. */
+export const HOLD_LIMIT_MS = 30_000
+
+interface Held {
+  readonly request: IncomingMessage
+  readonly response: ServerResponse
+  readonly timer: NodeJS.Timeout
+}
+
+interface Opened {
+  readonly server: Server
+  readonly host: string
+  readonly port: number
+  readonly held: Set<Held>
+  readonly listeners: {
+    readonly request: (request: IncomingMessage, response: ServerResponse) => void
+    readonly clientError: (...args: Array<any>) => void
+  }
+}
+
+let opened: Opened | undefined
+
+/** The same bytes as the app's `GET /healthz` (DiscoveryHttp), headers included. */
+const HEALTHY = JSON.stringify({ status: "ok" })
+
+const isHealthz = (request: IncomingMessage) =>
+  (request.method === "GET" || request.method === "HEAD") && (request.url ?? "").split("?", 1)[0] === "/healthz"
+
+const answerStarting = (response: ServerResponse): Promise<void> =>
+  new Promise((resolve) => {
+    if (response.writableEnded || response.destroyed) return resolve()
+    const body = JSON.stringify({
+      error: "temporarily_unavailable",
+      error_description: "The server is starting; retry shortly"
+    })
+    response.once("close", () => resolve())
+    response.writeHead(503, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(body),
+      "retry-after": "1",
+      connection: "close"
+    })
+    response.end(body)
+  })
+
+/**
+ * Listens on `host`:`port` while the storage starts; false when the port could not be had (the
+ * server's own listen then reports why, as without this).
+ */
+export const openEarlyPort = (host: string, port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const server = createServer()
+    const held = new Set<Held>()
+    answerClientErrors(server)
+    const clientError = server.listeners("clientError")[0] as (...args: Array<any>) => void
+    const request = (request: IncomingMessage, response: ServerResponse) => {
+      if (isHealthz(request)) {
+        response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(HEALTHY) })
+        response.end(request.method === "HEAD" ? undefined : HEALTHY)
+        return
+      }
+      const entry: Held = {
+        request,
+        response,
+        timer: setTimeout(() => {
+          held.delete(entry)
+          void answerStarting(response)
+        }, HOLD_LIMIT_MS)
+      }
+      held.add(entry)
+      response.once("close", () => {
+        clearTimeout(entry.timer)
+        held.delete(entry)
+      })
+    }
+    server.on("request", request)
+    server.once("error", () => {
+      server.close()
+      resolve(false)
+    })
+    server.listen({ host, port }, () => {
+      opened = { server, host, port, held, listeners: { request, clientError } }
+      resolve(true)
+    })
+  })
+
+/** Whether the early port is open on exactly this address (the server's port check then skips it). */
+export const holdsEarlyPort = (host: string, port: number): boolean =>
+  opened !== undefined && opened.host === host && opened.port === port
+
+/**
+ * The listening server, for the real one to take over. `takeOver(attach)` does in one synchronous
+ * step what no request may fall between: it detaches this module's handlers, lets `attach` put the
+ * server's own on, and hands them the requests held so far. Undefined when no early port is open
+ * on this address. Until `takeOver`, a failed or stopped start still closes it (`closeEarlyPort`).
+ */
+export const adoptEarlyPort = (
+  host: string,
+  port: number
+): { readonly server: Server; readonly takeOver: (attach: () => void) => void } | undefined => {
+  if (opened === undefined || !holdsEarlyPort(host, port)) return undefined
+  const { held, listeners, server } = opened
+  return {
+    server,
+    takeOver: (attach) => {
+      // Taken: a start stopped from now on drains the server as it would any other.
+      opened = undefined
+      server.off("request", listeners.request)
+      server.off("clientError", listeners.clientError)
+      attach()
+      const waiting = [...held]
+      held.clear()
+      for (const { request, response, timer } of waiting) {
+        clearTimeout(timer)
+        if (!response.writableEnded && !request.socket.destroyed) server.emit("request", request, response)
+      }
+    }
+  }
+}
+
+/** A start that failed or was stopped: the held requests get their 503, then the port closes. */
+export const closeEarlyPort = async (): Promise<void> => {
+  if (opened === undefined) return
+  const { held, server } = opened
+  opened = undefined
+  const waiting = [...held]
+  held.clear()
+  server.close()
+  await Promise.race([
+    Promise.all(waiting.map(({ response, timer }) => (clearTimeout(timer), answerStarting(response)))),
+    new Promise((resolve) => setTimeout(resolve, 1_000).unref())
+  ])
+  server.closeAllConnections()
+}
