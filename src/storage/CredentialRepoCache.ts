@@ -101,18 +101,18 @@ export const withReadCache = (
     }
   })
 
-  /** The generation whose entries may be used now (emptying the cache when it moved), or undefined. */
+  /**
+   * The generation whose entries may be used now (emptying the cache when it moved), or undefined.
+   * While undefined the entries are kept, unused (evictions still apply to them): the guard says
+   * the same generation again only if they are still exact (a renewal that answered late).
+   */
   const usable = (): number | undefined => {
     const generation = guard.generation()
-    if (generation !== heldGeneration) {
-      if (generation !== undefined) {
-        memory.clear()
-        heldGeneration = generation
-        // Emptied for a change it cannot tell (or trust regained): loaded again from the start.
-        if (generationsHeld++ > 0) reloadLater(undefined)
-      } else if (memory.live.size > 0 || memory.negative.size > 0) {
-        memory.clear()
-      }
+    if (generation !== heldGeneration && generation !== undefined) {
+      memory.clear()
+      heldGeneration = generation
+      // Emptied for a change it cannot tell (or trust regained): loaded again from the start.
+      if (generationsHeld++ > 0) reloadLater(undefined)
     }
     return generation
   }
