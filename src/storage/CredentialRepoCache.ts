@@ -56,6 +56,13 @@ export const localGuard = (): CacheGuard => {
 
 /** Services read a page at a time when loading: a page is one short statement. */
 const LOAD_PAGE = 500
+/**
+ * A pause after each page: the connection's semaphore wakes its waiters in a later task, so a loop
+ * that takes it again at once would keep every request's read waiting until the whole load ended
+ * (measured: a first token 23 s late with 100,000 credentials). After the pause a read waits for
+ * one page at most.
+ */
+const PAGE_PAUSE = "1 millis"
 /** Scopes waiting to be reloaded, at most; past it, the whole catalogue is reloaded instead. */
 const MAX_PENDING_RELOADS = 10_000
 
@@ -183,6 +190,7 @@ export const withReadCache = (
         // A full store would only evict what was loaded: the rest is read on demand.
         if (memory.live.size >= memory.live.capacity) return true
         after = page[page.length - 1]
+        yield* Effect.sleep(PAGE_PAUSE)
       }
     })
 
