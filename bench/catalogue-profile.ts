@@ -1,13 +1,13 @@
 /**
  * The writes scenario of `bench/catalogue.ts` on a server started apart, for `node --cpu-prof`:
- * spread token requests (or calls) over a catalogue provisioned by `bench/provision-catalogue.ts`,
- * without and then with ~5 catalogue writes a second in another profile, against a server already
+ * spread token requests over a catalogue provisioned by `bench/provision-catalogue.ts`, after a
+ * warm-up, without and then (WRITES=1) with ~5 catalogue writes a second in another profile, against a server already
  * running at BASE (start it yourself, e.g. `node --cpu-prof dist/service-auth.mjs`).
  *
  *   BASE=http://127.0.0.1:3000 ADMIN_TOKEN=... CATALOGUE_CREDENTIALS=20000 WRITES=1 npx tsx bench/catalogue-profile.ts
  */
 import autocannon from "autocannon"
-import { catalogueCredential, ENVIRONMENT, PROFILE } from "./provision-catalogue.js"
+import { catalogueTokenBody, ENVIRONMENT } from "./provision-catalogue.js"
 
 const base = process.env.BASE ?? "http://127.0.0.1:3000"
 const credentials = Number(process.env.CATALOGUE_CREDENTIALS ?? 20_000)
@@ -27,17 +27,7 @@ const admin = async (method: string, path: string, body: unknown = {}) => {
   return text === "" ? undefined : JSON.parse(text)
 }
 
-const bodies = Array.from({ length: credentials }, (_, i) => {
-  const { clientId, secret, uuid } = catalogueCredential(seed, i)
-  return new URLSearchParams({
-    grant_type: "client_credentials",
-    client_id: clientId,
-    client_secret: secret,
-    profile: PROFILE,
-    environment: ENVIRONMENT,
-    service_uuid: uuid
-  }).toString()
-})
+const bodies = Array.from({ length: credentials }, (_, i) => catalogueTokenBody(seed, i))
 
 const tokens = async () => {
   const result = await autocannon({
@@ -59,10 +49,13 @@ const tokens = async () => {
 const main = async () => {
   const warm = await tokens()
   console.log(`warm-up: ${warm.rps.toFixed(0)}/s`)
+  const without = await tokens()
+  console.log(`tokens spread: ${without.rps.toFixed(0)}/s, ${without.failed} failed`)
+  if (!writes) return
   const other = `writes-${crypto.randomUUID().slice(0, 8)}`
   await admin("PUT", `/admin/profiles/${other}`)
   await admin("PUT", `/admin/profiles/${other}/environments/${ENVIRONMENT}`)
-  let writing = writes
+  let writing = true
   let done = 0
   const writer = (async () => {
     while (writing) {
@@ -78,8 +71,8 @@ const main = async () => {
   writing = false
   await writer
   console.log(
-    `tokens spread${writes ? " with writes" : ""}: ${measured.rps.toFixed(0)}/s, ${measured.failed} failed; ` +
-      `${(done / ((performance.now() - at) / 1000)).toFixed(1)} writes/s`
+    `tokens spread with writes: ${measured.rps.toFixed(0)}/s, ${measured.failed} failed; ` +
+      `${(done / ((performance.now() - at) / 1000)).toFixed(1)} writes/s; ratio ${(measured.rps / without.rps).toFixed(2)}x`
   )
 }
 

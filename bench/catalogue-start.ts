@@ -11,7 +11,7 @@ import { spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { fileURLToPath } from "node:url"
-import { catalogueCredential, ENVIRONMENT, PROFILE } from "./provision-catalogue.js"
+import { catalogueTokenBody } from "./provision-catalogue.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -72,19 +72,11 @@ const main = async () => {
     }
     const rssAtReady = rssMb(child.pid!)
     // The last credential: the one a load in pages reaches last.
-    const { clientId, secret, uuid } = catalogueCredential(seed, credentials - 1)
     const tokenAt = performance.now()
     const response = await fetch(`${base}/oauth/token`, {
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams({
-        grant_type: "client_credentials",
-        client_id: clientId,
-        client_secret: secret,
-        profile: PROFILE,
-        environment: ENVIRONMENT,
-        service_uuid: uuid
-      }).toString()
+      body: catalogueTokenBody(seed, credentials - 1)
     })
     await response.arrayBuffer()
     const tokenMs = performance.now() - tokenAt

@@ -34,6 +34,19 @@ export const catalogueCredential = (seed: string, i: number) => {
   }
 }
 
+/** The form body of a token request with credential `i`. */
+export const catalogueTokenBody = (seed: string, i: number) => {
+  const { clientId, secret, uuid } = catalogueCredential(seed, i)
+  return new URLSearchParams({
+    grant_type: "client_credentials",
+    client_id: clientId,
+    client_secret: secret,
+    profile: PROFILE,
+    environment: ENVIRONMENT,
+    service_uuid: uuid
+  }).toString()
+}
+
 /** The last migration this checkout knows: the export file's `schema_version`. */
 const latestMigration = () =>
   Math.max(...readdirSync(join(ROOT, "migrations")).map((name) => Number.parseInt(name, 10)).filter(Number.isFinite))
