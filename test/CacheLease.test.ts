@@ -218,13 +218,114 @@ it.effect("a read that began before a change was announced does not store its an
 it.effect("a renewal left unanswered beyond the patience withdraws trust until it is answered", () =>
   Effect.gen(function*() {
     const lease = yield* renewedLease
+    const before = lease.generation()
     yield* advance(RENEW_EVERY_MS)
     const ticket = lease.renewalStarted() // the database stops answering
     yield* advance(RENEWAL_PATIENCE_MS)
-    expect(lease.generation()).toBeTypeOf("number")
+    expect(lease.generation()).toBe(before)
     yield* advance(1)
     expect(lease.generation()).toBeUndefined()
-    // The answer comes after all: trusted again, from the renewal's start, with an emptied cache.
+    // The answer comes after all, before the trust's end: trusted again, from the renewal's start,
+    // with the same generation (nothing was missed: announcements were applied meanwhile).
+    lease.renewed(ticket)
+    expect(lease.generation()).toBe(before)
+    yield* advance(TRUST_MS - RENEWAL_PATIENCE_MS - 2)
+    expect(lease.generation()).toBe(before)
+    yield* advance(1)
+    expect(lease.generation()).toBeUndefined()
+  }))
+
+it.effect("an overdue renewal still lets announcements through: what changed meanwhile is a new generation", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    const before = lease.generation()
+    const ticket = lease.renewalStarted()
+    yield* advance(RENEWAL_PATIENCE_MS + 1)
+    expect(lease.generation()).toBeUndefined()
+    expect(lease.announced(1n)).toBe(true)
     lease.renewed(ticket)
     expect(lease.generation()).toBeTypeOf("number")
+    expect(lease.generation()).not.toBe(before)
+  }))
+
+it.effect("a renewal answered only after the trust's end does not restore it; the next one does, emptied", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    const before = lease.generation()
+    yield* advance(RENEW_EVERY_MS)
+    const ticket = lease.renewalStarted() // a starved event loop: the answer waits 1.3 s
+    yield* advance(RENEWAL_PATIENCE_MS + 1)
+    expect(lease.generation()).toBeUndefined()
+    yield* advance(TRUST_MS - RENEWAL_PATIENCE_MS - 1)
+    expect(lease.generation()).toBeUndefined()
+    // Its trust (from its start) has ended too by the time it is answered.
+    lease.renewed(ticket)
+    expect(lease.generation()).toBeUndefined()
+    lease.renewed(lease.renewalStarted())
+    expect(lease.generation()).toBeTypeOf("number")
+    expect(lease.generation()).not.toBe(before)
+  }))
+
+it.effect("a slow renewal answered before the trust's end keeps the cache; reads go through meanwhile and store nothing", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    const { repo, state } = countingRepo()
+    const cached = withReadCache(repo, { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void })
+    yield* routeIsLive(cached)
+    expect(state.reads).toBe(1)
+
+    yield* advance(RENEW_EVERY_MS)
+    const ticket = lease.renewalStarted() // a starved machine: the answer waits
+    yield* advance(RENEWAL_PATIENCE_MS + 1)
+    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
+    yield* routeIsLive(cached)
+    expect(state.reads).toBe(2)
+
+    lease.renewed(ticket)
+    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeDefined()
+    yield* routeIsLive(cached)
+    expect(state.reads).toBe(2)
+  }))
+
+it.effect("a change announced while a renewal is overdue is evicted from the kept entries", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    const { repo, state } = countingRepo()
+    const cached = withReadCache(repo, {
+      generation: lease.generation,
+      invalidate: lease.invalidate,
+      settle: Effect.void,
+      onScopedChange: lease.onScopedChange
+    })
+    expect(yield* routeIsLive(cached)).toBe(true)
+    const ticket = lease.renewalStarted()
+    yield* advance(RENEWAL_PATIENCE_MS + 1)
+    // The deletion commits and is announced, with its scope, while the renewal waits.
+    state.live = false
+    expect(lease.announced(0n, [[ADDRESS.profile, ADDRESS.environment, ADDRESS.uuid]])).toBe(true)
+    lease.renewed(ticket)
+    expect(lease.generation()).toBeTypeOf("number")
+    expect(yield* routeIsLive(cached)).toBe(false)
+    expect(state.reads).toBe(2)
+  }))
+
+it.effect("a slow renewal answered after the trust's end does not bring the cache back", () =>
+  Effect.gen(function*() {
+    const lease = yield* renewedLease
+    const { repo, state } = countingRepo()
+    const cached = withReadCache(repo, { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void })
+    yield* routeIsLive(cached)
+    yield* advance(RENEW_EVERY_MS)
+    const ticket = lease.renewalStarted()
+    yield* advance(TRUST_MS)
+    lease.renewed(ticket)
+    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
+    yield* routeIsLive(cached)
+    expect(state.reads).toBe(2)
+    lease.renewed(lease.renewalStarted())
+    // Trusted again, emptied: the entry from before is gone, the one read now is stored.
+    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
+    state.live = false
+    expect(yield* routeIsLive(cached)).toBe(false)
+    expect(state.reads).toBe(3)
   }))

@@ -230,6 +230,31 @@ describe("embedded database", () => {
   })
 })
 
+describe("the catalogue load", () => {
+  it.scoped("begins with the first hot read, never before: a start does not share the database with it", () =>
+    Effect.gen(function*() {
+      const pages: Array<number> = []
+      const repo = {
+        liveServices: (_scope: unknown, _after: unknown, limit: number) =>
+          Effect.sync(() => {
+            pages.push(limit)
+            return [{ ...address("loaded"), authType: "oauth", handler: { type: "echo" }, credentials: [{ clientId: CLIENT, secretHash: "h", lastUsedAt: null }] }]
+          })
+      } as unknown as CredentialRepoShape
+      const cached = withReadCache(repo, localGuard())
+      yield* Effect.forkScoped(cached.maintain)
+      for (let i = 0; i < 20; i++) yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+      expect(pages).toEqual([])
+      // The first hot read (the fast lane's peek, here) starts it; the entry is then held.
+      expect(cached.peek?.tokenTarget(address("loaded"), Option.some(CLIENT))).toBeUndefined()
+      for (let i = 0; i < 400 && cached.peek?.tokenTarget(address("loaded"), Option.some(CLIENT)) === undefined; i++) {
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 25)))
+      }
+      expect(pages.length).toBe(1)
+      expect(cached.peek?.tokenTarget(address("loaded"), Option.some(CLIENT))).toBeDefined()
+    }))
+})
+
 describe("last_used_at in batches", () => {
   layer(Migrations.layer.pipe(Layer.provideMerge(PgliteClient.layer({ dataDir: undefined }))), { timeout: 180_000 })((it) => {
     it.scoped("notes are written together by one flush, not before; the latest note wins", () =>

@@ -10,7 +10,7 @@
  * reconnects out of sight. Whatever goes wrong on it (an error, a timeout, the end) closes it and
  * withdraws the cache's trust at once; a new connection is opened after `RECONNECT_AFTER_MS`.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import { Cause, Clock, Data, Deferred, Duration, Effect, Option, Queue, Redacted, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import pg from "pg"
@@ -18,7 +18,7 @@ import { CacheLease, LEASE_MS, RENEW_EVERY_MS } from "./CacheLease.js"
 import { type CatalogueScope, parseAnnouncement } from "./CatalogueScope.js"
 import type { CacheGuard } from "./CredentialRepoCache.js"
 import { CATALOGUE_CHANNEL, SCOPES_CHANNEL } from "./CredentialRepoSql.js"
-import { decodeRows } from "./Rows.js"
+import { parseFailureIsDefect } from "./Rows.js"
 
 /** Where instances announce that they have dropped their cache for a version (payload: their id). */
 const ACK_CHANNEL = "service_auth_cache_ack"
@@ -62,6 +62,19 @@ export const make = (url: Redacted.Redacted<string>) =>
     const lease = new CacheLease(now)
     const instanceId = randomUUID()
     const connectionString = Redacted.value(url)
+    const readVersion = SqlSchema.findOne({
+      Request: Schema.Void,
+      Result: VersionRow,
+      execute: () => sql`SELECT version::text AS version FROM catalogue_version`
+    })
+    /** Other instances whose lease is live and behind `version`. */
+    const leasesBehind = SqlSchema.findAll({
+      Request: Schema.String,
+      Result: InstanceRow,
+      execute: (version) => sql`
+        SELECT instance_id FROM cache_leases
+        WHERE instance_id <> ${instanceId} AND expires_at > clock_timestamp() AND acked_version < ${version}::bigint`
+    })
 
     /** Writes waiting for acknowledgements, woken by each one; `acknowledgements` counts them all. */
     let waiters: Array<() => void> = []
@@ -234,20 +247,18 @@ export const make = (url: Redacted.Redacted<string>) =>
      */
     const settle = Effect.gen(function*() {
       const deadline = now() + LEASE_MS + SETTLE_SLACK_MS
-      const version = yield* sql`SELECT version::text AS version FROM catalogue_version`.pipe(
-        decodeRows(VersionRow),
-        Effect.map(([row]) => row?.version),
+      const version = yield* readVersion(undefined).pipe(
+        parseFailureIsDefect,
+        Effect.map(Option.match({ onNone: () => undefined, onSome: (row) => row.version })),
         Effect.timeout(Duration.millis(LEASE_MS)),
         Effect.orElseSucceed(() => undefined)
       )
       while (now() < deadline) {
         // An acknowledgement that arrives while the leases are being read is not waited for again.
         const heard = acknowledgements
-        const behind = version === undefined ? undefined : yield* sql`
-          SELECT instance_id FROM cache_leases
-          WHERE instance_id <> ${instanceId} AND expires_at > clock_timestamp() AND acked_version < ${version}::bigint`
+        const behind = version === undefined ? undefined : yield* leasesBehind(version)
           .pipe(
-            decodeRows(InstanceRow),
+            parseFailureIsDefect,
             Effect.timeout(Duration.millis(Math.max(1, deadline - now()))),
             Effect.orElseSucceed(() => undefined)
           )

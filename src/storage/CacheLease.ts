@@ -8,7 +8,9 @@
  * - the listening connection is up, and has been since the renewal that granted the trust began;
  * - the clock has not passed the trust's end: the renewal's start plus the lease, minus a margin
  *   (the database's copy of the lease, which deleters wait on, ends later than that);
- * - no renewal has been waiting for its answer longer than `RENEWAL_PATIENCE_MS`;
+ * - no renewal has been waiting for its answer longer than `RENEWAL_PATIENCE_MS` (while one has,
+ *   the cache is not used, but it is not emptied either: a late answer that arrives before the
+ *   trust's end resumes it as it was; only trust that actually ends starts a new generation);
  * - nothing was announced that this instance has not dropped from its cache: an announcement of
  *   the version right after the last one seen, saying what it changed, evicts just that (the
  *   cache's `evict`); any other news (a gap in versions, an announcement that does not say, a
@@ -29,9 +31,11 @@ export const RENEW_EVERY_MS = 500
 export const TRUST_MARGIN_MS = 250
 
 /**
- * A renewal unanswered for longer than this withdraws trust until it is answered: a database that
- * stopped answering (a partition, a hung server) is noticed within `RENEW_EVERY_MS` plus this, not
- * only when the lease runs out. Renewals take milliseconds.
+ * A renewal unanswered for longer than this suspends the cache's use until it is answered: a
+ * database that stopped answering (a partition, a hung server) is noticed within `RENEW_EVERY_MS`
+ * plus this, not only when the lease runs out. Renewals take milliseconds, but on a machine
+ * starved of CPU an answer can wait in the event loop longer than this: the suspension keeps the
+ * entries, since safety rests on the trust's end alone (docs/cache-coherence.md).
  */
 export const RENEWAL_PATIENCE_MS = 300
 
@@ -59,10 +63,14 @@ export class CacheLease implements Omit<CacheGuard, "settle"> {
 
   readonly generation = (): number | undefined => {
     const now = this.now()
-    const waiting = this.outstanding !== undefined && now - this.outstanding > RENEWAL_PATIENCE_MS
-    if (now < this.trustedUntil && !waiting) return this.current
-    if (this.trustedUntil !== Number.NEGATIVE_INFINITY) this.distrust()
-    return undefined
+    if (now >= this.trustedUntil) {
+      if (this.trustedUntil !== Number.NEGATIVE_INFINITY) this.distrust()
+      return undefined
+    }
+    // Read through while a renewal is overdue, without emptying: what the cache holds is as exact
+    // as before (announcements are still applied), and trust still ends at `trustedUntil`.
+    if (this.outstanding !== undefined && now - this.outstanding > RENEWAL_PATIENCE_MS) return undefined
+    return this.current
   }
 
   readonly invalidate = (): void => {

@@ -9,8 +9,9 @@
  *   anything the instance cannot account for (a gap in versions, a lost connection) starts a new
  *   generation, which empties the cache (docs/cache-coherence.md).
  *
- * The cache holds the live catalogue: `maintain` loads it at start (in pages, while serving) and
- * reloads each scope a write evicted, so the first use of a credential is a memory hit too. Memory
+ * The cache holds the live catalogue: `maintain` loads it from the first hot read on (in pages,
+ * while serving: a start never waits for it, nor shares the database with it) and reloads each
+ * scope a write evicted, so the first use of a credential is a memory hit too. Memory
  * is bounded by `CatalogueMemory` (live answers, negative answers, each evicting one entry at a
  * time when full); what does not fit is read on demand, one indexed read.
  *
@@ -55,6 +56,13 @@ export const localGuard = (): CacheGuard => {
 
 /** Services read a page at a time when loading: a page is one short statement. */
 const LOAD_PAGE = 500
+/**
+ * A pause after each page: the connection's semaphore wakes its waiters in a later task, so a loop
+ * that takes it again at once would keep every request's read waiting until the whole load ended
+ * (measured: a first token 23 s late with 100,000 credentials). After the pause a read waits for
+ * one page at most.
+ */
+const PAGE_PAUSE = "1 millis"
 /** Scopes waiting to be reloaded, at most; past it, the whole catalogue is reloaded instead. */
 const MAX_PENDING_RELOADS = 10_000
 
@@ -101,20 +109,29 @@ export const withReadCache = (
     }
   })
 
-  /** The generation whose entries may be used now (emptying the cache when it moved), or undefined. */
+  /**
+   * The generation whose entries may be used now (emptying the cache when it moved), or undefined.
+   * While undefined the entries are kept, unused (evictions still apply to them): the guard says
+   * the same generation again only if they are still exact (a renewal that answered late).
+   */
   const usable = (): number | undefined => {
     const generation = guard.generation()
-    if (generation !== heldGeneration) {
-      if (generation !== undefined) {
-        memory.clear()
-        heldGeneration = generation
-        // Emptied for a change it cannot tell (or trust regained): loaded again from the start.
-        if (generationsHeld++ > 0) reloadLater(undefined)
-      } else if (memory.live.size > 0 || memory.negative.size > 0) {
-        memory.clear()
-      }
+    if (generation !== heldGeneration && generation !== undefined) {
+      memory.clear()
+      heldGeneration = generation
+      // Emptied for a change it cannot tell (or trust regained): loaded again from the start.
+      if (generationsHeld++ > 0) reloadLater(undefined)
     }
     return generation
+  }
+
+  /** Whether a hot read has come (the catalogue is loaded from then on), and who waits for it. */
+  let inUse = false
+  let onFirstUse: (() => void) | undefined = undefined
+  const firstUse = () => {
+    inUse = true
+    onFirstUse?.()
+    onFirstUse = undefined
   }
 
   // Reloads: scopes keyed by their JSON; the key "*" (undefined scope) is the whole catalogue.
@@ -132,10 +149,11 @@ export const withReadCache = (
     wake?.()
   }
 
-  const evict = (scopes: ReadonlyArray<CatalogueScope>) => {
+  /** `reload`: false after a deletion, whose scopes hold nothing live any more (nothing to read back). */
+  const evict = (scopes: ReadonlyArray<CatalogueScope>, reload = true) => {
     usable()
     memory.evict(scopes)
-    for (const scope of scopes) reloadLater(scope)
+    if (reload) for (const scope of scopes) reloadLater(scope)
   }
   guard.onScopedChange?.(evict)
 
@@ -172,6 +190,7 @@ export const withReadCache = (
         // A full store would only evict what was loaded: the rest is read on demand.
         if (memory.live.size >= memory.live.capacity) return true
         after = page[page.length - 1]
+        yield* Effect.sleep(PAGE_PAUSE)
       }
     })
 
@@ -194,8 +213,15 @@ export const withReadCache = (
   })
 
   const maintain: Effect.Effect<never> = repo.liveServices === undefined ? Effect.never : Effect.gen(function*() {
-    // The whole catalogue first, once the cache may be used (PostgreSQL: after the first renewal).
-    reloads.set("*", undefined)
+    // The whole catalogue first, from the first hot read on, once the cache may be used
+    // (PostgreSQL: after the first renewal). Not before: on the embedded database each page runs
+    // on the event loop, and a start with 100,000 credentials was kept from answering for as long
+    // as the load took.
+    yield* Effect.async<void>((resume) => {
+      if (inUse) return resume(Effect.void)
+      onFirstUse = () => resume(Effect.void)
+    })
+    reloadLater(undefined)
     while (true) {
       const scope = yield* nextReload
       const loaded = yield* Effect.orElseSucceed(load(scope), () => false)
@@ -209,8 +235,9 @@ export const withReadCache = (
   }).pipe(Effect.withClock(Clock.make()))
 
   /** Catalogue writes: what they change is evicted here at once, then the others are waited for. */
-  const write = (scopes: ReadonlyArray<CatalogueScope>) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-    Effect.ensuring(effect, Effect.sync(() => evict(scopes))).pipe(Effect.tap(() => guard.settle))
+  const write = (scopes: ReadonlyArray<CatalogueScope>, reload = true) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.ensuring(effect, Effect.sync(() => evict(scopes, reload))).pipe(Effect.tap(() => guard.settle))
+  const deletion = (scopes: ReadonlyArray<CatalogueScope>) => write(scopes, false)
 
   /** `read` is only called on a miss: building the SQL effect is most of the cost of a hit otherwise. */
   const lookup = <A extends Answer, E, R>(
@@ -220,6 +247,7 @@ export const withReadCache = (
     hit: (hit: boolean) => void
   ) =>
     Effect.suspend(() => {
+      if (!inUse) firstUse()
       const startedAt = usable()
       const held = startedAt === undefined ? undefined : memory.get(key) as A | undefined
       hit(held !== undefined)
@@ -265,13 +293,13 @@ export const withReadCache = (
   return {
     ...repo,
     putProfile: (profile, ...rest) => write(writeScopes.created())(repo.putProfile(profile, ...rest)),
-    deleteProfile: (profile, ...rest) => write(writeScopes.profile(profile))(repo.deleteProfile(profile, ...rest)),
+    deleteProfile: (profile, ...rest) => deletion(writeScopes.profile(profile))(repo.deleteProfile(profile, ...rest)),
     putEnvironment: (profile, environment, ...rest) =>
       write(writeScopes.created())(repo.putEnvironment(profile, environment, ...rest)),
     deleteEnvironment: (profile, environment, ...rest) =>
-      write(writeScopes.environment(profile, environment))(repo.deleteEnvironment(profile, environment, ...rest)),
+      deletion(writeScopes.environment(profile, environment))(repo.deleteEnvironment(profile, environment, ...rest)),
     putService: (address, ...rest) => write(writeScopes.service(address))(repo.putService(address, ...rest)),
-    deleteService: (address, ...rest) => write(writeScopes.service(address))(repo.deleteService(address, ...rest)),
+    deleteService: (address, ...rest) => deletion(writeScopes.service(address))(repo.deleteService(address, ...rest)),
     applyCredentialChanges: (profile, changes, ...rest) =>
       write(writeScopes.credentials(profile, changes))(repo.applyCredentialChanges(profile, changes, ...rest)),
     touchCredential: (clientId, now) =>
@@ -291,10 +319,14 @@ export const withReadCache = (
         noteUse(clientId, now)
         return true
       },
-      tokenTarget: (address, clientId) =>
-        usable() === undefined ? undefined : memory.get(targetKey(address, clientId)) as Option.Option<TokenTarget> | undefined,
-      serviceRoute: (address, clientId) =>
-        usable() === undefined ? undefined : memory.get(routeKey(address, clientId)) as Option.Option<ServiceRoute> | undefined
+      tokenTarget: (address, clientId) => {
+        if (!inUse) firstUse()
+        return usable() === undefined ? undefined : memory.get(targetKey(address, clientId)) as Option.Option<TokenTarget> | undefined
+      },
+      serviceRoute: (address, clientId) => {
+        if (!inUse) firstUse()
+        return usable() === undefined ? undefined : memory.get(routeKey(address, clientId)) as Option.Option<ServiceRoute> | undefined
+      }
     },
     maintain
   }
