@@ -29,6 +29,15 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 300_000,
     globalSetup: ["test/support/BuildServer.ts"],
+    // Pool sizes and whether a worker is reused are read from here, not from a project: each pool
+    // is made once for the run. Only the in-process project uses threads.
+    poolOptions: {
+      // Two threads for two cores: these files are CPU-bound; a thread keeps its modules across files.
+      threads: { maxThreads: 2, minThreads: 1, isolate: false },
+      // Four files at a time, though the machine may have two cores: most of such a file's time
+      // is spent waiting on the servers and CLIs it starts.
+      forks: { maxForks: 4, minForks: 1 }
+    },
     projects: [
       {
         extends: true,
@@ -36,9 +45,7 @@ export default defineConfig({
           name: "in-process",
           include: shared.map((name) => `test/${name}`),
           pool: "threads",
-          isolate: false,
-          // Two threads for two cores: these files are CPU-bound.
-          poolOptions: { threads: { maxThreads: 2, minThreads: 1 } }
+          isolate: false
         }
       },
       {
@@ -47,9 +54,7 @@ export default defineConfig({
           name: "processes",
           include: ownProcess.map((name) => `test/${name}`),
           pool: "forks",
-          // Four files at a time, though the machine may have two cores: most of such a file's time
-          // is spent waiting on the servers and CLIs it starts.
-          poolOptions: { forks: { maxForks: 4, minForks: 1 } }
+          isolate: true
         }
       }
     ]
