@@ -14,7 +14,7 @@ export const parseFailureIsDefect = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.die
   )
 
-/** The rows of a statement decoded with `row` (for statements not yet declared with `SqlSchema`). */
+/** The rows of a statement decoded with `row`: for the statements not yet declared with `SqlSchema` (CacheCoherence). */
 export const decodeRows = <A, I>(row: Schema.Schema<A, I>) => {
   const decode = Schema.decodeUnknown(Schema.Array(row))
   return <E, R>(statement: Effect.Effect<ReadonlyArray<unknown>, E, R>): Effect.Effect<ReadonlyArray<A>, E, R> =>
