@@ -1,7 +1,13 @@
+import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
 
 /** Unit and full-stack tests (`npm test`). Browser tests live apart: `vitest.e2e.config.ts`. */
 export default defineConfig({
+  resolve: {
+    // The editor's scripts import the server's limits as "./Limits.js", a module the server makes
+    // from src/domain/Limits.ts (see tsconfig.editor.json); tests without a server read that file.
+    alias: [{ find: /^\.\/Limits\.js$/, replacement: fileURLToPath(new URL("./src/domain/Limits.ts", import.meta.url)) }]
+  },
   test: {
     include: ["test/**/*.test.ts"],
     exclude: ["test/e2e/**", "node_modules/**"],
