@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
 
 /**
@@ -22,6 +23,11 @@ const ownProcess = files.filter((name) => needsOwnProcess(readFileSync(new URL(n
 const shared = files.filter((name) => !ownProcess.includes(name))
 
 export default defineConfig({
+  resolve: {
+    // The editor's scripts import the server's limits as "./Limits.js", a module the server makes
+    // from src/domain/Limits.ts (see tsconfig.editor.json); tests without a server read that file.
+    alias: [{ find: /^\.\/Limits\.js$/, replacement: fileURLToPath(new URL("./src/domain/Limits.ts", import.meta.url)) }]
+  },
   test: {
     // Deadlines for a hang, not speed limits: a busy machine runs several times slower (at a load
     // average of 40 an embedded database's layer took over 120 s to build, a test of 20 racing

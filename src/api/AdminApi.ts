@@ -15,7 +15,7 @@ import {
 import { EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { Schema } from "effect"
 import { AdminActor } from "../domain/AdminActor.js"
-import { AUDIT_PAGE_DEFAULT, AUDIT_PAGE_MAX, AuditEventPage, decodeCursor } from "../domain/AuditEvents.js"
+import { AUDIT_PAGE_DEFAULT, AUDIT_PAGE_MAX, AuditEventPage, decodeCursor, encodeCursor } from "../domain/AuditEvents.js"
 import {
   CredentialInfo,
   EmptyObject,
@@ -298,7 +298,8 @@ const AuditCursor = Schema.transform(
     })
   ),
   Schema.String,
-  { strict: true, decode: (raw) => decodeCursor(raw)!, encode: (id) => id }
+  // Encoding makes the cursor again, so that a client built from this API sends what it was given.
+  { strict: true, decode: (raw) => decodeCursor(raw)!, encode: encodeCursor }
 ).annotations({
   jsonSchema: { type: "string", description: "The `next` cursor of an earlier answer: the events older than that page." }
 })

@@ -1,24 +1,36 @@
 /**
- * A small typed client over the admin API (docs/contract.md §3) for the command line: the server's
- * base URL and the admin token, each answer decoded with the same schemas the server encodes with.
- * Every way a call can go wrong is a typed failure whose `message` is what the operator reads:
- * the server's `error_description` for an answer outside 2xx, a plain sentence for a server that
- * cannot be reached, is not service-auth, or does not answer in time.
+ * The admin API's client for the command line: made by `HttpApiClient` from the contract's `HttpApi`
+ * (`api/Api.ts`), so paths, payloads and answers are the server's own schemas, with the admin token
+ * added to every request. Every way a call can go wrong is mapped once, in `describeFailure`, to a
+ * typed failure whose `message` is what the operator reads: the server's `error_description` for
+ * an answer outside 2xx, a plain sentence for a server that cannot be reached, is not service-auth,
+ * or does not answer in time.
  */
-import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
-import { Config, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import {
+  FetchHttpClient,
+  HttpClient,
+  HttpClientError,
+  HttpApiClient,
+  type HttpApiError,
+  HttpClientRequest,
+  type HttpClientResponse
+} from "@effect/platform"
+import { Config, Context, Duration, Effect, FiberRef, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { ADMIN_TOKEN_FILE } from "../admin-auth/AdminTokenFile.js"
-import { CredentialList, ProfileList } from "../api/AdminApi.js"
-import { AuditEventPage } from "../domain/AuditEvents.js"
+import { AuditQueryParams, type CredentialList, type ProfileList } from "../api/AdminApi.js"
+import { Api } from "../api/Api.js"
+import { describeRequestIssues } from "../api/DecodeFailure.js"
+import type { AuditEventPage } from "../domain/AuditEvents.js"
+import { type ServiceError, wireOf } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import {
-  EnvironmentDocument,
-  NewCredential,
-  ProfileDocument,
-  ServiceDocument,
-  type ServiceInput
+  type EnvironmentDocument,
+  type NewCredential,
+  type ProfileDocument,
+  type ServiceDocument,
+  ServiceInput
 } from "../domain/Models.js"
 
 /** Where the server is when neither `--url` nor `SERVICE_AUTH_URL` says. */
@@ -113,8 +125,7 @@ export class AdminClient extends Context.Tag("service-auth/cli/AdminClient")<Adm
       Effect.gen(function*() {
         const base = yield* parseServerUrl(url)
         const token = yield* adminTokenFor(base)
-        const http = yield* HttpClient.HttpClient
-        return makeAdminClient(base, token, http)
+        return makeAdminClient(base, token, yield* makeApiClient(base, token.token))
       })
     ).pipe(Layer.provide(FetchHttpClient.layer))
 }
@@ -222,127 +233,201 @@ const transportReason = (cause: unknown): string => {
   }
 }
 
-const segment = (value: string) => encodeURIComponent(value)
-const profilePath = (profile: ProfileId) => `/admin/profiles/${segment(profile)}`
-const environmentPath = (a: EnvironmentAddress) => `${profilePath(a.profile)}/environments/${segment(a.environment)}`
-const servicePath = (a: ServiceAddress) => `${environmentPath(a)}/services/${segment(a.uuid)}`
+/** The answer to the call under way in this fiber, kept to describe a body the client could not decode. */
+const currentAnswer = FiberRef.unsafeMake<Option.Option<HttpClientResponse.HttpClientResponse>>(Option.none())
+
+/**
+ * The contract's client for the server at `baseUrl`, sending the admin token with every request:
+ * the admin groups only, since building a group's client compiles every endpoint's schemas and the
+ * CLI starts for one or two calls.
+ */
+const makeApiClient = (baseUrl: string, token: Redacted.Redacted) =>
+  Effect.gen(function*() {
+    const httpClient = (yield* HttpClient.HttpClient).pipe(
+      HttpClient.mapRequest(HttpClientRequest.bearerToken(token)),
+      HttpClient.tap((response) => FiberRef.set(currentAnswer, Option.some(response)))
+    )
+    return {
+      profiles: yield* HttpApiClient.group(Api, { group: "profiles", httpClient, baseUrl }),
+      services: yield* HttpApiClient.group(Api, { group: "services", httpClient, baseUrl }),
+      audit: yield* HttpApiClient.group(Api, { group: "audit", httpClient, baseUrl })
+    }
+  })
+
+type ApiClient = Effect.Effect.Success<ReturnType<typeof makeApiClient>>
+
+/**
+ * Every way a call of the generated client fails: the API's typed errors (with HttpApi's own decode
+ * error, which this server never answers: it words its 400s as `invalid_request`), transport, decoding.
+ */
+type ClientFailure =
+  | ServiceError
+  | HttpApiError.HttpApiDecodeError
+  | HttpClientError.HttpClientError
+  | ParseResult.ParseError
+
+/** The contract's refusal of a request, as the server words it in its 400 answer. */
+const refusedRequest = (error: ParseResult.ParseError) =>
+  new AdminApiError({
+    status: 400,
+    error: "invalid_request",
+    message: describeRequestIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
+  })
+
+/**
+ * Checks what the CLI is about to send with the schema the server decodes it with, so that a value
+ * the server would refuse is refused here in the server's words, and the client gets the decoded value.
+ */
+const checkedRequest = <A, I>(schema: Schema.Schema<A, I>, wire: I): Effect.Effect<A, AdminApiError> =>
+  Effect.mapError(Schema.decodeUnknown(schema)(wire), refusedRequest)
 
 const makeAdminClient = (
   baseUrl: string,
-  { source, token }: AdminTokenInUse,
-  http: HttpClient.HttpClient
+  { source }: AdminTokenInUse,
+  api: ApiClient
 ): AdminClientShape => {
   const unreachable = (reason: string) =>
     new ServerUnreachable({
       message: `cannot reach the service-auth server at ${baseUrl}: ${reason} (is it running? is --url or SERVICE_AUTH_URL right?)`
     })
 
-  const notOurs = (request: HttpClientRequest.HttpClientRequest, status: number, what: string) =>
+  const notOurs = (response: HttpClientResponse.HttpClientResponse, what: string) =>
     new UnexpectedAnswer({
-      status,
-      message: `${request.method} ${baseUrl}${request.url} answered ${status}${what}: is ${baseUrl} a service-auth server?`
+      status: response.status,
+      message: `${response.request.method} ${response.request.url} answered ${response.status}${what}: ` +
+        `is ${baseUrl} a service-auth server?`
     })
 
-  /** One call: status and JSON body when 2xx; the server's error otherwise. */
-  const send = (request: HttpClientRequest.HttpClientRequest) =>
-    Effect.gen(function*() {
-      const response = yield* http.execute(
-        request.pipe(HttpClientRequest.prependUrl(baseUrl), HttpClientRequest.bearerToken(Redacted.value(token)))
-      ).pipe(
-        // A redirect would carry the token elsewhere; the admin API never redirects.
-        Effect.provideService(FetchHttpClient.RequestInit, { redirect: "manual" }),
-        Effect.mapError((error) => unreachable(transportReason(error.cause)))
-      )
-      const text = yield* response.text.pipe(
-        Effect.catchTag("ResponseError", () => Effect.fail(unreachable("the connection closed in the middle of the answer")))
-      )
-      const body = parseJson(text)
-      if (response.status >= 200 && response.status < 300) return { status: response.status, body }
-      const wire = Schema.decodeUnknownOption(WireError)(body)
-      if (Option.isSome(wire)) {
-        return yield* new AdminApiError({
-          status: response.status,
-          error: wire.value.error,
-          // A refused token: say which one was sent, since the CLI may have picked it up by itself.
-          message: response.status === 401
-            ? `${wire.value.error_description}: the CLI sent the admin token from ${source}; ` +
-              `is it the one of the server at ${baseUrl}?`
-            : wire.value.error_description
+  const redirectOf = (response: HttpClientResponse.HttpClientResponse) => {
+    const location = response.headers["location"]
+    return location === undefined ? "" : ` (a redirect to ${location})`
+  }
+
+  const apiError = (status: number, wire: typeof WireError.Type) =>
+    new AdminApiError({
+      status,
+      error: wire.error,
+      // A refused token: say which one was sent, since the CLI may have picked it up by itself.
+      message: status === 401
+        ? `${wire.error_description}: the CLI sent the admin token from ${source}; ` +
+          `is it the one of the server at ${baseUrl}?`
+        : wire.error_description
+    })
+
+  /** An answer with a status the endpoint does not declare: the contract's error body, or not ours. */
+  const undeclaredAnswer = (
+    response: HttpClientResponse.HttpClientResponse
+  ): Effect.Effect<never, AdminCallError> =>
+    Effect.flatMap(
+      Effect.mapError(response.text, () => unreachable("the connection closed in the middle of the answer")),
+      (text) =>
+        Option.match(Schema.decodeUnknownOption(WireError)(parseJson(text)), {
+          onNone: (): Effect.Effect<never, AdminCallError> => Effect.fail(notOurs(response, redirectOf(response))),
+          onSome: (wire) => Effect.fail(apiError(response.status, wire))
         })
-      }
-      const location = response.headers["location"]
-      return yield* notOurs(request, response.status, location === undefined ? "" : ` (a redirect to ${location})`)
-    }).pipe(
+    )
+
+  /** The one place a failure of the generated client becomes what the operator reads. */
+  const describeFailure = (
+    failure: ClientFailure,
+    answer: Option.Option<HttpClientResponse.HttpClientResponse>
+  ): Effect.Effect<never, AdminCallError> => {
+    if (HttpClientError.isHttpClientError(failure)) {
+      if (failure._tag === "RequestError") return Effect.fail(unreachable(transportReason(failure.cause)))
+      // A status the endpoint does not declare fails without a cause; a body that broke off, with one.
+      return failure.cause === undefined
+        ? undeclaredAnswer(failure.response)
+        : Effect.fail(unreachable("the connection closed in the middle of the answer"))
+    }
+    if (ParseResult.isParseError(failure)) {
+      return Option.match(answer, {
+        // Nothing was sent: the request itself is not the contract's.
+        onNone: () => Effect.fail(refusedRequest(failure)),
+        onSome: (response) =>
+          Effect.fail(notOurs(
+            response,
+            response.status >= 200 && response.status < 300 ? " with a body of an unexpected shape" : redirectOf(response)
+          ))
+      })
+    }
+    if (failure._tag === "HttpApiDecodeError") {
+      return Effect.fail(new AdminApiError({ status: 400, error: "invalid_request", message: describeRequestIssues(failure.issues) }))
+    }
+    const wire = wireOf(failure)
+    return Effect.fail(apiError(wire.status, wire.body))
+  }
+
+  /** One call of the generated client, its failure described, within the request timeout. */
+  const call = <A>(request: (api: ApiClient) => Effect.Effect<A, ClientFailure>): Effect.Effect<A, AdminCallError> =>
+    request(api).pipe(
+      Effect.catchAll((failure) => Effect.flatMap(FiberRef.get(currentAnswer), (answer) => describeFailure(failure, answer))),
+      Effect.locally(currentAnswer, Option.none()),
+      // A redirect would carry the token elsewhere; the admin API never redirects.
+      Effect.provideService(FetchHttpClient.RequestInit, { redirect: "manual" }),
       Effect.timeoutFail({
         duration: REQUEST_TIMEOUT,
         onTimeout: () => unreachable(`no answer within ${Duration.format(REQUEST_TIMEOUT)}`)
       })
     )
 
-  /** A 2xx answer's body, decoded; a body of another shape means --url names something else. */
-  const decoded = <A, I>(schema: Schema.Schema<A, I>, request: HttpClientRequest.HttpClientRequest) =>
-    send(request).pipe(
-      Effect.flatMap((answer) =>
-        Schema.decodeUnknown(schema)(answer.body).pipe(
-          Effect.map((body) => ({ status: answer.status, body })),
-          Effect.mapError(() => notOurs(request, answer.status, " with a body of an unexpected shape"))
-        )
-      )
-    )
-
-  const body = <A>(answer: { readonly body: A }) => answer.body
+  /** `created`: whether the resource was made by this call (201) rather than found (200). */
+  const created = <A>([body, response]: readonly [A, HttpClientResponse.HttpClientResponse]) => ({
+    created: response.status === 201,
+    body
+  })
 
   return {
     baseUrl,
     listProfiles: Effect.fn("AdminClient.listProfiles")(function*() {
-      return body(yield* decoded(ProfileList, HttpClientRequest.get("/admin/profiles")))
+      return yield* call((api) => api.profiles.listProfiles())
     }),
     getProfile: Effect.fn("AdminClient.getProfile")(function*(profile: ProfileId) {
-      return body(yield* decoded(ProfileDocument, HttpClientRequest.get(profilePath(profile))))
+      return yield* call((api) => api.profiles.getProfile({ path: { profile } }))
     }),
     putProfile: Effect.fn("AdminClient.putProfile")(function*(profile: ProfileId) {
-      const answer = yield* decoded(ProfileDocument, HttpClientRequest.put(profilePath(profile)))
-      return { created: answer.status === 201, profile: answer.body }
+      const answer = created(
+        yield* call((api) => api.profiles.putProfile({ path: { profile }, payload: {}, withResponse: true }))
+      )
+      return { created: answer.created, profile: answer.body }
     }),
     deleteProfile: Effect.fn("AdminClient.deleteProfile")(function*(profile: ProfileId) {
-      yield* send(HttpClientRequest.del(profilePath(profile)))
+      yield* call((api) => api.profiles.deleteProfile({ path: { profile } }))
     }),
-    putEnvironment: Effect.fn("AdminClient.putEnvironment")(function*(address: EnvironmentAddress) {
-      const answer = yield* decoded(EnvironmentDocument, HttpClientRequest.put(environmentPath(address)))
-      return { created: answer.status === 201, environment: answer.body }
+    putEnvironment: Effect.fn("AdminClient.putEnvironment")(function*(path: EnvironmentAddress) {
+      const answer = created(
+        yield* call((api) => api.profiles.putEnvironment({ path, payload: {}, withResponse: true }))
+      )
+      return { created: answer.created, environment: answer.body }
     }),
-    deleteEnvironment: Effect.fn("AdminClient.deleteEnvironment")(function*(address: EnvironmentAddress) {
-      yield* send(HttpClientRequest.del(environmentPath(address)))
+    deleteEnvironment: Effect.fn("AdminClient.deleteEnvironment")(function*(path: EnvironmentAddress) {
+      yield* call((api) => api.profiles.deleteEnvironment({ path }))
     }),
     createService: Effect.fn("AdminClient.createService")(
-      function*(address: EnvironmentAddress, input: typeof ServiceInput.Encoded) {
-        const request = HttpClientRequest.post(`${environmentPath(address)}/services`).pipe(
-          HttpClientRequest.bodyUnsafeJson(input)
-        )
-        return body(yield* decoded(ServiceDocument, request))
+      function*(path: EnvironmentAddress, input: typeof ServiceInput.Encoded) {
+        const payload = yield* checkedRequest(ServiceInput, input)
+        return yield* call((api) => api.services.createService({ path, payload }))
       }
     ),
-    deleteService: Effect.fn("AdminClient.deleteService")(function*(address: ServiceAddress) {
-      yield* send(HttpClientRequest.del(servicePath(address)))
+    deleteService: Effect.fn("AdminClient.deleteService")(function*(path: ServiceAddress) {
+      yield* call((api) => api.services.deleteService({ path }))
     }),
-    listCredentials: Effect.fn("AdminClient.listCredentials")(function*(address: ServiceAddress) {
-      return body(yield* decoded(CredentialList, HttpClientRequest.get(`${servicePath(address)}/credentials`)))
+    listCredentials: Effect.fn("AdminClient.listCredentials")(function*(path: ServiceAddress) {
+      return yield* call((api) => api.services.listCredentials({ path }))
     }),
-    addCredential: Effect.fn("AdminClient.addCredential")(function*(address: ServiceAddress) {
-      return body(yield* decoded(NewCredential, HttpClientRequest.post(`${servicePath(address)}/credentials`)))
+    addCredential: Effect.fn("AdminClient.addCredential")(function*(path: ServiceAddress) {
+      return yield* call((api) => api.services.createCredential({ path, payload: {} }))
     }),
     removeCredential: Effect.fn("AdminClient.removeCredential")(function*(address: ServiceAddress, clientId: ClientId) {
-      yield* send(HttpClientRequest.del(`${servicePath(address)}/credentials/${segment(clientId)}`))
+      yield* call((api) => api.services.deleteCredential({ path: { ...address, client_id: clientId } }))
     }),
     listAuditEvents: Effect.fn("AdminClient.listAuditEvents")(function*(query) {
-      const request = HttpClientRequest.get("/admin/audit").pipe(
-        HttpClientRequest.setUrlParams({
-          ...Option.match(query.profile, { onNone: () => ({}), onSome: (profile) => ({ profile }) }),
-          ...Option.match(query.limit, { onNone: () => ({}), onSome: (limit) => ({ limit: String(limit) }) }),
-          ...Option.match(query.after, { onNone: () => ({}), onSome: (after) => ({ after }) })
-        })
-      )
-      return body(yield* decoded(AuditEventPage, request))
+      // As they go on the wire: the cursor as printed, the limit as text.
+      const urlParams = yield* checkedRequest(AuditQueryParams, {
+        ...Option.match(query.profile, { onNone: () => ({}), onSome: (profile) => ({ profile }) }),
+        ...Option.match(query.limit, { onNone: () => ({}), onSome: (limit) => ({ limit: String(limit) }) }),
+        ...Option.match(query.after, { onNone: () => ({}), onSome: (after) => ({ after }) })
+      })
+      return yield* call((api) => api.audit.listAuditEvents({ urlParams }))
     })
   }
 }

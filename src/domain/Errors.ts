@@ -219,3 +219,14 @@ export const WIRE_ERRORS = {
 } as const
 
 export type ServiceError = Schema.Schema.Type<(typeof WIRE_ERRORS)[keyof typeof WIRE_ERRORS]>
+
+/** The status and wire body of `error`: what a handler answers, and what a client read to get it. */
+export const wireOf = (
+  error: ServiceError
+): { readonly status: number; readonly body: { readonly error: string; readonly error_description: string } } => {
+  const schema = WIRE_ERRORS[error._tag] as unknown as Schema.Schema<
+    ServiceError,
+    { readonly error: string; readonly error_description: string }
+  >
+  return { status: HttpApiSchema.getStatusError(schema), body: Schema.encodeSync(schema)(error) }
+}

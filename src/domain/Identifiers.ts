@@ -4,9 +4,10 @@
  * name answers with the contract's error body rather than the framework's decode error.
  */
 import { Schema } from "effect"
+import * as Limits from "./Limits.js"
 
 /** Profile identifiers and environment names: URL-safe, no leading dot (so never `.` or `..`). */
-const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
+const NAME_PATTERN = new RegExp(`^${Limits.NAME_PATTERN}$`)
 
 export const ProfileId = Schema.String.pipe(
   Schema.pattern(NAME_PATTERN, {

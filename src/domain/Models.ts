@@ -5,6 +5,7 @@
  */
 import { Schema } from "effect"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "./Identifiers.js"
+import { SERVICE_NAME_MAX_LENGTH, UPSTREAM_URL_MAX_LENGTH } from "./Limits.js"
 import { StorableText } from "./Text.js"
 
 /** A point in time: a `Date` inside the program, an RFC 3339 date-time on the wire. */
@@ -27,11 +28,11 @@ const HttpUrl = StorableText.pipe(
   Schema.filter((value) => {
     try {
       const url = new URL(value)
-      return (url.protocol === "http:" || url.protocol === "https:") && value.length <= 2048
+      return (url.protocol === "http:" || url.protocol === "https:") && value.length <= UPSTREAM_URL_MAX_LENGTH
     } catch {
       return false
     }
-  }, { message: () => "url must be an absolute http or https URL of at most 2048 characters" })
+  }, { message: () => `url must be an absolute http or https URL of at most ${UPSTREAM_URL_MAX_LENGTH} characters` })
 )
 
 export const EchoHandler = Schema.Struct({ type: Schema.Literal("echo") })
@@ -215,7 +216,7 @@ export const EmptyObject = Schema.Struct({}).pipe(
 
 /** What an operator sends to create or replace a service. */
 export const ServiceInput = Schema.Struct({
-  name: Schema.optional(StorableText.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({
+  name: Schema.optional(StorableText.pipe(Schema.minLength(1), Schema.maxLength(SERVICE_NAME_MAX_LENGTH))).annotations({
     description: "A name for people, 1-200 characters; defaults to the current name, or empty."
   }),
   auth_type: AuthType,

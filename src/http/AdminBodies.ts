@@ -16,7 +16,8 @@ import { Data, Effect, Layer } from "effect"
 import { AppConfig } from "../config/AppConfig.js"
 import { AdminBodies } from "../api/AdminApi.js"
 import { InvalidRequest, type PayloadTooLarge } from "../domain/Errors.js"
-import { describeIssue, firstIssue, parseJson, readBodyText } from "./RequestBody.js"
+import { describeRequestIssues } from "../api/DecodeFailure.js"
+import { parseJson, readBodyText } from "./RequestBody.js"
 
 /** A body the reader refused, on its way through HttpApi's payload decoding. */
 export class BodyRefused extends Data.TaggedError("BodyRefused")<{ readonly error: InvalidRequest | PayloadTooLarge }> {}
@@ -39,12 +40,5 @@ export const layer = Layer.effect(
     ))
 )
 
-/** Names of the admin API's path parameters: a problem of one of them is reported without its name. */
-const PATH_PARAMETERS = new Set(["profile", "environment", "uuid", "client_id"])
-
-export const decodeFailureAnswer = (failure: HttpApiError.HttpApiDecodeError): InvalidRequest => {
-  const first = firstIssue(failure.issues)
-  if (first === undefined) return new InvalidRequest({ description: "Invalid request" })
-  const pathParameter = first.path.length === 1 && PATH_PARAMETERS.has(String(first.path[0]))
-  return new InvalidRequest({ description: describeIssue(pathParameter ? { ...first, path: [] } : first) })
-}
+export const decodeFailureAnswer = (failure: HttpApiError.HttpApiDecodeError): InvalidRequest =>
+  new InvalidRequest({ description: describeRequestIssues(failure.issues) })

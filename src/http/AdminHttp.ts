@@ -28,7 +28,7 @@ import { AuditTrail } from "../storage/AuditTrail.js"
 import { CredentialRepo, type ServiceAddress } from "../storage/CredentialRepo.js"
 import * as AdminAuthHttp from "../admin-auth/AdminAuthHttp.js"
 import * as AdminBodies from "./AdminBodies.js"
-import { describeParseError } from "./RequestBody.js"
+import { describeParseError } from "../api/DecodeFailure.js"
 
 /** A field of a staged change, checked as a path segment would be; the problem is prefixed by its place. */
 const checked = <A, I>(schema: Schema.Schema<A, I>) => {

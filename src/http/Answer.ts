@@ -4,10 +4,9 @@
  * platform's response (the HttpApi handlers). The platform puts `content-type` and `content-length`
  * after the given headers; `writeAnswer` does the same, so both entries answer byte for byte alike.
  */
-import { HttpApiSchema, HttpServerResponse } from "@effect/platform"
-import { Schema } from "effect"
+import { HttpServerResponse } from "@effect/platform"
 import type { ServerResponse } from "node:http"
-import { type ServiceError, WIRE_ERRORS } from "../domain/Errors.js"
+import { type ServiceError, wireOf } from "../domain/Errors.js"
 
 export interface Answer {
   readonly status: number
@@ -17,17 +16,13 @@ export interface Answer {
 
 /** The answer of `error`: its wire body and status, `Retry-After` where it has one, then `headers`. */
 export const errorAnswer = (error: ServiceError, headers: Readonly<Record<string, string>> = {}): Answer => {
-  const schema = WIRE_ERRORS[error._tag] as unknown as Schema.Schema<ServiceError, unknown>
+  const { body, status } = wireOf(error)
   const retry = error._tag === "StorageUnavailable"
     ? { "retry-after": "1" }
     : error._tag === "TooManyAttempts" || error._tag === "AdminTooManyAttempts"
     ? { "retry-after": String(error.retryAfterSeconds) }
     : {}
-  return {
-    status: HttpApiSchema.getStatusError(schema),
-    headers: { ...retry, ...headers },
-    body: Schema.encodeSync(schema)(error)
-  }
+  return { status, headers: { ...retry, ...headers }, body }
 }
 
 export const toServerResponse = (answer: Answer): HttpServerResponse.HttpServerResponse =>

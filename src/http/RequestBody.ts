@@ -7,7 +7,7 @@
  */
 import type { HttpServerRequest } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Effect, Either, ParseResult } from "effect"
+import { Effect, Either } from "effect"
 import type { IncomingMessage } from "node:http"
 import { InvalidRequest, PayloadTooLarge } from "../domain/Errors.js"
 
@@ -66,47 +66,6 @@ export const readBodyText = (
     incoming.on("error", onError)
     return Effect.sync(stop)
   })
-}
-
-/**
- * Describes the first problem of a decode failure as `path: message`, without the submitted value:
- * error bodies never echo what a client sent (it may be a secret pasted in the wrong place).
- */
-export const describeParseError = (error: ParseResult.ParseError): string => {
-  const first = firstIssue(ParseResult.ArrayFormatter.formatErrorSync(error))
-  return first === undefined ? "Invalid request body" : describeIssue(first)
-}
-
-interface Issue {
-  readonly path: ReadonlyArray<PropertyKey>
-  readonly message: string
-}
-
-const EXPECTED = /^Expected ([\s\S]*?), actual /
-
-/**
- * The first problem, with every allowed value when it is one of several: a union of literals
- * (`auth_type`) fails once per member, so `Expected "oauth"` and `Expected "none"` at one path
- * become `Expected "oauth" | "none"`.
- */
-export const firstIssue = <I extends Issue>(issues: ReadonlyArray<I>): I | undefined => {
-  const [first] = issues
-  const expected = first === undefined ? null : EXPECTED.exec(first.message)
-  if (first === undefined || expected === null) return first
-  const samePath = (issue: Issue) =>
-    issue.path.length === first.path.length && issue.path.every((key, i) => key === first.path[i])
-  const alternatives = new Set<string>()
-  for (const issue of issues.filter(samePath)) {
-    const match = EXPECTED.exec(issue.message)
-    if (match !== null) match[1]!.split(" | ").forEach((value) => alternatives.add(value))
-  }
-  return { ...first, message: `Expected ${[...alternatives].join(" | ")}, actual ` }
-}
-
-/** One problem of a decode failure as `path: message` (the message alone at the root), without the value. */
-export const describeIssue = (issue: { readonly path: ReadonlyArray<PropertyKey>; readonly message: string }): string => {
-  const message = issue.message.replace(/, actual [\s\S]*$/, "").slice(0, 300)
-  return issue.path.length > 0 ? `${issue.path.map(String).join(".")}: ${message}` : message
 }
 
 /** Deeper JSON is refused: nothing we accept nests beyond a few levels, and recursion has limits. */

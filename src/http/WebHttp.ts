@@ -9,6 +9,7 @@ import { Effect } from "effect"
 import { readdir, readFile } from "node:fs/promises"
 import { join } from "node:path"
 import { Api } from "../api/Api.js"
+import { editorModule } from "../domain/Limits.js"
 import { PACKAGE_ROOT } from "../config/PackageRoot.js"
 import * as ApiReference from "./ApiReference.js"
 import { notFound as unknownPath } from "./ServerErrors.js"
@@ -37,6 +38,9 @@ const SECURITY_HEADERS = {
   "cache-control": "no-cache"
 }
 
+/** The editor's module of the server's limits (domain/Limits.ts), made at start rather than kept as a file. */
+const LIMITS_MODULE = "Limits.js"
+
 /** The icon of every page, also answered at `/favicon.ico`. */
 const FAVICON = "favicon.svg"
 
@@ -52,11 +56,13 @@ export const layer = HttpApiBuilder.group(Api, "web", (handlers) =>
     const page = yield* readOptional(`${WEB_ROOT}index.html`)
     const names = yield* Effect.promise(() => readdir(`${WEB_ROOT}assets`).catch(() => [] as Array<string>))
     const assets = new Map<string, Buffer>()
-    // Only web files: anything else kept beside them (type declarations for the tests) is not served.
+    // Only web files: anything else kept beside them is not served.
     for (const name of names.filter((name) => contentTypeOf(name) !== undefined)) {
       const content = yield* readOptional(`${WEB_ROOT}assets/${name}`)
       if (content !== undefined) assets.set(name, content)
     }
+    // The limits the editor shows, from the module the server enforces them with.
+    assets.set(LIMITS_MODULE, Buffer.from(editorModule()))
     const scalarScript = yield* Effect.cached(ApiReference.loadScalarScript)
     const respond = (content: Buffer, name: string) =>
       HttpServerResponse.uint8Array(content, {

@@ -1,8 +1,8 @@
 /** Waiting, after a catalogue write outside a server (an import), for the running instances' caches. */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import { Clock, Effect, Schema } from "effect"
 import { LEASE_MS } from "./CacheLease.js"
-import { decodeRows } from "./Rows.js"
+import { parseFailureIsDefect } from "./Rows.js"
 
 const BehindRow = Schema.Struct({ behind: Schema.Number })
 
@@ -15,12 +15,21 @@ const BehindRow = Schema.Struct({ behind: Schema.Number })
 export const awaitCacheAcknowledgement = (version: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const behindCount = SqlSchema.single({
+      Request: Schema.String,
+      Result: BehindRow,
+      execute: (acknowledged) =>
+        sql`SELECT count(*)::int AS behind FROM cache_leases
+            WHERE expires_at > clock_timestamp() AND acked_version < ${acknowledged}::bigint`
+    })
     const deadline = (yield* Clock.currentTimeMillis) + LEASE_MS + 100
     while ((yield* Clock.currentTimeMillis) < deadline) {
-      const [row] = yield* sql`
-        SELECT count(*)::int AS behind FROM cache_leases
-        WHERE expires_at > clock_timestamp() AND acked_version < ${version}::bigint`.pipe(decodeRows(BehindRow))
-      if (row?.behind === 0) return
+      // A count is one row always: none would be a bug, as a row of another shape.
+      const { behind } = yield* behindCount(version).pipe(
+        parseFailureIsDefect,
+        Effect.catchTag("NoSuchElementException", Effect.die)
+      )
+      if (behind === 0) return
       yield* Effect.sleep("50 millis")
     }
   })

@@ -7,18 +7,19 @@
  * live credentials, checks, and writes, all in one transaction.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Either, Layer, Option, Schema } from "effect"
+import { Effect, Either, Layer, Option } from "effect"
 import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
-import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import { answeredHandler, AuthType, type CredentialInfo, type ServiceDocument, StoredHandler } from "../domain/Models.js"
+import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import { answeredHandler, type CredentialInfo, type ServiceDocument } from "../domain/Models.js"
 import { insertAuditEvents } from "./AuditTrail.js"
 import { credentialEvents, deletionEvents, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
 import { announcedScopes, type CatalogueScope, writeScopes } from "./CatalogueScope.js"
-import { CredentialRepo, type CredentialRepoShape, type LiveService } from "./CredentialRepo.js"
+import { CredentialRepo, type CredentialRepoShape, type LiveService, type ServiceAddress } from "./CredentialRepo.js"
+import { type CredentialRow, credentialStatements, type LiveRow, type ServiceRow } from "./CredentialRepoStatements.js"
 import * as LastUsedWrites from "./LastUsedWrites.js"
-import { decodeRows } from "./Rows.js"
+import { parseFailureIsDefect } from "./Rows.js"
 import { storageOperation } from "./StorageErrors.js"
 
 /** The channel on which committed catalogue changes are announced, with the new version. */
@@ -28,61 +29,6 @@ export const CATALOGUE_CHANNEL = "service_auth_cache"
  * notifications arrive in the order they were sent): the version, a space, the scopes as JSON.
  */
 export const SCOPES_CHANNEL = "service_auth_cache_scopes"
-
-const ServiceRow = Schema.Struct({
-  environment: EnvironmentName,
-  uuid: ServiceUuid,
-  name: Schema.String,
-  auth_type: AuthType,
-  handler: StoredHandler
-})
-type ServiceRow = typeof ServiceRow.Type
-
-const CredentialRow = Schema.Struct({
-  environment: EnvironmentName,
-  service_uuid: ServiceUuid,
-  client_id: ClientId,
-  created_at: Schema.DateFromSelf,
-  last_used_at: Schema.NullOr(Schema.DateFromSelf)
-})
-type CredentialRow = typeof CredentialRow.Type
-
-const ProfileRow = Schema.Struct({ profile: ProfileId, created_at: Schema.DateFromSelf })
-const CreatedAtRow = Schema.Struct({ created_at: Schema.DateFromSelf })
-const NameRow = Schema.Struct({ name: EnvironmentName })
-const ClientIdRow = Schema.Struct({ client_id: ClientId })
-const CountsRow = Schema.Struct({
-  profiles: Schema.Number,
-  environments: Schema.Number,
-  services: Schema.Number,
-  credentials: Schema.Number
-})
-const RemovedRow = Schema.Struct({ environment: Schema.String, service_uuid: Schema.String, client_id: Schema.String })
-
-const TokenTargetRow = Schema.Struct({
-  auth_type: AuthType,
-  client_id: Schema.NullOr(ClientId),
-  secret_hash: Schema.NullOr(Schema.String),
-  last_used_at: Schema.NullOr(Schema.DateFromSelf)
-})
-
-const ServiceRouteRow = Schema.Struct({
-  auth_type: AuthType,
-  handler: StoredHandler,
-  credential_live: Schema.Boolean
-})
-
-/** A service of a page of the live catalogue, with one of its live credentials (or none). */
-const LiveRow = Schema.Struct({
-  profile: ProfileId,
-  environment: EnvironmentName,
-  uuid: ServiceUuid,
-  auth_type: AuthType,
-  handler: StoredHandler,
-  client_id: Schema.NullOr(ClientId),
-  secret_hash: Schema.NullOr(Schema.String),
-  last_used_at: Schema.NullOr(Schema.DateFromSelf)
-})
 
 const toCredentialInfo = (row: CredentialRow): CredentialInfo => ({
   client_id: row.client_id,
@@ -152,59 +98,67 @@ export const make = Effect.gen(function*() {
 
   const catalogueWrite = (scopes: ReadonlyArray<CatalogueScope>) => catalogueWriteWith(sql, scopes)
 
+  const {
+    countRows,
+    environmentNames,
+    liveClientIds,
+    livePage,
+    profileCreatedAt,
+    profileCredentials,
+    profileRows,
+    profileServices,
+    serviceCredentials,
+    serviceRoute,
+    serviceRows,
+    tokenTarget,
+    tombstone
+  } = credentialStatements(sql)
+
   /** Tombstones the live credentials under a deleted item; answers them, for the audit trail. */
   const tombstoneCredentials = (now: Date, profile: ProfileId, environment?: EnvironmentName, uuid?: ServiceUuid) =>
-    sql`UPDATE credentials SET deleted_at = ${now}
-        WHERE profile = ${profile} AND deleted_at IS NULL
-        ${environment === undefined ? sql`` : sql`AND environment = ${environment}`}
-        ${uuid === undefined ? sql`` : sql`AND service_uuid = ${uuid}`}
-        RETURNING environment, service_uuid, client_id`.pipe(
-      decodeRows(RemovedRow),
+    tombstone({
+      now,
+      profile,
+      ...(environment === undefined ? {} : { environment }),
+      ...(uuid === undefined ? {} : { uuid })
+    }).pipe(
+      parseFailureIsDefect,
       Effect.map((rows) => [...rows].sort((a, b) => (a.client_id < b.client_id ? -1 : 1)))
     )
+
+  /** The address and client id of a hot read, as its statement takes them. */
+  const lookup = (address: ServiceAddress, clientId: Option.Option<ClientId>) => ({
+    profile: address.profile,
+    environment: address.environment,
+    uuid: address.uuid,
+    client_id: Option.getOrElse(clientId, () => "")
+  })
 
   const repo: CredentialRepoShape = {
     ping: storageOperation(Effect.asVoid(sql`SELECT 1`)),
 
-    countCatalogue: sql`SELECT
-        (SELECT count(*) FROM profiles)::int AS profiles,
-        (SELECT count(*) FROM environments)::int AS environments,
-        (SELECT count(*) FROM services)::int AS services,
-        (SELECT count(*) FROM credentials WHERE deleted_at IS NULL)::int AS credentials`.pipe(
-      decodeRows(CountsRow),
-      Effect.map((rows) => rows[0]!),
-      storageOperation
-    ),
+    // The counts are one row always: none would be a bug in the statement, as a row of another shape.
+    countCatalogue: countRows(undefined).pipe(parseFailureIsDefect, Effect.catchTag("NoSuchElementException", Effect.die), storageOperation),
 
-    listProfiles: sql`SELECT profile, created_at FROM profiles ORDER BY profile`.pipe(
-      decodeRows(ProfileRow),
-      storageOperation
-    ),
+    listProfiles: profileRows(undefined).pipe(parseFailureIsDefect, storageOperation),
 
     getProfile: (profile) =>
       Effect.gen(function*() {
         yield* lastUsed.flush
-        const [found] = yield* sql`SELECT created_at FROM profiles WHERE profile = ${profile}`.pipe(
-          decodeRows(CreatedAtRow)
-        )
-        if (found === undefined) return Option.none()
-        const environments = yield* sql`
-          SELECT name FROM environments WHERE profile = ${profile} ORDER BY name`.pipe(decodeRows(NameRow))
-        const services = yield* sql`
-          SELECT environment, uuid, name, auth_type, handler FROM services
-          WHERE profile = ${profile} ORDER BY position`.pipe(decodeRows(ServiceRow))
-        const credentials = yield* sql`
-          SELECT environment, service_uuid, client_id, created_at, last_used_at FROM credentials
-          WHERE profile = ${profile} AND deleted_at IS NULL ORDER BY position`.pipe(decodeRows(CredentialRow))
+        const found = yield* profileCreatedAt(profile)
+        if (Option.isNone(found)) return Option.none()
+        const environments = yield* environmentNames(profile)
+        const services = yield* profileServices(profile)
+        const credentials = yield* profileCredentials(profile)
         return Option.some({
           profile,
-          created_at: found.created_at,
+          created_at: found.value.created_at,
           environments: environments.map(({ name }) => ({
             name,
             services: servicesWithCredentials(services.filter((s) => s.environment === name), credentials)
           }))
         })
-      }).pipe(sql.withTransaction, storageOperation),
+      }).pipe(sql.withTransaction, parseFailureIsDefect, storageOperation),
 
     putProfile: (profile, now, actor) =>
       Effect.gen(function*() {
@@ -258,19 +212,11 @@ export const make = Effect.gen(function*() {
     getService: (address) =>
       Effect.gen(function*() {
         yield* lastUsed.flush
-        const services = yield* sql`
-          SELECT environment, uuid, name, auth_type, handler FROM services
-          WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}`.pipe(
-          decodeRows(ServiceRow)
-        )
+        const services = yield* serviceRows(address)
         if (services.length === 0) return Option.none()
-        const credentials = yield* sql`
-          SELECT environment, service_uuid, client_id, created_at, last_used_at FROM credentials
-          WHERE profile = ${address.profile} AND environment = ${address.environment}
-            AND service_uuid = ${address.uuid} AND deleted_at IS NULL
-          ORDER BY position`.pipe(decodeRows(CredentialRow))
+        const credentials = yield* serviceCredentials(address)
         return Option.fromNullable(servicesWithCredentials(services, credentials)[0])
-      }).pipe(sql.withTransaction, storageOperation),
+      }).pipe(sql.withTransaction, parseFailureIsDefect, storageOperation),
 
     putService: (address, fields, mode, now, actor) =>
       Effect.gen(function*() {
@@ -335,10 +281,9 @@ export const make = Effect.gen(function*() {
             SELECT 1 AS found FROM services
             WHERE profile = ${profile} AND environment = ${environment} AND uuid = ${serviceUuid}
             FOR UPDATE`
-          const live = service === undefined ? undefined : yield* sql`
-            SELECT client_id FROM credentials
-            WHERE profile = ${profile} AND environment = ${environment} AND service_uuid = ${serviceUuid}
-              AND deleted_at IS NULL`.pipe(decodeRows(ClientIdRow))
+          const live = service === undefined
+            ? undefined
+            : yield* liveClientIds({ profile, environment, service_uuid: serviceUuid }).pipe(parseFailureIsDefect)
           snapshot.set(serviceKey(environment, serviceUuid), live?.map((row) => row.client_id))
         }
         const checked = checkCredentialChanges(snapshot, changes)
@@ -360,17 +305,11 @@ export const make = Effect.gen(function*() {
       }).pipe(catalogueWrite(writeScopes.credentials(profile, changes)), storageOperation),
 
     findTokenTarget: (address, clientId) =>
-      sql`
-        SELECT s.auth_type, c.client_id, c.secret_hash, c.last_used_at
-        FROM services s
-        LEFT JOIN credentials c
-          ON c.client_id = ${Option.getOrElse(clientId, () => "")} AND c.profile = s.profile AND c.environment = s.environment
-         AND c.service_uuid = s.uuid AND c.deleted_at IS NULL
-        WHERE s.profile = ${address.profile} AND s.environment = ${address.environment} AND s.uuid = ${address.uuid}`
+      tokenTarget(lookup(address, clientId))
         .pipe(
-          decodeRows(TokenTargetRow),
-          Effect.map(([row]) =>
-            Option.fromNullable(row).pipe(Option.map((row) => ({
+          parseFailureIsDefect,
+          Effect.map((found) =>
+            found.pipe(Option.map((row) => ({
               authType: row.auth_type,
               credential: row.client_id === null || row.secret_hash === null
                 ? Option.none()
@@ -387,46 +326,19 @@ export const make = Effect.gen(function*() {
     touchCredential: (clientId, now) => Effect.sync(() => lastUsed.note(clientId, now)),
     noteUse: lastUsed.note,
 
-    // Services first (a page of the primary key's order), then each one's live credentials by the
-    // index of live credentials by service: a lateral lookup per service (`OFFSET 0` keeps it one),
-    // whatever the planner believes. Without statistics (PGlite never analyzes; a fresh import) a
-    // plain join sorted every live credential for each page: 4 s a page at 100,000 credentials.
     liveServices: (scope, after, limit) =>
-      sql`
-        WITH page AS (
-          SELECT profile, environment, uuid, auth_type, handler FROM services
-          WHERE true
-          ${scope === undefined ? sql`` : sql`AND profile = ${scope[0]}`}
-          ${scope === undefined || scope.length < 2 ? sql`` : sql`AND environment = ${scope[1]}`}
-          ${scope === undefined || scope.length < 3 ? sql`` : sql`AND uuid = ${scope[2]}`}
-          ${after === undefined ? sql`` : sql`AND (profile, environment, uuid) > (${after.profile}, ${after.environment}, ${after.uuid})`}
-          ORDER BY profile, environment, uuid
-          LIMIT ${limit})
-        SELECT p.profile, p.environment, p.uuid, p.auth_type, p.handler, c.client_id, c.secret_hash, c.last_used_at
-        FROM page p
-        LEFT JOIN LATERAL (
-          SELECT client_id, secret_hash, last_used_at FROM credentials
-          WHERE profile = p.profile AND environment = p.environment AND service_uuid = p.uuid AND deleted_at IS NULL
-          OFFSET 0) c ON true
-        ORDER BY p.profile, p.environment, p.uuid`.pipe(
-        decodeRows(LiveRow),
-        Effect.map(liveServicesOf),
-        storageOperation
-      ),
+      livePage({
+        ...(scope === undefined ? {} : { scope }),
+        ...(after === undefined ? {} : { after: { profile: after.profile, environment: after.environment, uuid: after.uuid } }),
+        limit
+      }).pipe(parseFailureIsDefect, Effect.map(liveServicesOf), storageOperation),
 
     findServiceRoute: (address, clientId) =>
-      sql`
-        SELECT s.auth_type, s.handler, EXISTS (
-          SELECT 1 FROM credentials c
-          WHERE c.client_id = ${Option.getOrElse(clientId, () => "")} AND c.profile = s.profile
-            AND c.environment = s.environment AND c.service_uuid = s.uuid AND c.deleted_at IS NULL
-        ) AS credential_live
-        FROM services s
-        WHERE s.profile = ${address.profile} AND s.environment = ${address.environment} AND s.uuid = ${address.uuid}`
+      serviceRoute(lookup(address, clientId))
         .pipe(
-          decodeRows(ServiceRouteRow),
-          Effect.map(([row]) =>
-            Option.fromNullable(row).pipe(Option.map((row) => ({
+          parseFailureIsDefect,
+          Effect.map((found) =>
+            found.pipe(Option.map((row) => ({
               authType: row.auth_type,
               handler: row.handler,
               credentialLive: Option.isSome(clientId) && row.credential_live

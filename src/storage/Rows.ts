@@ -5,7 +5,7 @@
  * exactly that. A row that does not match is a bug in a statement or a schema: `parseFailureIsDefect`
  * makes it a defect at the repository's edge (logged, 500), never a client's error.
  */
-import { Effect, ParseResult, Schema } from "effect"
+import { Effect, ParseResult } from "effect"
 
 export const parseFailureIsDefect = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.catchIf(
@@ -14,9 +14,3 @@ export const parseFailureIsDefect = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.die
   )
 
-/** The rows of a statement decoded with `row` (for statements not yet declared with `SqlSchema`). */
-export const decodeRows = <A, I>(row: Schema.Schema<A, I>) => {
-  const decode = Schema.decodeUnknown(Schema.Array(row))
-  return <E, R>(statement: Effect.Effect<ReadonlyArray<unknown>, E, R>): Effect.Effect<ReadonlyArray<A>, E, R> =>
-    Effect.flatMap(statement, (rows) => Effect.orDie(decode(rows)))
-}

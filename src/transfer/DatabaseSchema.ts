@@ -3,10 +3,10 @@
  * (`ExportRows`) or declared transient here; `unclassifiedSchema` finds the ones that are neither,
  * and the export refuses to write an incomplete file while there are any.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
 import { MIGRATIONS_TABLE } from "../storage/Migrations.js"
-import { decodeRows } from "../storage/Rows.js"
+import { parseFailureIsDefect } from "../storage/Rows.js"
 import { TABLE_ROWS } from "./ExportRows.js"
 
 /** Tables whose rows stay where they are, and why moving them would be wrong or useless. */
@@ -38,14 +38,20 @@ const ColumnRow = Schema.Struct({ table_name: Schema.String, column_name: Schema
  */
 export const unclassifiedSchema = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const tables = yield* sql`
-    SELECT table_name FROM information_schema.tables
-    WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`.pipe(
-    decodeRows(TableNameRow)
-  )
-  const columns = yield* sql`
-    SELECT table_name, column_name FROM information_schema.columns
-    WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position`.pipe(decodeRows(ColumnRow))
+  const tables = yield* SqlSchema.findAll({
+    Request: Schema.Void,
+    Result: TableNameRow,
+    execute: () =>
+      sql`SELECT table_name FROM information_schema.tables
+          WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`
+  })(undefined).pipe(parseFailureIsDefect)
+  const columns = yield* SqlSchema.findAll({
+    Request: Schema.Void,
+    Result: ColumnRow,
+    execute: () =>
+      sql`SELECT table_name, column_name FROM information_schema.columns
+          WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position`
+  })(undefined).pipe(parseFailureIsDefect)
   const problems: Array<string> = []
   for (const { table_name: table } of tables) {
     const exported = Object.hasOwn(TABLE_ROWS, table) ? TABLE_ROWS[table as keyof typeof TABLE_ROWS] : undefined
@@ -67,8 +73,12 @@ const MigratedRow = Schema.Struct({ migrated: Schema.Boolean })
 /** Whether service-auth has ever migrated this database (an export must not create a schema in a stranger's). */
 export const isMigrated = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const [row] = yield* sql`SELECT to_regclass(${MIGRATIONS_TABLE}) IS NOT NULL AS migrated`.pipe(decodeRows(MigratedRow))
-  return row?.migrated === true
+  const row = yield* SqlSchema.findOne({
+    Request: Schema.String,
+    Result: MigratedRow,
+    execute: (table) => sql`SELECT to_regclass(${table}) IS NOT NULL AS migrated`
+  })(MIGRATIONS_TABLE).pipe(parseFailureIsDefect)
+  return Option.exists(row, ({ migrated }) => migrated)
 })
 
 const LatestMigrationRow = Schema.Struct({ id: Schema.NullOr(Schema.Number) })
@@ -76,6 +86,10 @@ const LatestMigrationRow = Schema.Struct({ id: Schema.NullOr(Schema.Number) })
 /** The last migration applied: a file records it, and a newer file is refused. */
 export const latestMigration = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const [row] = yield* sql`SELECT max(migration_id) AS id FROM ${sql(MIGRATIONS_TABLE)}`.pipe(decodeRows(LatestMigrationRow))
-  return row?.id ?? 0
+  const row = yield* SqlSchema.findOne({
+    Request: Schema.String,
+    Result: LatestMigrationRow,
+    execute: (table) => sql`SELECT max(migration_id) AS id FROM ${sql(table)}`
+  })(MIGRATIONS_TABLE).pipe(parseFailureIsDefect)
+  return Option.match(row, { onNone: () => 0, onSome: ({ id }) => id ?? 0 })
 })

@@ -2,13 +2,14 @@
  * `service-auth import`: a checked export file written into a database in one transaction, all or
  * nothing, into an empty target or merged into one that holds data (docs/operations.md).
  */
-import { SqlClient } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, Option, Schema } from "effect"
 import { DIGEST_KEY_NAME } from "../auth/ClientSecrets.js"
 import { SIGNING_KEY_NAME } from "../auth/SigningKeyMaterial.js"
 import { awaitCacheAcknowledgement } from "../storage/CacheAcknowledgement.js"
 import { catalogueWriteWith } from "../storage/CredentialRepoSql.js"
-import { decodeRows } from "../storage/Rows.js"
+import { parseFailureIsDefect } from "../storage/Rows.js"
 import { latestMigration } from "./DatabaseSchema.js"
 import type { ExportDocument } from "./ExportFile.js"
 import { serviceKey } from "./ExportRows.js"
@@ -45,6 +46,56 @@ const SameRow = Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.
 const LiveRow = Schema.Struct({ profile: Schema.String, environment: Schema.String, service_uuid: Schema.String, live: Schema.Number })
 const RevokedRow = Schema.Struct({ revoked: Schema.Boolean })
 const LastRow = Schema.Struct({ last: Schema.String })
+const CredentialUse = Schema.Struct({ client_id: Schema.String, last_used_at: Schema.NullOr(Schema.String), deleted_at: Schema.NullOr(Schema.String) })
+
+/** The statements of an import that answer rows, declared with their rows' schemas. */
+const importStatements = (sql: SqlClient.SqlClient) => ({
+  // One row always, as every count below: none, or another shape, is a bug (a defect).
+  version: SqlSchema.single({
+    Request: Schema.Void,
+    Result: VersionRow,
+    execute: () => sql`SELECT version::text AS version FROM catalogue_version`
+  }),
+  present: SqlSchema.single({
+    Request: Schema.Void,
+    Result: CountRow,
+    execute: () =>
+      sql`SELECT (SELECT count(*) FROM profiles)::int AS profiles, (SELECT count(*) FROM credentials)::int AS credentials,
+                 (SELECT count(*) FROM credentials WHERE deleted_at IS NULL)::int AS live`
+  }),
+  serverKey: SqlSchema.findOne({
+    Request: Schema.String,
+    Result: ValueRow,
+    execute: (name) => sql`SELECT value FROM server_keys WHERE name = ${name}`
+  }),
+  /** Which columns of a row already there equal the file's (`compare` answers them as booleans). */
+  sameColumns: <E>(compare: Effect.Effect<ReadonlyArray<unknown>, E>) =>
+    SqlSchema.findOne({ Request: Schema.Void, Result: SameRow, execute: () => compare })(undefined),
+  // Present alike: a deletion on either side stays one (revocation is never undone by an import).
+  mergeUse: SqlSchema.findOne({
+    Request: CredentialUse,
+    Result: RevokedRow,
+    execute: (r) =>
+      sql`WITH before AS (SELECT deleted_at FROM credentials WHERE client_id = ${r.client_id})
+          UPDATE credentials SET last_used_at = GREATEST(last_used_at, ${r.last_used_at}::timestamptz),
+                                 deleted_at = LEAST(deleted_at, ${r.deleted_at}::timestamptz)
+          WHERE client_id = ${r.client_id}
+          RETURNING ((SELECT deleted_at FROM before) IS NULL AND deleted_at IS NOT NULL) AS revoked`
+  }),
+  overLimit: SqlSchema.findOne({
+    Request: Schema.Void,
+    Result: LiveRow,
+    execute: () =>
+      sql`SELECT profile, environment, service_uuid, count(*)::int AS live FROM credentials WHERE deleted_at IS NULL
+          GROUP BY profile, environment, service_uuid HAVING count(*) > 2
+          ORDER BY profile, environment, service_uuid LIMIT 1`
+  }),
+  lastEvent: SqlSchema.single({
+    Request: Schema.Void,
+    Result: LastRow,
+    execute: () => sql`SELECT coalesce(max(id), 0)::text AS last FROM audit_events`
+  })
+})
 
 /** Why a key of the target must equal the file's on a merge, in the operator's terms. */
 const keyMismatch = (name: string) =>
@@ -77,12 +128,13 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
   options: { readonly merge: boolean }
 ) {
   const sql = yield* SqlClient.SqlClient
+  const statements = importStatements(sql)
   const refuse = (message: string) => Effect.fail(new TransferRefused({ message: `${message}; nothing was imported` }))
   const { tables } = document
 
   return yield* Effect.gen(function*() {
     // This transaction's version (catalogueWrite has bumped it, and holds the row until the commit).
-    const [{ version }] = yield* sql`SELECT version::text AS version FROM catalogue_version`.pipe(decodeRows(VersionRow))
+    const { version } = yield* statements.version(undefined)
     const known = yield* latestMigration
     if (document.schema_version > known) {
       return yield* refuse(
@@ -90,21 +142,19 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
           "import it with the service-auth version that exported it, or a newer one"
       )
     }
-    const [present] = yield* sql`
-      SELECT (SELECT count(*) FROM profiles)::int AS profiles, (SELECT count(*) FROM credentials)::int AS credentials,
-             (SELECT count(*) FROM credentials WHERE deleted_at IS NULL)::int AS live`.pipe(decodeRows(CountRow))
-    const empty = present!.profiles === 0 && present!.credentials === 0
+    const present = yield* statements.present(undefined)
+    const empty = present.profiles === 0 && present.credentials === 0
     if (!empty && !options.merge) {
       return yield* refuse(
-        `the target database is not empty (${plural(present!.profiles, "profile")}, ${
-          plural(present!.credentials, "credential")
+        `the target database is not empty (${plural(present.profiles, "profile")}, ${
+          plural(present.credentials, "credential")
         }); --merge adds what is missing`
       )
     }
 
     // Only live credentials (their digests, their tokens) depend on the target's keys: with none,
     // replacing its keys breaks nothing.
-    const keysReplaceable = present!.live === 0
+    const keysReplaceable = present.live === 0
     const replacedKeys: Array<string> = []
     let restartNeeded = false
     let keys = 0
@@ -140,7 +190,7 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
 
     for (const key of tables.server_keys) {
       if (key.name === SIGNING_KEY_NAME && !legacyKeyWanted) continue
-      const [existing] = yield* sql`SELECT value FROM server_keys WHERE name = ${key.name}`.pipe(decodeRows(ValueRow))
+      const existing = Option.getOrUndefined(yield* statements.serverKey(key.name))
       if (existing?.value === key.value) continue
       if (existing !== undefined) {
         // The legacy signing key was compared with the target's whole signing key set above.
@@ -164,12 +214,12 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
     /** Inserted (true), or already there with the same content (false); otherwise a conflict naming the row. */
     const insertOrMatch = (
       row: string,
-      insert: Effect.Effect<ReadonlyArray<unknown>, unknown>,
-      compare: Effect.Effect<ReadonlyArray<unknown>, unknown>
+      insert: Effect.Effect<ReadonlyArray<unknown>, SqlError>,
+      compare: Effect.Effect<ReadonlyArray<unknown>, SqlError>
     ) =>
       Effect.gen(function*() {
         if ((yield* insert).length > 0) return true
-        const [same] = yield* compare.pipe(decodeRows(SameRow))
+        const same = Option.getOrUndefined(yield* statements.sameColumns(compare))
         const different = Object.entries(same ?? {}).filter(([, equal]) => equal !== true).map(([column]) => column)
         if (different.length > 0) {
           return yield* refuse(`${row} exists in the target with another ${different.join(", ")} (a conflict)`)
@@ -232,22 +282,11 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
         if (r.deleted_at !== null) deletedCredentials++
         continue
       }
-      // Present alike: a deletion on either side stays one (revocation is never undone by an import).
-      const [update] = yield* sql`
-        WITH before AS (SELECT deleted_at FROM credentials WHERE client_id = ${r.client_id})
-        UPDATE credentials SET last_used_at = GREATEST(last_used_at, ${r.last_used_at}::timestamptz),
-                               deleted_at = LEAST(deleted_at, ${r.deleted_at}::timestamptz)
-        WHERE client_id = ${r.client_id}
-        RETURNING ((SELECT deleted_at FROM before) IS NULL AND deleted_at IS NOT NULL) AS revoked`.pipe(
-        decodeRows(RevokedRow)
-      )
-      if (update?.revoked === true) revoked++
+      const update = yield* statements.mergeUse(r)
+      if (Option.exists(update, ({ revoked }) => revoked)) revoked++
     }
 
-    const [overLimit] = yield* sql`
-      SELECT profile, environment, service_uuid, count(*)::int AS live FROM credentials WHERE deleted_at IS NULL
-      GROUP BY profile, environment, service_uuid HAVING count(*) > 2
-      ORDER BY profile, environment, service_uuid LIMIT 1`.pipe(decodeRows(LiveRow))
+    const overLimit = Option.getOrUndefined(yield* statements.overLimit(undefined))
     if (overLimit !== undefined) {
       return yield* refuse(
         `service ${serviceKey(overLimit.profile, overLimit.environment, overLimit.service_uuid)} would have ${overLimit.live} ` +
@@ -257,7 +296,7 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
 
     // The history: the file's events the target does not hold yet (as it was before this import,
     // so that identical events within the file all count), appended in the file's order.
-    const [{ last }] = yield* sql`SELECT coalesce(max(id), 0)::text AS last FROM audit_events`.pipe(decodeRows(LastRow))
+    const { last } = yield* statements.lastEvent(undefined)
     let auditEvents = 0
     for (const e of tables.audit_events) {
       const details = e.details === null ? null : JSON.stringify(e.details)
@@ -286,6 +325,9 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
     }
     return { summary, version }
   }).pipe(
+    // A row of another shape, or no row where one always is: a bug, not the file's fault.
+    parseFailureIsDefect,
+    Effect.catchTag("NoSuchElementException", Effect.die),
     catalogueWriteWith(sql),
     Effect.tap(({ version }) => awaitCacheAcknowledgement(version)),
     Effect.map(({ summary }) => summary)

@@ -1,9 +1,9 @@
 /** On an import, the target's signing keys against the file's: replaced as one set, or the same. */
-import { SqlClient } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
 import { isSealed } from "../auth/KeyEncryption.js"
 import { importSigningKey, SIGNING_KEY_NAME } from "../auth/SigningKeyMaterial.js"
-import { decodeRows } from "../storage/Rows.js"
+import { parseFailureIsDefect } from "../storage/Rows.js"
 import type { ExportedTables } from "./ExportRows.js"
 
 const SameRow = Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.Boolean) })
@@ -22,8 +22,27 @@ const LegacyRow = Schema.Struct({ value: Schema.String })
 export const compareSigningKeys = (tables: ExportedTables) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const target = (yield* sql`SELECT kid FROM signing_keys ORDER BY position`.pipe(decodeRows(KidRow))).map((r) => r.kid)
-    const [targetLegacy] = yield* sql`SELECT value FROM server_keys WHERE name = ${SIGNING_KEY_NAME}`.pipe(decodeRows(LegacyRow))
+    const kids = SqlSchema.findAll({
+      Request: Schema.Void,
+      Result: KidRow,
+      execute: () => sql`SELECT kid FROM signing_keys ORDER BY position`
+    })
+    const legacyKey = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: LegacyRow,
+      execute: (name) => sql`SELECT value FROM server_keys WHERE name = ${name}`
+    })
+    const sameKey = SqlSchema.findOne({
+      Request: Schema.Struct({ kid: Schema.String, public_jwk: Schema.String, created_at: Schema.String, active_from: Schema.String }),
+      Result: SameRow,
+      execute: (key) =>
+        sql`SELECT public_jwk = ${key.public_jwk}::jsonb AS public_jwk,
+                   created_at = ${key.created_at}::timestamptz AS created_at,
+                   active_from = ${key.active_from}::timestamptz AS active_from
+            FROM signing_keys WHERE kid = ${key.kid}`
+    })
+    const target = (yield* kids(undefined).pipe(parseFailureIsDefect)).map((r) => r.kid)
+    const targetLegacy = Option.getOrUndefined(yield* legacyKey(SIGNING_KEY_NAME).pipe(parseFailureIsDefect))
     const targetHasRows = target.length > 0
     const answer = (difference: string | undefined) => ({ targetHasRows, difference })
     if (!targetHasRows && targetLegacy === undefined) return answer("none")
@@ -49,11 +68,14 @@ export const compareSigningKeys = (tables: ExportedTables) =>
       )
     }
     for (const [index, key] of file.entries()) {
-      const [same] = yield* sql`
-        SELECT public_jwk = ${JSON.stringify(key.public_jwk)}::jsonb AS public_jwk,
-               created_at = ${key.created_at}::timestamptz AS created_at,
-               active_from = ${key.active_from}::timestamptz AS active_from
-        FROM signing_keys WHERE kid = ${key.kid}`.pipe(decodeRows(SameRow))
+      const same = Option.getOrUndefined(
+        yield* sameKey({
+          kid: key.kid,
+          public_jwk: JSON.stringify(key.public_jwk),
+          created_at: key.created_at,
+          active_from: key.active_from
+        }).pipe(parseFailureIsDefect)
+      )
       const different = Object.entries(same ?? {}).filter(([, equal]) => equal !== true).map(([column]) => column)
       if (different.length > 0) return answer(`key ${key.kid} has another ${different.join(", ")}`)
       if (target[index] !== key.kid) return answer("the keys were added in another order")

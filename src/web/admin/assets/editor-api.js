@@ -17,6 +17,7 @@ export class ApiError extends Error {
 /** One call; resolves to `{ status, data }` on 2xx, rejects with an ApiError otherwise. */
 export async function api(method, path, body, token) {
   const headers = { Accept: "application/json", Authorization: `Bearer ${token ?? state.token ?? ""}` }
+  /** @type {RequestInit} */
   const init = { method, headers, cache: "no-store", credentials: "omit", redirect: "error" }
   if (body !== undefined) {
     headers["Content-Type"] = "application/json"

@@ -3,8 +3,9 @@
  * and the two aria-live regions (alert and status) that exist from page load.
  */
 
-export const NAME_PATTERN = "[A-Za-z0-9][A-Za-z0-9._\\-]{0,127}"
-export const NAME_HINT = "Letters, digits, '.', '_' or '-', starting with a letter or digit (at most 128)."
+import { NAME_INPUT_PATTERN, NAME_MAX_LENGTH } from "./Limits.js"
+
+export const NAME_HINT = `Letters, digits, '.', '_' or '-', starting with a letter or digit (at most ${NAME_MAX_LENGTH}).`
 
 let uid = 0
 /** A fresh id for elements that only need to be unique on the page. */
@@ -53,8 +54,8 @@ export function identifierField(id, name, hintId) {
     name,
     type: "text",
     required: true,
-    pattern: NAME_PATTERN,
-    maxlength: "128",
+    pattern: NAME_INPUT_PATTERN,
+    maxlength: String(NAME_MAX_LENGTH),
     autocomplete: "off",
     spellcheck: "false",
     autocapitalize: "off",
@@ -90,7 +91,7 @@ export function focusEl(el) {
 export function focusKey(...keys) {
   for (const key of keys) {
     if (!key) continue
-    const el = document.querySelector(`[data-focus="${CSS.escape(key)}"]`)
+    const el = /** @type {HTMLButtonElement | null} */ (document.querySelector(`[data-focus="${CSS.escape(key)}"]`))
     if (el && !el.disabled && focusEl(el)) return true
   }
   return false

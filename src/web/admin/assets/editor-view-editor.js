@@ -141,12 +141,12 @@ export function renderEditor() {
     const value = keptValue(el)
     if (el.id && value !== rendered.get(el)) kept.set(el.id, value)
   }
-  const active = document.activeElement
+  const active = /** @type {HTMLElement | null} */ (document.activeElement)
   const activeId = active && active !== document.body ? active.id : ""
   const activeKey = active && active.dataset ? active.dataset.focus : undefined
   replaceContent(main(), ...content)
   for (const [id, value] of kept) {
-    const el = document.getElementById(id)
+    const el = /** @type {any} */ (document.getElementById(id))
     if (!el || !el.hasAttribute("data-keep")) continue
     if (el.tagName === "DETAILS") el.open = value
     else if (el.tagName === "SELECT" && !Array.from(el.options).some((o) => o.value === value)) continue

@@ -4,6 +4,7 @@
 import { api } from "./editor-api.js"
 import { announce, clearMessages, focusEl, focusKey, h, identifierField, NAME_HINT } from "./editor-dom.js"
 import { fail } from "./editor-router.js"
+import { SERVICE_NAME_MAX_LENGTH } from "./Limits.js"
 import { enc, profilePath, state } from "./editor-state.js"
 import { reloadProfile } from "./editor-view-editor.js"
 import { AUTH_LABELS } from "./editor-view-service.js"
@@ -44,7 +45,7 @@ export function addForms(doc) {
     name: "name",
     type: "text",
     required: true,
-    maxlength: "200",
+    maxlength: String(SERVICE_NAME_MAX_LENGTH),
     autocomplete: "off",
     disabled: !hasEnvs,
     "data-keep": true

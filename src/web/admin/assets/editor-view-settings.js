@@ -8,6 +8,7 @@ import { headerLines, serviceUpdate } from "./editor-changes.js"
 import { openDialog } from "./editor-dialog.js"
 import { announce, clearMessages, focusEl, focusKey, h } from "./editor-dom.js"
 import { fail } from "./editor-router.js"
+import { SERVICE_NAME_MAX_LENGTH, UPSTREAM_URL_MAX_LENGTH } from "./Limits.js"
 import { enc, profilePath, state } from "./editor-state.js"
 import { reloadProfile } from "./editor-view-editor.js"
 import { serviceLabel } from "./editor-view-service.js"
@@ -24,7 +25,7 @@ export function serviceSettings(envName, service) {
     name: "name",
     type: "text",
     required: true,
-    maxlength: "200",
+    maxlength: String(SERVICE_NAME_MAX_LENGTH),
     autocomplete: "off",
     value: service.name,
     "data-keep": true
@@ -33,7 +34,7 @@ export function serviceSettings(envName, service) {
     id: id("url"),
     name: "url",
     type: "url",
-    maxlength: "2048",
+    maxlength: String(UPSTREAM_URL_MAX_LENGTH),
     autocomplete: "off",
     spellcheck: "false",
     placeholder: "https://",

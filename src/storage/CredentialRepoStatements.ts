@@ -1,0 +1,212 @@
+/**
+ * The statements of `CredentialRepoSql` that answer rows, each declared with `SqlSchema`: what it
+ * is given and the schema of its rows, so that rows are decoded, never cast. Both drivers
+ * (node-postgres and PGlite) return `timestamptz` as a `Date` and `jsonb` parsed, as the row schemas
+ * say. A row that does not match is a bug: the repository makes it a defect (`parseFailureIsDefect`).
+ */
+import { type SqlClient, SqlSchema } from "@effect/sql"
+import { Schema } from "effect"
+import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import { AuthType, StoredHandler } from "../domain/Models.js"
+
+export const ServiceRow = Schema.Struct({
+  environment: EnvironmentName,
+  uuid: ServiceUuid,
+  name: Schema.String,
+  auth_type: AuthType,
+  handler: StoredHandler
+})
+export type ServiceRow = typeof ServiceRow.Type
+
+export const CredentialRow = Schema.Struct({
+  environment: EnvironmentName,
+  service_uuid: ServiceUuid,
+  client_id: ClientId,
+  created_at: Schema.DateFromSelf,
+  last_used_at: Schema.NullOr(Schema.DateFromSelf)
+})
+export type CredentialRow = typeof CredentialRow.Type
+
+const ProfileRow = Schema.Struct({ profile: ProfileId, created_at: Schema.DateFromSelf })
+const CreatedAtRow = Schema.Struct({ created_at: Schema.DateFromSelf })
+const NameRow = Schema.Struct({ name: EnvironmentName })
+const ClientIdRow = Schema.Struct({ client_id: ClientId })
+const CountsRow = Schema.Struct({
+  profiles: Schema.Number,
+  environments: Schema.Number,
+  services: Schema.Number,
+  credentials: Schema.Number
+})
+const RemovedRow = Schema.Struct({ environment: Schema.String, service_uuid: Schema.String, client_id: Schema.String })
+
+const TokenTargetRow = Schema.Struct({
+  auth_type: AuthType,
+  client_id: Schema.NullOr(ClientId),
+  secret_hash: Schema.NullOr(Schema.String),
+  last_used_at: Schema.NullOr(Schema.DateFromSelf)
+})
+
+const ServiceRouteRow = Schema.Struct({
+  auth_type: AuthType,
+  handler: StoredHandler,
+  credential_live: Schema.Boolean
+})
+
+/** A service of a page of the live catalogue, with one of its live credentials (or none). */
+export const LiveRow = Schema.Struct({
+  profile: ProfileId,
+  environment: EnvironmentName,
+  uuid: ServiceUuid,
+  auth_type: AuthType,
+  handler: StoredHandler,
+  client_id: Schema.NullOr(ClientId),
+  secret_hash: Schema.NullOr(Schema.String),
+  last_used_at: Schema.NullOr(Schema.DateFromSelf)
+})
+
+/** What the statements are given: plain text (the branded identifiers were checked on the way in). */
+const ProfileKey = Schema.String
+const AddressKey = Schema.Struct({ profile: Schema.String, environment: Schema.String, uuid: Schema.String })
+const ServiceKey = Schema.Struct({ profile: Schema.String, environment: Schema.String, service_uuid: Schema.String })
+/** A hot read's address and the client id asked about ("" when none was given: it matches no credential). */
+const CredentialLookup = Schema.Struct({ ...AddressKey.fields, client_id: Schema.String })
+const Tombstoning = Schema.Struct({
+  now: Schema.DateFromSelf,
+  profile: Schema.String,
+  environment: Schema.optional(Schema.String),
+  uuid: Schema.optional(Schema.String)
+})
+const LivePage = Schema.Struct({
+  scope: Schema.optional(Schema.Array(Schema.String)),
+  after: Schema.optional(AddressKey),
+  limit: Schema.Number
+})
+
+
+/** The statements, on one connection pool or transaction-aware client. */
+export const credentialStatements = (sql: SqlClient.SqlClient) => ({
+  tombstone: SqlSchema.findAll({
+    Request: Tombstoning,
+    Result: RemovedRow,
+    execute: ({ environment, now, profile, uuid }) =>
+      sql`UPDATE credentials SET deleted_at = ${now}
+          WHERE profile = ${profile} AND deleted_at IS NULL
+          ${environment === undefined ? sql`` : sql`AND environment = ${environment}`}
+          ${uuid === undefined ? sql`` : sql`AND service_uuid = ${uuid}`}
+          RETURNING environment, service_uuid, client_id`
+  }),
+  countRows: SqlSchema.single({
+    Request: Schema.Void,
+    Result: CountsRow,
+    execute: () =>
+      sql`SELECT
+        (SELECT count(*) FROM profiles)::int AS profiles,
+        (SELECT count(*) FROM environments)::int AS environments,
+        (SELECT count(*) FROM services)::int AS services,
+        (SELECT count(*) FROM credentials WHERE deleted_at IS NULL)::int AS credentials`
+  }),
+  profileRows: SqlSchema.findAll({
+    Request: Schema.Void,
+    Result: ProfileRow,
+    execute: () => sql`SELECT profile, created_at FROM profiles ORDER BY profile`
+  }),
+  profileCreatedAt: SqlSchema.findOne({
+    Request: ProfileKey,
+    Result: CreatedAtRow,
+    execute: (profile) => sql`SELECT created_at FROM profiles WHERE profile = ${profile}`
+  }),
+  environmentNames: SqlSchema.findAll({
+    Request: ProfileKey,
+    Result: NameRow,
+    execute: (profile) => sql`SELECT name FROM environments WHERE profile = ${profile} ORDER BY name`
+  }),
+  profileServices: SqlSchema.findAll({
+    Request: ProfileKey,
+    Result: ServiceRow,
+    execute: (profile) =>
+      sql`SELECT environment, uuid, name, auth_type, handler FROM services WHERE profile = ${profile} ORDER BY position`
+  }),
+  profileCredentials: SqlSchema.findAll({
+    Request: ProfileKey,
+    Result: CredentialRow,
+    execute: (profile) =>
+      sql`SELECT environment, service_uuid, client_id, created_at, last_used_at FROM credentials
+          WHERE profile = ${profile} AND deleted_at IS NULL ORDER BY position`
+  }),
+  serviceRows: SqlSchema.findAll({
+    Request: AddressKey,
+    Result: ServiceRow,
+    execute: ({ environment, profile, uuid }) =>
+      sql`SELECT environment, uuid, name, auth_type, handler FROM services
+          WHERE profile = ${profile} AND environment = ${environment} AND uuid = ${uuid}`
+  }),
+  serviceCredentials: SqlSchema.findAll({
+    Request: AddressKey,
+    Result: CredentialRow,
+    execute: ({ environment, profile, uuid }) =>
+      sql`SELECT environment, service_uuid, client_id, created_at, last_used_at FROM credentials
+          WHERE profile = ${profile} AND environment = ${environment} AND service_uuid = ${uuid} AND deleted_at IS NULL
+          ORDER BY position`
+  }),
+  liveClientIds: SqlSchema.findAll({
+    Request: ServiceKey,
+    Result: ClientIdRow,
+    execute: ({ environment, profile, service_uuid }) =>
+      sql`SELECT client_id FROM credentials
+          WHERE profile = ${profile} AND environment = ${environment} AND service_uuid = ${service_uuid}
+            AND deleted_at IS NULL`
+  }),
+  tokenTarget: SqlSchema.findOne({
+    Request: CredentialLookup,
+    Result: TokenTargetRow,
+    execute: ({ client_id, environment, profile, uuid }) =>
+      sql`
+        SELECT s.auth_type, c.client_id, c.secret_hash, c.last_used_at
+        FROM services s
+        LEFT JOIN credentials c
+          ON c.client_id = ${client_id} AND c.profile = s.profile AND c.environment = s.environment
+         AND c.service_uuid = s.uuid AND c.deleted_at IS NULL
+        WHERE s.profile = ${profile} AND s.environment = ${environment} AND s.uuid = ${uuid}`
+  }),
+  serviceRoute: SqlSchema.findOne({
+    Request: CredentialLookup,
+    Result: ServiceRouteRow,
+    execute: ({ client_id, environment, profile, uuid }) =>
+      sql`
+        SELECT s.auth_type, s.handler, EXISTS (
+          SELECT 1 FROM credentials c
+          WHERE c.client_id = ${client_id} AND c.profile = s.profile
+            AND c.environment = s.environment AND c.service_uuid = s.uuid AND c.deleted_at IS NULL
+        ) AS credential_live
+        FROM services s
+        WHERE s.profile = ${profile} AND s.environment = ${environment} AND s.uuid = ${uuid}`
+  }),
+  // Services first (a page of the primary key's order), then their live credentials by the
+  // index of live credentials by service.
+  // Services first (a page of the primary key's order), then each one's live credentials by the
+  // index of live credentials by service: a lateral lookup per service (`OFFSET 0` keeps it one),
+  // whatever the planner believes. Without statistics (PGlite never analyzes; a fresh import) a
+  // plain join sorted every live credential for each page: 4 s a page at 100,000 credentials.
+  livePage: SqlSchema.findAll({
+    Request: LivePage,
+    Result: LiveRow,
+    execute: ({ after, limit, scope }) =>
+      sql`
+        WITH page AS (
+          SELECT profile, environment, uuid, auth_type, handler FROM services
+          WHERE true
+          ${scope === undefined ? sql`` : sql`AND profile = ${scope[0]}`}
+          ${scope === undefined || scope.length < 2 ? sql`` : sql`AND environment = ${scope[1]}`}
+          ${scope === undefined || scope.length < 3 ? sql`` : sql`AND uuid = ${scope[2]}`}
+          ${after === undefined ? sql`` : sql`AND (profile, environment, uuid) > (${after.profile}, ${after.environment}, ${after.uuid})`}
+          ORDER BY profile, environment, uuid
+          LIMIT ${limit})
+        SELECT p.profile, p.environment, p.uuid, p.auth_type, p.handler, c.client_id, c.secret_hash, c.last_used_at
+        FROM page p
+        LEFT JOIN LATERAL (
+          SELECT client_id, secret_hash, last_used_at FROM credentials
+          WHERE profile = p.profile AND environment = p.environment AND service_uuid = p.uuid AND deleted_at IS NULL
+          OFFSET 0) c ON true
+        ORDER BY p.profile, p.environment, p.uuid`
+  })
+})
