@@ -10,14 +10,14 @@ import { defineConfig } from "vitest/config"
  *   layers). Most of such a file's CPU used to be loading Effect and the sources again for every
  *   file; these files share worker threads and their loaded modules (`isolate: false`), so each
  *   worker loads them once. Such a file must leave no module state behind that another could see.
- * - **processes**: files that start real servers or CLIs (they import `child_process` or
- *   `support/ServerProcess`), and files that say `@vitest-isolate` because they inspect module
- *   state (what a start has built). Each gets a fresh process, as before; most of their time is
- *   spent waiting on their children.
+ * - **processes**: files that start real servers or CLIs (they import `child_process`,
+ *   `support/ServerProcess` or `support/CliProcess`), and files that say `@vitest-isolate`
+ *   because they inspect module state (what a start has built). Each gets a fresh process, as
+ *   before; most of their time is spent waiting on their children.
  */
 const TEST_DIR = new URL("./test/", import.meta.url)
 const needsOwnProcess = (source: string) =>
-  /from "node:child_process"|support\/ServerProcess|@vitest-isolate/.test(source)
+  /from "node:child_process"|support\/(ServerProcess|CliProcess)|@vitest-isolate/.test(source)
 const files = readdirSync(TEST_DIR).filter((name) => name.endsWith(".test.ts"))
 const ownProcess = files.filter((name) => needsOwnProcess(readFileSync(new URL(name, TEST_DIR), "utf8")))
 const shared = files.filter((name) => !ownProcess.includes(name))

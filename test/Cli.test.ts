@@ -1,200 +1,38 @@
 /**
  * The admin CLI as an operator runs it: the built `dist/cli.mjs` (the package's bin) in a child
- * process, against one real server for the whole file (PostgreSQL at TEST_DATABASE_URL when set,
- * otherwise the embedded database in a temporary data directory). Exit codes, stdout and stderr
- * are asserted as a script would read them.
+ * process, against one real server for the whole file (test/support/CliProcess.ts). Exit codes,
+ * stdout and stderr are asserted as a script would read them. A credential's whole life is in
+ * test/CliCredentials.test.ts, beside this file.
  */
 import { randomUUID } from "node:crypto"
-import { spawn, spawnSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { it as effect } from "@effect/vitest"
 import { Duration, Effect, Either, Fiber, Option, TestClock } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import type { AdminClientShape } from "../src/cli/AdminClient.js"
 import { ServerUnreachable } from "../src/cli/AdminClient.js"
 import { waitUntilIdle } from "../src/cli/Rotation.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
-import { TEST_DATABASE_URL } from "./support/Databases.js"
-import { freePort, type ServerProcess, startServer } from "./support/ServerProcess.js"
-
-const ROOT = fileURLToPath(new URL("../", import.meta.url))
-const CLI = join(ROOT, "dist", "cli.mjs")
-const ADMIN_TOKEN = "cli-test-admin-token"
-/** script(1) (util-linux) gives the prompt test a pseudo-terminal. */
-const HAS_SCRIPT = spawnSync("script", ["--version"], { stdio: "ignore" }).status === 0
-
-interface Run {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-let server: ServerProcess
-let dataDir: string | undefined
-
-/** `service-auth ...` with stdin not a terminal (closed), as in a script or CI. */
-const cli = (args: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>> = {}) =>
-  new Promise<Run>((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      cwd: ROOT,
-      env: { ...process.env, ADMIN_TOKEN, SERVICE_AUTH_URL: server?.base, ...env },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()))
-    // A command that waits for input it cannot get would hang the test: fail it instead.
-    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000)
-    child.once("error", reject)
-    child.once("close", (code) => {
-      clearTimeout(timer)
-      resolve({ code, stdout, stderr })
-    })
-  })
-
-/** A command that must succeed; its stdout parsed as the one JSON document it printed. */
-const cliJson = async (args: ReadonlyArray<string>): Promise<any> => {
-  const run = await cli([...args, "--json"])
-  expect(run.code, run.stderr).toBe(0)
-  return JSON.parse(run.stdout)
-}
-
-const tokenRequest = (fields: Record<string, string>) =>
-  fetch(`${server.base}/oauth/token`, {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({ grant_type: "client_credentials", ...fields })
-  })
-
-const uniqueProfile = () => `cli-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
-
-/**
- * A test's deadline: each runs ten to twenty CLI processes (a node start each, a few seconds apiece
- * when both cores are busy) against the server. A deadline for a hang, not a speed limit.
- */
-const CLI_TEST_DEADLINE_MS = 480_000
+import {
+  ADMIN_TOKEN,
+  type Run,
+  CLI,
+  CLI_TEST_DEADLINE_MS,
+  cli,
+  cliJson,
+  HAS_SCRIPT,
+  ROOT,
+  server,
+  uniqueProfile,
+  useCliServer
+} from "./support/CliProcess.js"
+import { freePort } from "./support/ServerProcess.js"
 
 describe("service-auth admin CLI", () => {
-  beforeAll(async () => {
-    const storage: Record<string, string> = TEST_DATABASE_URL === undefined
-      ? { DATA_DIR: join((dataDir = mkdtempSync(join(tmpdir(), "service-auth-cli-"))), "data") }
-      : { DATABASE_URL: TEST_DATABASE_URL }
-    // A fresh embedded database runs initdb first: seconds alone, over a minute on a loaded machine.
-    server = await startServer({ ADMIN_TOKEN, ...storage }, { healthTimeoutMs: 170_000 })
-  }, 180_000)
-
-  afterAll(async () => {
-    await server?.stop()
-    if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true })
-  })
-
-  it("takes a credential through its whole life", async () => {
-    const profile = uniqueProfile()
-    const target = (uuid: string) => [profile, "production", uuid]
-
-    const created = await cli(["profiles", "create", profile])
-    expect(created).toMatchObject({ code: 0, stdout: `created profile ${profile}\n` })
-    expect((await cli(["profiles", "create", profile])).stdout).toContain("already exists")
-    const listed = await cli(["profiles", "list"])
-    expect(listed.code).toBe(0)
-    expect(listed.stdout).toMatch(/^PROFILE +CREATED\n/)
-    expect(listed.stdout).toMatch(new RegExp(`^${profile} +\\d{4}-\\d\\d-\\d\\dT`, "m"))
-    expect((await cliJson(["profiles", "list"])).profiles).toContainEqual(
-      expect.objectContaining({ profile, created_at: expect.any(String) })
-    )
-
-    expect(await cliJson(["environments", "create", profile, "production"])).toEqual({ name: "production", services: [] })
-
-    const service = await cliJson(["services", "create", profile, "production", "--auth-type", "oauth", "--name", "billing"])
-    expect(service).toMatchObject({ name: "billing", auth_type: "oauth", handler: { type: "echo" }, credentials: [] })
-    const uuid: string = service.uuid
-    const services = await cli(["services", "list", profile, "production"])
-    expect(services.code).toBe(0)
-    expect(services.stdout).toMatch(new RegExp(`^${uuid} +billing +oauth +echo +0$`, "m"))
-    expect((await cliJson(["services", "list", profile, "production"])).services).toEqual([service])
-
-    // credentials add: the secret is printed once, and works.
-    const first = await cli(["credentials", "add", ...target(uuid)])
-    expect(first.code, first.stderr).toBe(0)
-    const firstId = /^client_id +(svc_[0-9a-f]{32})$/m.exec(first.stdout)![1]!
-    const firstSecret = /^client_secret +(\S+)$/m.exec(first.stdout)![1]!
-    expect(first.stderr).toContain("shown once")
-    const tokenFor = (clientId: string, secret: string) =>
-      tokenRequest({ client_id: clientId, client_secret: secret, profile, environment: "production", service_uuid: uuid })
-    const firstToken = await tokenFor(firstId, firstSecret)
-    expect(firstToken.status).toBe(200)
-    expect(await firstToken.json()).toMatchObject({ token_type: "Bearer", expires_in: 3600 })
-
-    // credentials list: never a secret.
-    const credentials = await cli(["credentials", "list", ...target(uuid)])
-    expect(credentials.code).toBe(0)
-    expect(credentials.stdout).toMatch(new RegExp(`^${firstId} +\\S+Z +\\d{4}-\\d\\d-\\d\\dT\\S+Z$`, "m"))
-    expect(credentials.stdout + credentials.stderr).not.toContain(firstSecret)
-    const credentialsJson = await cliJson(["credentials", "list", ...target(uuid)])
-    expect(credentialsJson).toEqual({
-      credentials: [{ client_id: firstId, created_at: expect.any(String), last_used_at: expect.any(String) }]
-    })
-    expect(JSON.stringify(credentialsJson)).not.toContain(firstSecret)
-
-    // rotate --force: the new credential printed (with its secret), the old one removed at once.
-    const forced = await cli(["rotate", ...target(uuid), firstId, "--force", "--json"])
-    expect(forced.code, forced.stderr).toBe(0)
-    const second = JSON.parse(forced.stdout)
-    expect(second).toEqual({
-      client_id: expect.stringMatching(/^svc_[0-9a-f]{32}$/),
-      client_secret: expect.any(String),
-      created_at: expect.any(String),
-      replaces: firstId
-    })
-    expect(forced.stderr).toContain(`removed ${firstId}`)
-    expect((await tokenFor(firstId, firstSecret)).status).toBe(401)
-    expect(await (await tokenFor(firstId, firstSecret)).json()).toMatchObject({ error: "invalid_client" })
-    expect((await tokenFor(second.client_id, second.client_secret)).status).toBe(200)
-
-    // rotate --idle: waits until last_used_at has not moved for the idle time, then removes the old one.
-    const started = Date.now()
-    const waited = await cli(["rotate", ...target(uuid), second.client_id, "--idle", "2s", "--poll", "300ms", "--json"])
-    expect(waited.code, waited.stderr).toBe(0)
-    expect(Date.now() - started).toBeGreaterThanOrEqual(2_000)
-    const third = JSON.parse(waited.stdout)
-    expect(third).toMatchObject({ client_id: expect.stringMatching(/^svc_/), replaces: second.client_id })
-    expect(waited.stderr).toContain("updated at most once a minute") // the warning about a short --idle
-    expect(waited.stderr).toContain(`waiting until ${second.client_id} has not been used for 2s`)
-    expect(waited.stderr).toContain(`removed ${second.client_id}`)
-    expect(await (await tokenFor(second.client_id, second.client_secret)).json()).toMatchObject({ error: "invalid_client" })
-    expect((await tokenFor(third.client_id, third.client_secret)).status).toBe(200)
-    expect((await cliJson(["credentials", "list", ...target(uuid)])).credentials.map((c: any) => c.client_id)).toEqual([
-      third.client_id
-    ])
-    // Secrets appear only where they were generated.
-    expect((await cli(["services", "list", profile, "production", "--json"])).stdout).not.toContain(third.client_secret)
-
-    // remove without --yes and without a terminal: refused at once, nothing removed.
-    const asked = Date.now()
-    const refused = await cli(["credentials", "remove", ...target(uuid), third.client_id])
-    // Refused, not waiting for input (that would end at cli()'s kill deadline, with no exit code).
-    console.info(`remove without --yes refused in ${Date.now() - asked} ms`)
-    expect(refused.code).toBe(1)
-    expect(refused.stdout).toBe("")
-    expect(refused.stderr).toContain("pass --yes")
-    expect((await tokenFor(third.client_id, third.client_secret)).status).toBe(200)
-
-    const removed = await cli(["credentials", "remove", ...target(uuid), third.client_id, "--yes", "--json"])
-    expect(removed.code, removed.stderr).toBe(0)
-    expect(JSON.parse(removed.stdout)).toMatchObject({ client_id: third.client_id, deleted: true })
-    expect((await tokenFor(third.client_id, third.client_secret)).status).toBe(401)
-    expect(await cliJson(["credentials", "list", ...target(uuid)])).toEqual({ credentials: [] })
-
-    expect((await cli(["services", "delete", ...target(uuid)])).code).toBe(0)
-    const environmentDeleted = await cli(["environments", "delete", profile, "production"])
-    expect(environmentDeleted.code, environmentDeleted.stderr).toBe(0)
-    expect(await cliJson(["profiles", "delete", profile])).toEqual({ profile, deleted: true })
-    expect((await cliJson(["profiles", "list"])).profiles.map((p: any) => p.profile)).not.toContain(profile)
-  }, CLI_TEST_DEADLINE_MS)
+  useCliServer()
 
   it("creates a proxy service with a timeout and static headers read from the environment, never printing a value", async () => {
     const profile = uniqueProfile()
@@ -264,35 +102,6 @@ describe("service-auth admin CLI", () => {
     const refused = await cli(["audit", "list", "--limit", "0"])
     expect(refused.code).toBe(1)
     expect(refused.stderr).toBe("service-auth: limit: limit must be an integer from 1 to 500\n")
-    await cliJson(["profiles", "delete", profile])
-  }, CLI_TEST_DEADLINE_MS)
-
-  it("rotate refuses an unknown credential and a full service, changing nothing", async () => {
-    const profile = uniqueProfile()
-    await cliJson(["profiles", "create", profile])
-    await cliJson(["environments", "create", profile, "production"])
-    const { uuid } = await cliJson(["services", "create", profile, "production"])
-    const target = [profile, "production", uuid]
-    const unknown = await cli(["rotate", ...target, `svc_${"0".repeat(32)}`, "--force"])
-    expect(unknown.code).toBe(1)
-    expect(unknown.stdout).toBe("")
-    expect(unknown.stderr).toContain("nothing was changed")
-    const a = await cliJson(["credentials", "add", ...target])
-    await cliJson(["credentials", "add", ...target])
-    const full = await cli(["rotate", ...target, a.client_id, "--force"])
-    expect(full.code).toBe(1)
-    expect(full.stdout).toBe("")
-    // The server's own error_description, as the admin API answers it.
-    const direct = await fetch(`${server.base}/admin/profiles/${profile}/environments/production/services/${uuid}/credentials`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}` }
-    })
-    expect(direct.status).toBe(409)
-    expect(full.stderr).toBe(`service-auth: ${(await direct.json()).error_description}\n`)
-    expect((await cliJson(["credentials", "list", ...target])).credentials).toHaveLength(2)
-    const both = await cli(["rotate", ...target, a.client_id, "--force", "--idle", "1m"])
-    expect(both.code).toBe(1)
-    expect(both.stderr).toContain("--force and --idle exclude each other")
     await cliJson(["profiles", "delete", profile])
   }, CLI_TEST_DEADLINE_MS)
 

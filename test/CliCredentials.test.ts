@@ -1,0 +1,153 @@
+/**
+ * A credential's whole life through the admin CLI, and rotate's refusals: the built CLI in child
+ * processes against one real server (test/support/CliProcess.ts). Apart from test/Cli.test.ts so
+ * that the two files' CLI runs go side by side.
+ */
+import { describe, expect, it } from "vitest"
+import {
+  ADMIN_TOKEN,
+  CLI_TEST_DEADLINE_MS,
+  cli,
+  cliJson,
+  server,
+  tokenRequest,
+  uniqueProfile,
+  useCliServer
+} from "./support/CliProcess.js"
+
+describe("service-auth admin CLI", () => {
+  useCliServer()
+
+  it("takes a credential through its whole life", async () => {
+    const profile = uniqueProfile()
+    const target = (uuid: string) => [profile, "production", uuid]
+
+    const created = await cli(["profiles", "create", profile])
+    expect(created).toMatchObject({ code: 0, stdout: `created profile ${profile}\n` })
+    expect((await cli(["profiles", "create", profile])).stdout).toContain("already exists")
+    const listed = await cli(["profiles", "list"])
+    expect(listed.code).toBe(0)
+    expect(listed.stdout).toMatch(/^PROFILE +CREATED\n/)
+    expect(listed.stdout).toMatch(new RegExp(`^${profile} +\\d{4}-\\d\\d-\\d\\dT`, "m"))
+    expect((await cliJson(["profiles", "list"])).profiles).toContainEqual(
+      expect.objectContaining({ profile, created_at: expect.any(String) })
+    )
+
+    expect(await cliJson(["environments", "create", profile, "production"])).toEqual({ name: "production", services: [] })
+
+    const service = await cliJson(["services", "create", profile, "production", "--auth-type", "oauth", "--name", "billing"])
+    expect(service).toMatchObject({ name: "billing", auth_type: "oauth", handler: { type: "echo" }, credentials: [] })
+    const uuid: string = service.uuid
+    const services = await cli(["services", "list", profile, "production"])
+    expect(services.code).toBe(0)
+    expect(services.stdout).toMatch(new RegExp(`^${uuid} +billing +oauth +echo +0$`, "m"))
+    expect((await cliJson(["services", "list", profile, "production"])).services).toEqual([service])
+
+    // credentials add: the secret is printed once, and works.
+    const first = await cli(["credentials", "add", ...target(uuid)])
+    expect(first.code, first.stderr).toBe(0)
+    const firstId = /^client_id +(svc_[0-9a-f]{32})$/m.exec(first.stdout)![1]!
+    const firstSecret = /^client_secret +(\S+)$/m.exec(first.stdout)![1]!
+    expect(first.stderr).toContain("shown once")
+    const tokenFor = (clientId: string, secret: string) =>
+      tokenRequest({ client_id: clientId, client_secret: secret, profile, environment: "production", service_uuid: uuid })
+    const firstToken = await tokenFor(firstId, firstSecret)
+    expect(firstToken.status).toBe(200)
+    expect(await firstToken.json()).toMatchObject({ token_type: "Bearer", expires_in: 3600 })
+
+    // credentials list: never a secret.
+    const credentials = await cli(["credentials", "list", ...target(uuid)])
+    expect(credentials.code).toBe(0)
+    expect(credentials.stdout).toMatch(new RegExp(`^${firstId} +\\S+Z +\\d{4}-\\d\\d-\\d\\dT\\S+Z$`, "m"))
+    expect(credentials.stdout + credentials.stderr).not.toContain(firstSecret)
+    const credentialsJson = await cliJson(["credentials", "list", ...target(uuid)])
+    expect(credentialsJson).toEqual({
+      credentials: [{ client_id: firstId, created_at: expect.any(String), last_used_at: expect.any(String) }]
+    })
+    expect(JSON.stringify(credentialsJson)).not.toContain(firstSecret)
+
+    // rotate --force: the new credential printed (with its secret), the old one removed at once.
+    const forced = await cli(["rotate", ...target(uuid), firstId, "--force", "--json"])
+    expect(forced.code, forced.stderr).toBe(0)
+    const second = JSON.parse(forced.stdout)
+    expect(second).toEqual({
+      client_id: expect.stringMatching(/^svc_[0-9a-f]{32}$/),
+      client_secret: expect.any(String),
+      created_at: expect.any(String),
+      replaces: firstId
+    })
+    expect(forced.stderr).toContain(`removed ${firstId}`)
+    expect((await tokenFor(firstId, firstSecret)).status).toBe(401)
+    expect(await (await tokenFor(firstId, firstSecret)).json()).toMatchObject({ error: "invalid_client" })
+    expect((await tokenFor(second.client_id, second.client_secret)).status).toBe(200)
+
+    // rotate --idle: waits until last_used_at has not moved for the idle time, then removes the old one.
+    const started = Date.now()
+    const waited = await cli(["rotate", ...target(uuid), second.client_id, "--idle", "2s", "--poll", "300ms", "--json"])
+    expect(waited.code, waited.stderr).toBe(0)
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2_000)
+    const third = JSON.parse(waited.stdout)
+    expect(third).toMatchObject({ client_id: expect.stringMatching(/^svc_/), replaces: second.client_id })
+    expect(waited.stderr).toContain("updated at most once a minute") // the warning about a short --idle
+    expect(waited.stderr).toContain(`waiting until ${second.client_id} has not been used for 2s`)
+    expect(waited.stderr).toContain(`removed ${second.client_id}`)
+    expect(await (await tokenFor(second.client_id, second.client_secret)).json()).toMatchObject({ error: "invalid_client" })
+    expect((await tokenFor(third.client_id, third.client_secret)).status).toBe(200)
+    expect((await cliJson(["credentials", "list", ...target(uuid)])).credentials.map((c: any) => c.client_id)).toEqual([
+      third.client_id
+    ])
+    // Secrets appear only where they were generated.
+    expect((await cli(["services", "list", profile, "production", "--json"])).stdout).not.toContain(third.client_secret)
+
+    // remove without --yes and without a terminal: refused at once, nothing removed.
+    const asked = Date.now()
+    const refused = await cli(["credentials", "remove", ...target(uuid), third.client_id])
+    // Refused, not waiting for input (that would end at cli()'s kill deadline, with no exit code).
+    console.info(`remove without --yes refused in ${Date.now() - asked} ms`)
+    expect(refused.code).toBe(1)
+    expect(refused.stdout).toBe("")
+    expect(refused.stderr).toContain("pass --yes")
+    expect((await tokenFor(third.client_id, third.client_secret)).status).toBe(200)
+
+    const removed = await cli(["credentials", "remove", ...target(uuid), third.client_id, "--yes", "--json"])
+    expect(removed.code, removed.stderr).toBe(0)
+    expect(JSON.parse(removed.stdout)).toMatchObject({ client_id: third.client_id, deleted: true })
+    expect((await tokenFor(third.client_id, third.client_secret)).status).toBe(401)
+    expect(await cliJson(["credentials", "list", ...target(uuid)])).toEqual({ credentials: [] })
+
+    expect((await cli(["services", "delete", ...target(uuid)])).code).toBe(0)
+    const environmentDeleted = await cli(["environments", "delete", profile, "production"])
+    expect(environmentDeleted.code, environmentDeleted.stderr).toBe(0)
+    expect(await cliJson(["profiles", "delete", profile])).toEqual({ profile, deleted: true })
+    expect((await cliJson(["profiles", "list"])).profiles.map((p: any) => p.profile)).not.toContain(profile)
+  }, CLI_TEST_DEADLINE_MS)
+
+  it("rotate refuses an unknown credential and a full service, changing nothing", async () => {
+    const profile = uniqueProfile()
+    await cliJson(["profiles", "create", profile])
+    await cliJson(["environments", "create", profile, "production"])
+    const { uuid } = await cliJson(["services", "create", profile, "production"])
+    const target = [profile, "production", uuid]
+    const unknown = await cli(["rotate", ...target, `svc_${"0".repeat(32)}`, "--force"])
+    expect(unknown.code).toBe(1)
+    expect(unknown.stdout).toBe("")
+    expect(unknown.stderr).toContain("nothing was changed")
+    const a = await cliJson(["credentials", "add", ...target])
+    await cliJson(["credentials", "add", ...target])
+    const full = await cli(["rotate", ...target, a.client_id, "--force"])
+    expect(full.code).toBe(1)
+    expect(full.stdout).toBe("")
+    // The server's own error_description, as the admin API answers it.
+    const direct = await fetch(`${server.base}/admin/profiles/${profile}/environments/production/services/${uuid}/credentials`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` }
+    })
+    expect(direct.status).toBe(409)
+    expect(full.stderr).toBe(`service-auth: ${(await direct.json()).error_description}\n`)
+    expect((await cliJson(["credentials", "list", ...target])).credentials).toHaveLength(2)
+    const both = await cli(["rotate", ...target, a.client_id, "--force", "--idle", "1m"])
+    expect(both.code).toBe(1)
+    expect(both.stderr).toContain("--force and --idle exclude each other")
+    await cliJson(["profiles", "delete", profile])
+  }, CLI_TEST_DEADLINE_MS)
+})
