@@ -12,6 +12,7 @@ import { readFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { fileURLToPath } from "node:url"
 import { catalogueTokenBody } from "./provision-catalogue.js"
+import { residentMb } from "./process-memory.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -36,14 +37,7 @@ const rssMb = (npmPid: number) => {
       return []
     }
   }
-  return children(npmPid).reduce((sum, pid) => {
-    try {
-      const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"))
-      return sum + Number(line?.split(/\s+/)[1] ?? 0) / 1024
-    } catch {
-      return sum
-    }
-  }, 0)
+  return residentMb(children(npmPid))
 }
 
 const main = async () => {

@@ -23,6 +23,7 @@ import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { freePort } from "../test/support/ServerProcess.js"
 import { type CatalogueResult, printCatalogue, runCatalogue, SERVICES as CATALOGUE_SERVICES } from "./catalogue.js"
+import { residentMb } from "./process-memory.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
 
@@ -100,15 +101,7 @@ const cpuMicros = (server: Running) =>
   }, 0)
 
 /** Resident memory of the server's processes, in MB. */
-const rssMb = (server: Running) =>
-  serverPids(server).reduce((sum, pid) => {
-    try {
-      const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"))
-      return sum + Number(line?.split(/\s+/)[1] ?? 0) / 1024
-    } catch {
-      return sum
-    }
-  }, 0)
+const rssMb = (server: Running) => residentMb(serverPids(server))
 
 const spawnGroup = (name: string, base: string, command: string, args: Array<string>, env: Record<string, string>) => {
   const child = spawn(command, args, {
