@@ -32,7 +32,8 @@ import {
   startServiceAuth,
   stop,
   summarise,
-  tokenRequestOf
+  tokenRequestOf,
+  warmUp
 } from "./run.js"
 
 const VARIANTS = [
@@ -89,6 +90,8 @@ const main = async () => {
         ours = (await startServiceAuth(dataDir, { ...otlp, ...variant.env })).server
         await send(ours, call)
       }
+      await warmUp(ours, call)
+      if (v === 0) await warmUp(bare, call)
       const results = { ours: [] as Array<Measurement>, bare: [] as Array<Measurement> }
       for (let round = 1; round <= ROUNDS; round++) {
         const order = round % 2 === 1 ? (["ours", "bare"] as const) : (["bare", "ours"] as const)

@@ -10,7 +10,9 @@
  * per-round req/s ratios, p50/p99 latency, non-2xx answers, server CPU per request and server RSS.
  * Absolute req/s move with whatever else the machine does; a ratio measured within one round holds.
  *
- *   BENCH_SECONDS=10 BENCH_ROUNDS=3 BENCH_CONNECTIONS=50 [DATABASE_URL=postgres://…] npm run bench
+ *   BENCH_SECONDS=10 BENCH_ROUNDS=3 BENCH_CONNECTIONS=50 BENCH_WARMUP_SECONDS=2 [DATABASE_URL=postgres://…] npm run bench
+ *
+ * Each server gets BENCH_WARMUP_SECONDS of the same load, unmeasured, before its first run (0: none).
  *
  * BENCH_DATABASE_URL is an alias of DATABASE_URL. autocannon runs in this process, on the same
  * machine, so it competes with the server for CPU: compare ratios, not absolute figures.
@@ -35,6 +37,8 @@ const positive = (name: string, fallback: number) => {
 export const SECONDS = positive("BENCH_SECONDS", 10)
 export const ROUNDS = Math.round(positive("BENCH_ROUNDS", 3))
 export const CONNECTIONS = Math.round(positive("BENCH_CONNECTIONS", 50))
+/** Untimed load before a server's first measured run: a fresh process is still compiling its hot path. */
+export const WARMUP_SECONDS = process.env.BENCH_WARMUP_SECONDS === "0" ? 0 : positive("BENCH_WARMUP_SECONDS", 2)
 export const DATABASE_URL = process.env.DATABASE_URL || process.env.BENCH_DATABASE_URL || undefined
 export const ADMIN_TOKEN = `bench-${crypto.randomUUID()}`
 
@@ -277,6 +281,27 @@ export interface Measurement {
   readonly rssMeanMb: number
 }
 
+/**
+ * WARMUP_SECONDS of the same load, not measured, so that a ratio compares servers whose hot paths
+ * are compiled (a fresh service-auth ran its first 3 s at about two thirds of its later rate), as a
+ * server that has been up for a while is.
+ */
+export const warmUp = async (server: Running, request: Request): Promise<void> => {
+  if (WARMUP_SECONDS === 0) return
+  await withTimeout(
+    autocannon({
+      url: `${server.base}${request.path}`,
+      method: "POST",
+      headers: request.headers,
+      body: request.body,
+      connections: CONNECTIONS,
+      duration: WARMUP_SECONDS
+    }),
+    (WARMUP_SECONDS + 30) * 1000,
+    `warm-up of ${server.name}`
+  )
+}
+
 export const load = async (server: Running, request: Request): Promise<Measurement> => {
   const samples = [rssMb(server)]
   const sampler = setInterval(() => samples.push(rssMb(server)), 200)
@@ -433,6 +458,10 @@ const main = async () => {
       { name: "service calls", request: callRequest, bare: bareBearer }
     ] as const
     const results = scenarios.map(() => ({ ours: [] as Array<Measurement>, bare: [] as Array<Measurement> }))
+    for (const scenario of scenarios) {
+      await warmUp(ours, scenario.request)
+      await warmUp(scenario.bare, scenario.request)
+    }
 
     for (let round = 1; round <= ROUNDS; round++) {
       for (const [i, scenario] of scenarios.entries()) {
@@ -475,7 +504,7 @@ const main = async () => {
     // a fresh embedded database (stopped before the PostgreSQL run, so one server runs at a time).
     if (CATALOGUE_SERVICES > 0) {
       const catalogue = (server: Running, database: string) =>
-        runCatalogue({ database, base: server.base, seconds: SECONDS, connections: CONNECTIONS, admin, rssMb: () => rssMb(server) })
+        runCatalogue({ database, base: server.base, seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, admin, rssMb: () => rssMb(server) })
       const results: Array<CatalogueResult> = []
       if (DATABASE_URL !== undefined) {
         const embeddedDir = mkdtempSync(join(tmpdir(), "service-auth-bench-catalogue-"))
