@@ -281,25 +281,29 @@ export interface Measurement {
   readonly rssMeanMb: number
 }
 
-/**
- * WARMUP_SECONDS of the same load, not measured, so that a ratio compares servers whose hot paths
- * are compiled (a fresh service-auth ran its first 3 s at about two thirds of its later rate), as a
- * server that has been up for a while is.
- */
-export const warmUp = async (server: Running, request: Request): Promise<void> => {
-  if (WARMUP_SECONDS === 0) return
-  await withTimeout(
+/** `seconds` of autocannon's load with `request` on `server` (failing after 30 s more). */
+const autocannonOn = (server: Running, request: Request, seconds: number, what: string) =>
+  withTimeout(
     autocannon({
       url: `${server.base}${request.path}`,
       method: "POST",
       headers: request.headers,
       body: request.body,
       connections: CONNECTIONS,
-      duration: WARMUP_SECONDS
+      duration: seconds,
+      pipelining: 1
     }),
-    (WARMUP_SECONDS + 30) * 1000,
-    `warm-up of ${server.name}`
+    (seconds + 30) * 1000,
+    `${what} ${server.name}`
   )
+
+/**
+ * WARMUP_SECONDS of the same load, not measured, so that a ratio compares servers whose hot paths
+ * are compiled (a fresh service-auth ran its first 3 s at about two thirds of its later rate), as a
+ * server that has been up for a while is.
+ */
+export const warmUp = async (server: Running, request: Request): Promise<void> => {
+  if (WARMUP_SECONDS > 0) await autocannonOn(server, request, WARMUP_SECONDS, "warm-up of")
 }
 
 export const load = async (server: Running, request: Request): Promise<Measurement> => {
@@ -307,19 +311,7 @@ export const load = async (server: Running, request: Request): Promise<Measureme
   const sampler = setInterval(() => samples.push(rssMb(server)), 200)
   const cpuBefore = cpuMicros(server)
   try {
-    const result = await withTimeout(
-      autocannon({
-        url: `${server.base}${request.path}`,
-        method: "POST",
-        headers: request.headers,
-        body: request.body,
-        connections: CONNECTIONS,
-        duration: SECONDS,
-        pipelining: 1
-      }),
-      (SECONDS + 30) * 1000,
-      `autocannon on ${server.name}`
-    )
+    const result = await autocannonOn(server, request, SECONDS, "autocannon on")
     const cpu = cpuMicros(server) - cpuBefore
     // Connection errors and timeouts count with the non-2xx answers: none of them is a success.
     const non2xx = result.non2xx + result.errors + result.timeouts
