@@ -35,6 +35,9 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 300_000,
     globalSetup: ["test/support/BuildServer.ts"],
+    // Before each file: @effect/vitest's `layer` leaves its methods on vitest's shared `it`, which
+    // files sharing a thread would otherwise inherit from one another (see the file).
+    setupFiles: ["test/support/EffectVitestReset.ts"],
     // Pool sizes and whether a worker is reused are read from here, not from a project: each pool
     // is made once for the run. Only the in-process project uses threads.
     poolOptions: {
