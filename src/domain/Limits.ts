@@ -6,7 +6,10 @@
  * the same in both places.
  */
 
-/** A service holds at most this many live credentials, so that a secret can be rotated without downtime. */
+/**
+ * A service holds at most this many live credentials, so that a secret can be rotated without
+ * downtime (docs/contract.md §0).
+ */
 export const MAX_CREDENTIALS = 2
 
 /** A profile identifier or an environment name: at most this many characters. */

@@ -6,7 +6,8 @@
 import { Either } from "effect"
 import { CredentialLimitExceeded, NotFound } from "../domain/Errors.js"
 import type { EnvironmentName, ServiceUuid } from "../domain/Identifiers.js"
-import { MAX_CREDENTIALS_PER_SERVICE, type StoredChange } from "./CredentialRepo.js"
+import { MAX_CREDENTIALS } from "../domain/Limits.js"
+import type { StoredChange } from "./CredentialRepo.js"
 
 /** A touched service as read under lock: its live client ids, or undefined when it does not exist. */
 export type ServiceSnapshot = ReadonlyMap<string, ReadonlyArray<string> | undefined>
@@ -43,11 +44,11 @@ export const checkCredentialChanges = (
     if (change.op !== "add_credential") continue
     const ids = live.get(serviceKey(change.environment, change.service_uuid))!
     ids.add(change.client_id)
-    if (ids.size > MAX_CREDENTIALS_PER_SERVICE) {
+    if (ids.size > MAX_CREDENTIALS) {
       return Either.left(
         new CredentialLimitExceeded({
           description:
-            `Service ${change.service_uuid} would hold more than ${MAX_CREDENTIALS_PER_SERVICE} credentials; remove one first`
+            `Service ${change.service_uuid} would hold more than ${MAX_CREDENTIALS} credentials; remove one first`
         })
       )
     }

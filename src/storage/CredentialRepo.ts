@@ -14,7 +14,6 @@
 import { Context, Effect, type Option } from "effect"
 import type { AdminActorShape } from "../domain/AdminActor.js"
 import type { Conflict, CredentialLimitExceeded, NotFound, StorageUnavailable } from "../domain/Errors.js"
-import { MAX_CREDENTIALS } from "../domain/Limits.js"
 import {
   canonicalServiceUuid,
   type ClientId,
@@ -235,6 +234,3 @@ export const withSpans = (repo: CredentialRepoShape): CredentialRepoShape => {
 }
 
 export class CredentialRepo extends Context.Tag("service-auth/CredentialRepo")<CredentialRepo, CredentialRepoShape>() {}
-
-/** The most live credentials a service may hold (docs/contract.md §0). */
-export const MAX_CREDENTIALS_PER_SERVICE = MAX_CREDENTIALS

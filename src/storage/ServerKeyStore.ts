@@ -15,6 +15,14 @@ const ValueRow = Schema.Struct({ value: Schema.String })
 const NamedValueRow = Schema.Struct({ name: Schema.String, value: Schema.String })
 const NewKey = Schema.Struct({ name: Schema.String, value: Schema.String })
 
+/** The stored value of a key by its name, if any (also read by an import, inside its transaction). */
+export const serverKeyValue = (sql: SqlClient.SqlClient) =>
+  SqlSchema.findOne({
+    Request: KeyName,
+    Result: ValueRow,
+    execute: (name) => sql`SELECT value FROM server_keys WHERE name = ${name}`
+  })
+
 export interface ServerKeyStoreShape {
   /** The stored value of `name`, or `create()` stored atomically when none exists yet. */
   readonly getOrCreate: (
@@ -35,11 +43,7 @@ export class ServerKeyStore extends Context.Tag("service-auth/ServerKeyStore")<S
     ServerKeyStore,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const findValue = SqlSchema.findOne({
-        Request: KeyName,
-        Result: ValueRow,
-        execute: (name) => sql`SELECT value FROM server_keys WHERE name = ${name}`
-      })
+      const findValue = serverKeyValue(sql)
       const insertIfAbsent = SqlSchema.void({
         Request: NewKey,
         execute: ({ name, value }) =>

@@ -8,6 +8,7 @@ import * as Jose from "jose"
 import { DIGEST_KEY_NAME } from "../auth/ClientSecrets.js"
 import { isSealed } from "../auth/KeyEncryption.js"
 import { importSigningKey, SIGNING_KEY_NAME } from "../auth/SigningKeyMaterial.js"
+import { MAX_CREDENTIALS } from "../domain/Limits.js"
 import { type ExportedTables, SEALED_PATTERN, serviceKey } from "./ExportRows.js"
 import { InvalidExportFile } from "./TransferErrors.js"
 
@@ -48,7 +49,7 @@ export const inconsistency = (tables: ExportedTables): string | undefined => {
     const key = serviceKey(r.profile, r.environment, r.service_uuid)
     if (!services.has(key)) return `credential ${r.client_id}: its service ${key} is not in the file`
     live.set(key, (live.get(key) ?? 0) + 1)
-    if (live.get(key)! > 2) return `service ${key} has more than 2 live credentials`
+    if (live.get(key)! > MAX_CREDENTIALS) return `service ${key} has more than ${MAX_CREDENTIALS} live credentials`
   }
   if (tables.credentials.length > 0 && !tables.server_keys.some((k) => k.name === DIGEST_KEY_NAME)) {
     return `the credentials come without the ${DIGEST_KEY_NAME} their digests were made with`

@@ -6,9 +6,11 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option, Schema } from "effect"
 import { DIGEST_KEY_NAME } from "../auth/ClientSecrets.js"
+import { MAX_CREDENTIALS } from "../domain/Limits.js"
 import { SIGNING_KEY_NAME } from "../auth/SigningKeyMaterial.js"
 import { awaitCacheAcknowledgement } from "../storage/CacheAcknowledgement.js"
 import { catalogueWriteWith } from "../storage/CredentialRepoSql.js"
+import { serverKeyValue } from "../storage/ServerKeyStore.js"
 import { parseFailureIsDefect } from "../storage/Rows.js"
 import { latestMigration } from "./DatabaseSchema.js"
 import type { ExportDocument } from "./ExportFile.js"
@@ -41,7 +43,6 @@ export interface ImportSummary {
 
 const VersionRow = Schema.Struct({ version: Schema.String })
 const CountRow = Schema.Struct({ profiles: Schema.Number, credentials: Schema.Number, live: Schema.Number })
-const ValueRow = Schema.Struct({ value: Schema.String })
 const SameRow = Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.Boolean) })
 const LiveRow = Schema.Struct({ profile: Schema.String, environment: Schema.String, service_uuid: Schema.String, live: Schema.Number })
 const RevokedRow = Schema.Struct({ revoked: Schema.Boolean })
@@ -63,11 +64,7 @@ const importStatements = (sql: SqlClient.SqlClient) => ({
       sql`SELECT (SELECT count(*) FROM profiles)::int AS profiles, (SELECT count(*) FROM credentials)::int AS credentials,
                  (SELECT count(*) FROM credentials WHERE deleted_at IS NULL)::int AS live`
   }),
-  serverKey: SqlSchema.findOne({
-    Request: Schema.String,
-    Result: ValueRow,
-    execute: (name) => sql`SELECT value FROM server_keys WHERE name = ${name}`
-  }),
+  serverKey: serverKeyValue(sql),
   /** Which columns of a row already there equal the file's (`compare` answers them as booleans). */
   sameColumns: <E>(compare: Effect.Effect<ReadonlyArray<unknown>, E>) =>
     SqlSchema.findOne({ Request: Schema.Void, Result: SameRow, execute: () => compare })(undefined),
@@ -87,7 +84,7 @@ const importStatements = (sql: SqlClient.SqlClient) => ({
     Result: LiveRow,
     execute: () =>
       sql`SELECT profile, environment, service_uuid, count(*)::int AS live FROM credentials WHERE deleted_at IS NULL
-          GROUP BY profile, environment, service_uuid HAVING count(*) > 2
+          GROUP BY profile, environment, service_uuid HAVING count(*) > ${MAX_CREDENTIALS}
           ORDER BY profile, environment, service_uuid LIMIT 1`
   }),
   lastEvent: SqlSchema.single({
@@ -290,7 +287,7 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
     if (overLimit !== undefined) {
       return yield* refuse(
         `service ${serviceKey(overLimit.profile, overLimit.environment, overLimit.service_uuid)} would have ${overLimit.live} ` +
-          "live credentials, at most 2 are allowed"
+          `live credentials, at most ${MAX_CREDENTIALS} are allowed`
       )
     }
 

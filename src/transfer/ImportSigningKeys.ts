@@ -4,11 +4,11 @@ import { Effect, Option, Schema } from "effect"
 import { isSealed } from "../auth/KeyEncryption.js"
 import { importSigningKey, SIGNING_KEY_NAME } from "../auth/SigningKeyMaterial.js"
 import { parseFailureIsDefect } from "../storage/Rows.js"
+import { serverKeyValue } from "../storage/ServerKeyStore.js"
 import type { ExportedTables } from "./ExportRows.js"
 
 const SameRow = Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.Boolean) })
 const KidRow = Schema.Struct({ kid: Schema.String })
-const LegacyRow = Schema.Struct({ value: Schema.String })
 
 /**
  * The target's signing keys against the file's: `difference` says how they differ (undefined when
@@ -27,11 +27,7 @@ export const compareSigningKeys = (tables: ExportedTables) =>
       Result: KidRow,
       execute: () => sql`SELECT kid FROM signing_keys ORDER BY position`
     })
-    const legacyKey = SqlSchema.findOne({
-      Request: Schema.String,
-      Result: LegacyRow,
-      execute: (name) => sql`SELECT value FROM server_keys WHERE name = ${name}`
-    })
+    const legacyKey = serverKeyValue(sql)
     const sameKey = SqlSchema.findOne({
       Request: Schema.Struct({ kid: Schema.String, public_jwk: Schema.String, created_at: Schema.String, active_from: Schema.String }),
       Result: SameRow,
