@@ -138,7 +138,11 @@ export const make = Effect.gen(function*() {
     ping: storageOperation(Effect.asVoid(sql`SELECT 1`)),
 
     // The counts are one row always: none would be a bug in the statement, as a row of another shape.
-    countCatalogue: countRows(undefined).pipe(parseFailureIsDefect, Effect.catchTag("NoSuchElementException", Effect.die), storageOperation),
+    countCatalogue: countRows(undefined).pipe(
+      parseFailureIsDefect,
+      Effect.catchTag("NoSuchElementException", Effect.die),
+      storageOperation
+    ),
 
     listProfiles: profileRows(undefined).pipe(parseFailureIsDefect, storageOperation),
 
@@ -283,7 +287,7 @@ export const make = Effect.gen(function*() {
             FOR UPDATE`
           const live = service === undefined
             ? undefined
-            : yield* liveClientIds({ profile, environment, service_uuid: serviceUuid }).pipe(parseFailureIsDefect)
+            : yield* liveClientIds({ profile, environment, uuid: serviceUuid }).pipe(parseFailureIsDefect)
           snapshot.set(serviceKey(environment, serviceUuid), live?.map((row) => row.client_id))
         }
         const checked = checkCredentialChanges(snapshot, changes)

@@ -67,7 +67,6 @@ export const LiveRow = Schema.Struct({
 /** What the statements are given: plain text (the branded identifiers were checked on the way in). */
 const ProfileKey = Schema.String
 const AddressKey = Schema.Struct({ profile: Schema.String, environment: Schema.String, uuid: Schema.String })
-const ServiceKey = Schema.Struct({ profile: Schema.String, environment: Schema.String, service_uuid: Schema.String })
 /** A hot read's address and the client id asked about ("" when none was given: it matches no credential). */
 const CredentialLookup = Schema.Struct({ ...AddressKey.fields, client_id: Schema.String })
 const Tombstoning = Schema.Struct({
@@ -81,7 +80,6 @@ const LivePage = Schema.Struct({
   after: Schema.optional(AddressKey),
   limit: Schema.Number
 })
-
 
 /** The statements, on one connection pool or transaction-aware client. */
 export const credentialStatements = (sql: SqlClient.SqlClient) => ({
@@ -149,11 +147,11 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
           ORDER BY position`
   }),
   liveClientIds: SqlSchema.findAll({
-    Request: ServiceKey,
+    Request: AddressKey,
     Result: ClientIdRow,
-    execute: ({ environment, profile, service_uuid }) =>
+    execute: ({ environment, profile, uuid }) =>
       sql`SELECT client_id FROM credentials
-          WHERE profile = ${profile} AND environment = ${environment} AND service_uuid = ${service_uuid}
+          WHERE profile = ${profile} AND environment = ${environment} AND service_uuid = ${uuid}
             AND deleted_at IS NULL`
   }),
   tokenTarget: SqlSchema.findOne({
@@ -181,8 +179,6 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
         FROM services s
         WHERE s.profile = ${profile} AND s.environment = ${environment} AND s.uuid = ${uuid}`
   }),
-  // Services first (a page of the primary key's order), then their live credentials by the
-  // index of live credentials by service.
   // Services first (a page of the primary key's order), then each one's live credentials by the
   // index of live credentials by service: a lateral lookup per service (`OFFSET 0` keeps it one),
   // whatever the planner believes. Without statistics (PGlite never analyzes; a fresh import) a
