@@ -267,12 +267,10 @@ type ClientFailure =
   | ParseResult.ParseError
 
 /** The contract's refusal of a request, as the server words it in its 400 answer. */
-const refusedRequest = (error: ParseResult.ParseError) =>
-  new AdminApiError({
-    status: 400,
-    error: "invalid_request",
-    message: describeRequestIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
-  })
+const invalidRequest = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>) =>
+  new AdminApiError({ status: 400, error: "invalid_request", message: describeRequestIssues(issues) })
+
+const refusedRequest = (error: ParseResult.ParseError) => invalidRequest(ParseResult.ArrayFormatter.formatErrorSync(error))
 
 /**
  * Checks what the CLI is about to send with the schema the server decodes it with, so that a value
@@ -351,7 +349,7 @@ const makeAdminClient = (
       })
     }
     if (failure._tag === "HttpApiDecodeError") {
-      return Effect.fail(new AdminApiError({ status: 400, error: "invalid_request", message: describeRequestIssues(failure.issues) }))
+      return Effect.fail(invalidRequest(failure.issues))
     }
     const wire = wireOf(failure)
     return Effect.fail(apiError(wire.status, wire.body))
