@@ -52,16 +52,17 @@ export const build = (target: string = templateDir()): Effect.Effect<string, Sql
  * not taken for a database by the next start, which copies again.
  */
 export const copyInto = (dataDir: string, template: string = templateDir()): Effect.Effect<boolean, Error> =>
-  Effect.try({
-    try: () => {
+  Effect.tryPromise({
+    // Asynchronous, like the whole start before the database opens: `/healthz` keeps answering.
+    try: async () => {
       if (!fs.existsSync(join(template, VERSION_FILE))) return false
       // Overwrites what a copy cut short left (there is no PG_VERSION yet, so it is no database).
-      fs.cpSync(template, dataDir, {
+      await fs.promises.cp(template, dataDir, {
         recursive: true,
         force: true,
         filter: (source) => source !== join(template, VERSION_FILE)
       })
-      fs.copyFileSync(join(template, VERSION_FILE), join(dataDir, VERSION_FILE))
+      await fs.promises.copyFile(join(template, VERSION_FILE), join(dataDir, VERSION_FILE))
       return true
     },
     catch: (cause) => cause instanceof Error ? cause : new Error(String(cause))

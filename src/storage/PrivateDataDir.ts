@@ -52,24 +52,29 @@ const hookModeChanges = () => {
   }
 }
 
-/** Sets every path under `root` (and `root`) that other users could read or write to 0700/0600; counts them. */
-const tighten = (root: string): number => {
-  let tightened = 0
-  const visit = (path: string) => {
-    const stats = fs.lstatSync(path)
-    if (stats.isSymbolicLink()) return
+/**
+ * Sets every path under `root` (and `root`) that other users could read or write to 0700/0600;
+ * counts them. Asynchronous: a fresh data directory holds over a thousand files, and a start must
+ * not stop answering `/healthz` while it walks them.
+ */
+const tighten = async (root: string): Promise<number> => {
+  const visit = async (path: string): Promise<number> => {
+    const stats = await fs.promises.lstat(path)
+    if (stats.isSymbolicLink()) return 0
+    let tightened = 0
     if ((stats.mode & GROUP_AND_OTHER) !== 0) {
-      fs.chmodSync(path, stats.isDirectory() ? PRIVATE_DIRECTORY : PRIVATE_FILE)
+      await fs.promises.chmod(path, stats.isDirectory() ? PRIVATE_DIRECTORY : PRIVATE_FILE)
       tightened++
     }
-    if (stats.isDirectory()) for (const name of fs.readdirSync(path)) visit(join(path, name))
+    if (!stats.isDirectory()) return tightened
+    const counts = await Promise.all((await fs.promises.readdir(path)).map((name) => visit(join(path, name))))
+    return counts.reduce((sum, count) => sum + count, tightened)
   }
-  visit(root)
-  return tightened
+  return visit(root)
 }
 
 /** Tightens what was written into `dataDir` by code the mode hook does not reach (a worker thread). */
-export const tightenDataDir = (dataDir: string) => Effect.sync(() => void tighten(resolve(dataDir)))
+export const tightenDataDir = (dataDir: string) => Effect.promise(() => tighten(resolve(dataDir))).pipe(Effect.asVoid)
 
 /**
  * Creates `dataDir` private, or tightens it when it exists with looser modes (said once in the log),
@@ -81,9 +86,9 @@ export const makeDataDirPrivate = (dataDir: string) =>
       const root = resolve(dataDir)
       // Files are created owner-only from the start (the umask is per process; not settable in a worker).
       if (isMainThread) process.umask(GROUP_AND_OTHER)
-      const tightened = yield* Effect.try({
-        try: () => {
-          fs.mkdirSync(root, { recursive: true, mode: PRIVATE_DIRECTORY })
+      const tightened = yield* Effect.tryPromise({
+        try: async () => {
+          await fs.promises.mkdir(root, { recursive: true, mode: PRIVATE_DIRECTORY })
           hookModeChanges()
           privateRoots.add(root)
           return tighten(root)
