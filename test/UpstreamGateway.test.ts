@@ -6,7 +6,8 @@
  *   the JWKS, the static headers, and nothing else of the caller's (a forged X-Client-Id included);
  * - the upstream's 400/404/409/422/429 JSON objects passed on, everything else a 502;
  * - the circuit breaker (opening after 5 failures, one trial after each pause, 10 → 20 → 40 → 60 s,
- *   closing on success) on the layer's TestClock, and the concurrency limit;
+ *   closing on success) on the layer's TestClock, and the concurrency limit, whose slot a caller
+ *   that disconnects gives back at once on either entry;
  * - static header values: never in an admin answer or the audit trail, kept or replaced as documented;
  * - the app's entry (a chunked body goes to the HttpApi handler) decides as the fast lane does.
  */
@@ -393,6 +394,47 @@ describe("concurrency limit (UPSTREAM_MAX_CONCURRENCY 2)", () => {
         const metrics = (yield* send(HttpClientRequest.get("/metrics"))).text
         expect(metrics).toMatch(/service_auth_upstream_calls_total\{outcome="saturated"\} [1-9]/)
       }))
+  })
+})
+
+/** A service call sent in full whose caller can leave before the answer; chunked goes to the app. */
+const leavingCall = (port: number, fixture: Fixture, token: string | undefined, chunked: boolean) => {
+  const body = "{}"
+  const outgoing = httpRequest({
+    host: "127.0.0.1",
+    port,
+    method: "POST",
+    path: callPath(fixture),
+    headers: {
+      "content-type": "application/json",
+      ...(chunked ? { "transfer-encoding": "chunked" } : { "content-length": String(body.length) }),
+      ...(token === undefined ? {} : { authorization: `Bearer ${token}` })
+    }
+  })
+  outgoing.on("error", () => {})
+  outgoing.end(body)
+  return outgoing
+}
+
+describe("a caller that leaves (UPSTREAM_MAX_CONCURRENCY 2)", () => {
+  layer(makeTestServer({ config: { upstreamMaxConcurrency: 2 } }))((it) => {
+    for (const [entry, chunked] of [["fast lane", false], ["app", true]] as const) {
+      it.effect(`${entry}: its upstream call is aborted at once, and its slot goes to the next call`, () =>
+        Effect.gen(function*() {
+          // The upstream's own timeout far away: only the caller's leaving can end these calls.
+          const { fixture, key, token } = yield* proxyService({ timeout_ms: 60_000 })
+          yield* upstream.mode(key, { hold: true })
+          const port = yield* serverPort
+          const callers = [leavingCall(port, fixture, token, chunked), leavingCall(port, fixture, token, chunked)]
+          yield* eventually(upstream.held(key), (held) => held === 2)
+          for (const caller of callers) caller.destroy()
+          // Well before the upstream timeout: the gateway closed both upstream calls.
+          yield* eventually(upstream.held(key), (held) => held === 0)
+          yield* upstream.mode(key, {})
+          const next = yield* throughLane(fixture, token)
+          expect(next.status).toBe(200)
+        }))
+    }
   })
 })
 

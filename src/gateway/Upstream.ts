@@ -129,7 +129,8 @@ export const postJson = (
 ): Promise<UpstreamAnswer> =>
   new Promise((resolve) => {
     const target = parseUpstream(url)
-    if (target === undefined) return resolve({ status: undefined, result: failed(unreachable, false) })
+    // No target, or a caller already gone: nothing is sent.
+    if (target === undefined || options.signal?.aborted === true) return resolve({ status: undefined, result: failed(unreachable, false) })
     const payload = Buffer.from(body)
     let status: number | undefined
     let settled = false

@@ -39,6 +39,7 @@ import { UpstreamGateway } from "../gateway/UpstreamGateway.js"
 import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult } from "../observability/ServiceMetrics.js"
 import { CredentialRepo, spanAttributes } from "../storage/CredentialRepo.js"
 import { type Answer, errorAnswer, writeAnswer } from "./Answer.js"
+import { callerSignal } from "./CallerGone.js"
 import { clientAddress } from "./ClientAddress.js"
 import { childSpan, endServerSpan, endSpan, type LaneTracer, serverSpan, unsampledSpan } from "./LaneTrace.js"
 import { mediaTypeOf, rememberBody } from "./RequestBody.js"
@@ -181,6 +182,7 @@ const make = Effect.gen(function*() {
   /** The handler's answer: echo and proxy here, a handler registered in code in Effect. */
   const callHandler = (
     request: IncomingMessage,
+    response: ServerResponse,
     allowed: ServiceCallAllowed,
     text: string,
     callSpan: ReturnType<typeof serverSpan>,
@@ -210,6 +212,7 @@ const make = Effect.gen(function*() {
       clientId: caller,
       bodyText: text,
       requestId: requestIdOf(request),
+      signal: callerSignal(response),
       ...(traceparent === undefined ? {} : { traceparent })
     }).then((called) => {
       if (proxySpan !== undefined && called.status !== undefined) proxySpan.attribute("http.response.status_code", called.status)
@@ -253,7 +256,7 @@ const make = Effect.gen(function*() {
       if (callSpan !== undefined) {
         for (const [key, value] of Object.entries(spanAttributes(verdict.address, verdict.clientId))) callSpan.attribute(key, value)
       }
-      readBody(request, response, next, (text) => callHandler(request, verdict, text, callSpan, done, failed))
+      readBody(request, response, next, (text) => callHandler(request, response, verdict, text, callSpan, done, failed))
     }
     const decision = decideServiceCall(input, callSpan === undefined ? gate.services : {
       ...gate.services,

@@ -2,7 +2,7 @@
 // (headers and body) and answers as told. Calls go to /svc/{key}; what a key answers is set with
 // PUT /__mode/{key} {"status","body","text","retryAfter","hold","drop"}; GET /__received/{key}
 // answers what that key received; GET /__held/{key} how many calls are being held; POST
-// /__release/{key} answers them. Prints its port on the first line of stdout.
+// /__release/{key} answers them (a call whose connection closed is no longer held). Prints its port on the first line of stdout.
 import { createServer } from "node:http"
 
 const modes = new Map()
@@ -49,8 +49,14 @@ const server = createServer((request, response) => {
     const mode = modes.get(key) ?? {}
     if (mode.hold) {
       const waiting = held.get(key) ?? []
-      waiting.push(() => answer(key, response, { ...mode, hold: false }))
+      const release = () => answer(key, response, { ...mode, hold: false })
+      waiting.push(release)
       held.set(key, waiting)
+      // A call the gateway gave up on (its caller left) is no longer held.
+      response.once("close", () => {
+        const still = held.get(key) ?? []
+        if (still.includes(release)) still.splice(still.indexOf(release), 1)
+      })
       return
     }
     answer(key, response, mode)
