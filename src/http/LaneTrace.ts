@@ -11,7 +11,9 @@
  */
 import { Context, Exit, Option, Tracer } from "effect"
 import type { IncomingMessage } from "node:http"
+import type { TLSSocket } from "node:tls"
 import { type CallerContext, randomHexId, sampled, type SamplerSettings, withDrawnTraceId } from "../observability/HeadSampling.js"
+import { clientAddress } from "./ClientAddress.js"
 
 /** Tracing on the fast path: the tracer and the sampler settings, or undefined when traces are not exported. */
 export type LaneTracer = { readonly tracer: Tracer.Tracer; readonly sampler: SamplerSettings } | undefined
@@ -49,6 +51,28 @@ const EPOCH_OFFSET = BigInt(Date.now()) * 1_000_000n - nowNanos()
 export const wallNanos = (hr: bigint = nowNanos()) => hr + EPOCH_OFFSET
 
 /**
+ * A server span's attributes, on either entry (the app's `requestSpan` and the fast lane): the
+ * method, the route template, the path (at most 200 characters), the scheme the request came over,
+ * and the client address as `ClientAddress` resolves it through TRUSTED_PROXIES.
+ */
+export const serverSpanAttributes = (request: {
+  readonly method: string
+  readonly route: string | undefined
+  readonly path: string
+  readonly encrypted: boolean
+  readonly clientAddress: string | undefined
+}): Record<string, string> => ({
+  "http.request.method": request.method,
+  ...(request.route === undefined ? {} : { "http.route": request.route }),
+  "url.path": request.path.slice(0, 200),
+  "url.scheme": request.encrypted ? "https" : "http",
+  ...(request.clientAddress === undefined ? {} : { "client.address": request.clientAddress })
+})
+
+/** Whether a request came over TLS (`NodeServer` with TLS_CERT_FILE). */
+export const isEncrypted = (request: IncomingMessage): boolean => (request.socket as Partial<TLSSocket>).encrypted === true
+
+/**
  * The server span of a request to `route`, continuing its `traceparent`; undefined when not sampled.
  * `startedHr` is `process.hrtime.bigint()` at the request's arrival.
  */
@@ -72,11 +96,14 @@ export const serverSpan = (
       "server"
     )
   )
-  span.attribute("http.request.method", "POST")
-  span.attribute("http.route", route)
-  span.attribute("url.path", path.slice(0, 200))
-  span.attribute("url.scheme", "http")
-  if (request.socket.remoteAddress !== undefined) span.attribute("client.address", request.socket.remoteAddress)
+  const attributes = serverSpanAttributes({
+    method: "POST",
+    route,
+    path,
+    encrypted: isEncrypted(request),
+    clientAddress: request.socket.remoteAddress === undefined ? undefined : clientAddress(request)
+  })
+  for (const key in attributes) span.attribute(key, attributes[key])
   return span
 }
 

@@ -8,12 +8,9 @@
  */
 import { type HttpApp, HttpServerError, HttpServerRequest, HttpTraceContext } from "@effect/platform"
 import { Context, Effect, FiberRef, Option } from "effect"
-import { remoteParent } from "./LaneTrace.js"
+import type { IncomingMessage } from "node:http"
+import { isEncrypted, remoteParent, serverSpanAttributes } from "./LaneTrace.js"
 import { routeTemplate } from "./Routes.js"
-
-/** Whether the request came over TLS (`NodeServer` with TLS_CERT_FILE). */
-const isEncrypted = (request: HttpServerRequest.HttpServerRequest): boolean =>
-  (request.source as { readonly socket?: { readonly encrypted?: boolean } }).socket?.encrypted === true
 
 export const requestSpan = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
   Effect.withFiberRuntime((fiber) => {
@@ -27,13 +24,13 @@ export const requestSpan = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E
         kind: "server",
         parent: Option.getOrUndefined(Option.map(HttpTraceContext.fromHeaders(request.headers), remoteParent)),
         captureStackTrace: false,
-        attributes: {
-          "http.request.method": request.method,
-          ...(route === undefined ? {} : { "http.route": route }),
-          "url.path": path,
-          "url.scheme": isEncrypted(request) ? "https" : "http",
-          ...Option.match(request.remoteAddress, { onNone: () => ({}), onSome: (address) => ({ "client.address": address }) })
-        }
+        attributes: serverSpanAttributes({
+          method: request.method,
+          route,
+          path,
+          encrypted: isEncrypted(request.source as IncomingMessage),
+          clientAddress: Option.getOrUndefined(request.remoteAddress)
+        })
       },
       (span) =>
         Effect.onExit(Effect.withParentSpan(app, span), (exit) =>
