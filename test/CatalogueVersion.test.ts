@@ -13,7 +13,8 @@ import { randomUUID } from "node:crypto"
 import pg from "pg"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import { LEASE_MS } from "../src/storage/CacheLease.js"
-import { CredentialRepo, type ServiceAddress } from "../src/storage/CredentialRepo.js"
+import { CredentialRepo } from "../src/storage/CredentialRepo.js"
+import { type ServiceAddress } from "../src/domain/ServiceAddress.js"
 import { CATALOGUE_CHANNEL } from "../src/storage/CredentialRepoSql.js"
 import {
   describeWithPostgres,

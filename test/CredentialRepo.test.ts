@@ -8,7 +8,8 @@ import { Deferred, Effect, Exit, Fiber, type Layer, Option, Schedule } from "eff
 import { randomBytes, randomUUID } from "node:crypto"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import type { StoredHandler as ServiceHandlerConfig } from "../src/domain/Models.js"
-import { CredentialRepo, type ServiceAddress, type StoredChange } from "../src/storage/CredentialRepo.js"
+import { CredentialRepo, type StoredChange } from "../src/storage/CredentialRepo.js"
+import { type ServiceAddress } from "../src/domain/ServiceAddress.js"
 import { describeWithPostgres, embeddedStorage, isolatedPostgresStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { TEST_ACTOR, uniqueName } from "../src/testing.js"
 

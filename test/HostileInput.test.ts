@@ -9,7 +9,7 @@
  * Requests go through raw `node:http` so that bytes, paths and headers reach the server unchanged.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import { MAX_JSON_DEPTH } from "../src/http/RequestBody.js"
+import { MAX_JSON_DEPTH } from "../src/domain/Json.js"
 import { Effect, FastCheck as fc } from "effect"
 import { bytesWithInvalidUtf8, contentType, deepJson, expectErrorAnswer, expectSafeAnswer, headerBytes, hostileJson, hostileJsonDeep, hostileSegment, INVALID_UTF8, oddAuthorization } from "./support/Hostile.js"
 import {

@@ -1,7 +1,8 @@
 /**
  * The source layout a newcomer relies on: folders by concern with nothing loose at `src/` but the
- * entry points, no source file over 500 lines, and no import cycle between modules (type-only
- * imports and on-demand `import()` included: a cycle is a cut in the wrong place either way).
+ * entry points, no source file over 500 lines, no import cycle between modules (type-only imports
+ * and on-demand `import()` included: a cycle is a cut in the wrong place either way), and decisions
+ * (`auth/`, `gateway/`) that import nothing from `http/`, which maps their outcomes to answers.
  */
 import { readdirSync, readFileSync, statSync } from "node:fs"
 import { join, posix, relative } from "node:path"
@@ -67,6 +68,15 @@ describe("src/ layout", () => {
       .map((file) => ({ file, lines: readFileSync(join(ROOT, file), "utf8").split("\n").length }))
       .filter(({ lines }) => lines > 500)
     expect(long).toEqual([])
+  })
+
+  it("has decisions that know nothing of HTTP servers: auth/ and gateway/ import nothing from http/", () => {
+    const graph = importGraph(files)
+    const crossing = [...graph].flatMap(([file, imports]) =>
+      /^src\/(auth|gateway)\//.test(file) ? imports.filter((target) => target.startsWith("src/http/")).map((target) => `${file} -> ${target}`) : []
+    )
+    expect([...graph.keys()].filter((file) => file.startsWith("src/gateway/")).length).toBeGreaterThan(0)
+    expect(crossing).toEqual([])
   })
 
   it("has no import cycle", () => {

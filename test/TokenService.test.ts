@@ -11,7 +11,7 @@ import { AppConfig } from "../src/config/AppConfig.js"
 import { KeyService, testSigningKey } from "../src/auth/KeyService.js"
 import { MAX_TOKEN_LENGTH, TokenService } from "../src/auth/TokenService.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
-import type { ServiceAddress } from "../src/storage/CredentialRepo.js"
+import type { ServiceAddress } from "../src/domain/ServiceAddress.js"
 
 const NOW_MS = Date.parse("2026-01-01T00:00:00Z")
 const NOW = NOW_MS / 1000

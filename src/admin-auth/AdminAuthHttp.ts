@@ -15,7 +15,7 @@ import { AdminAuth } from "../api/AdminApi.js"
 import { makeAuthFailureLimiter } from "../auth/AuthFailureLimiter.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { AdminTooManyAttempts, Unauthorized } from "../domain/Errors.js"
-import { parseAuthorization } from "../http/AuthorizationHeader.js"
+import { parseAuthorization } from "../auth/AuthorizationHeader.js"
 import { FailureCounts } from "../storage/FailureCounts.js"
 import { tokenDigest } from "./TokenDigest.js"
 

@@ -9,7 +9,8 @@ import type { CredentialLimitExceeded, NotFound, StorageUnavailable } from "../d
 import type { ClientId, ProfileId } from "../domain/Identifiers.js"
 import type { CredentialChange, NewCredential, SaveProfileResult } from "../domain/Models.js"
 import { currentDate } from "../domain/Time.js"
-import { CredentialRepo, type ServiceAddress, type StoredChange } from "../storage/CredentialRepo.js"
+import { CredentialRepo, type StoredChange } from "../storage/CredentialRepo.js"
+import { type ServiceAddress } from "../domain/ServiceAddress.js"
 import { ClientSecrets } from "./ClientSecrets.js"
 
 type Failure = NotFound | CredentialLimitExceeded | StorageUnavailable

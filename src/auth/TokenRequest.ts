@@ -5,7 +5,7 @@
 import { Either, Option, Redacted } from "effect"
 import { TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import { InvalidRequest } from "../domain/Errors.js"
-import { decodeBasicCredentials, parseAuthorization } from "../http/AuthorizationHeader.js"
+import { decodeBasicCredentials, parseAuthorization } from "./AuthorizationHeader.js"
 import type { IssuedToken } from "./TokenService.js"
 
 /** Every answer of the token endpoint, success or failure, carries these (RFC 6749 §5.1). */

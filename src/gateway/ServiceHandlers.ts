@@ -7,7 +7,7 @@
  */
 import { Context, Effect, Layer, type Tracer } from "effect"
 import type { BadGateway } from "../domain/Errors.js"
-import type { ServiceAddress } from "../storage/CredentialRepo.js"
+import type { ServiceAddress } from "../domain/ServiceAddress.js"
 import type { JsonObject } from "./Upstream.js"
 
 export type { JsonObject }

@@ -17,7 +17,8 @@ import { AppConfig } from "../config/AppConfig.js"
 import { AdminBodies } from "../api/AdminApi.js"
 import { InvalidRequest, type PayloadTooLarge } from "../domain/Errors.js"
 import { describeRequestIssues } from "../api/DecodeFailure.js"
-import { parseJson, readBodyText } from "./RequestBody.js"
+import { readBodyText } from "./RequestBody.js"
+import { parseJson } from "../domain/Json.js"
 
 /** A body the reader refused, on its way through HttpApi's payload decoding. */
 export class BodyRefused extends Data.TaggedError("BodyRefused")<{ readonly error: InvalidRequest | PayloadTooLarge }> {}

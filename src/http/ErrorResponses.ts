@@ -5,7 +5,8 @@
  */
 import type { HttpServerResponse } from "@effect/platform"
 import type { ServiceError } from "../domain/Errors.js"
-import { errorAnswer, toServerResponse } from "./Answer.js"
+import { toServerResponse } from "./Answer.js"
+import { errorAnswer } from "../domain/Answer.js"
 
 export const errorResponse = (
   error: ServiceError,

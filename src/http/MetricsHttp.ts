@@ -16,7 +16,7 @@ import * as Prometheus from "../observability/Prometheus.js"
 import { registerKnownSeries } from "../observability/ServiceMetrics.js"
 import { CredentialRepo } from "../storage/CredentialRepo.js"
 import { tokenDigest } from "../admin-auth/TokenDigest.js"
-import { parseAuthorization } from "./AuthorizationHeader.js"
+import { parseAuthorization } from "../auth/AuthorizationHeader.js"
 import { errorResponse } from "./ErrorResponses.js"
 
 const PREFIXES = ["service_auth_", "process_", "nodejs_"]

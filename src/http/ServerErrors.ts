@@ -8,6 +8,7 @@ import { HttpApiBuilder, type HttpApiError, type HttpApp, HttpServerRequest, Htt
 import { Cause, Effect } from "effect"
 import type { AdminTooManyAttempts } from "../domain/Errors.js"
 import { BodyRefused, decodeFailureAnswer } from "./AdminBodies.js"
+import { describeDefect } from "../observability/Defects.js"
 import { errorResponse } from "./ErrorResponses.js"
 import { allowedMethods } from "./Routes.js"
 
@@ -71,23 +72,6 @@ const jsonErrors = (app: HttpApp.Default): HttpApp.Default =>
       yield* Effect.logError(`Unhandled failure answering a ${request.method} request: ${describeDefect(cause)}`)
       return internalError
     }))
-
-/**
- * What a defect was and where it happened, without anything the client sent: the error's name, its
- * SQLSTATE when it came from the database, and the stack frames. Not its message, which for a
- * database error can quote the offending value (`invalid input syntax for type uuid: "..."`).
- */
-export const describeDefect = (cause: Cause.Cause<unknown>): string => {
-  const defects = [...Cause.defects(cause), ...Cause.failures(cause)]
-  if (defects.length === 0) return "interrupted"
-  return defects.map((defect) => {
-    if (!(defect instanceof Error)) return `a thrown ${typeof defect}`
-    const origin = (defect as { cause?: { code?: unknown } }).cause
-    const sqlState = typeof origin?.code === "string" ? ` (SQLSTATE ${origin.code})` : ""
-    const frames = (defect.stack ?? "").split("\n").filter((line) => /^\s+at /.test(line)).slice(0, 12)
-    return [`${defect.name}${sqlState}`, ...frames].join("\n")
-  }).join("\n")
-}
 
 /** Installs `jsonErrors` inside HttpApi, where route misses and defects are still failures, not yet responses. */
 export const layerJsonErrors = HttpApiBuilder.middleware(jsonErrors)

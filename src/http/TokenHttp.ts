@@ -10,7 +10,8 @@ import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
 import { ClientCredentialsGrant } from "../auth/ClientCredentialsGrant.js"
 import { NO_STORE } from "../auth/TokenRequest.js"
-import { errorAnswer, toServerResponse } from "./Answer.js"
+import { toServerResponse } from "./Answer.js"
+import { errorAnswer } from "../domain/Answer.js"
 import { mediaType, readBodyText } from "./RequestBody.js"
 
 export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>

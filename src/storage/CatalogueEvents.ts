@@ -4,7 +4,8 @@
  */
 import type { AdminActorShape } from "../domain/AdminActor.js"
 import { type AuditAction, type AuditEvent, auditEvent } from "../domain/AuditEvents.js"
-import type { ServiceAddress, ServiceFields, StoredChange } from "./CredentialRepo.js"
+import type { ServiceFields, StoredChange } from "./CredentialRepo.js"
+import type { ServiceAddress } from "../domain/ServiceAddress.js"
 
 /** A live credential a deletion tombstoned. */
 export interface RemovedCredential {

@@ -31,7 +31,8 @@ import { Clock, Effect, Option } from "effect"
 import type { ClientId } from "../domain/Identifiers.js"
 import { CatalogueMemory, MAX_LIVE_ENTRIES, MAX_NEGATIVE_ENTRIES } from "./CatalogueMemory.js"
 import { type CatalogueScope, writeScopes } from "./CatalogueScope.js"
-import type { CredentialRepoShape, LiveService, ServiceAddress, ServiceRoute, TokenTarget } from "./CredentialRepo.js"
+import type { CredentialRepoShape, LiveService, ServiceRoute, TokenTarget } from "./CredentialRepo.js"
+import type { ServiceAddress } from "../domain/ServiceAddress.js"
 
 /** Says whether, and from which generation on, cached entries may be used. */
 export interface CacheGuard {

@@ -11,7 +11,8 @@ import { answeredHandler, type CredentialInfo, type ServiceDocument } from "../d
 import { AuditTrail, makeMemoryLog } from "./AuditTrail.js"
 import { credentialEvents, deletionEvents, type RemovedCredential, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey, type ServiceSnapshot } from "./CredentialChanges.js"
-import { CredentialRepo, type ServiceAddress, type ServiceFields } from "./CredentialRepo.js"
+import { CredentialRepo, type ServiceFields } from "./CredentialRepo.js"
+import { type ServiceAddress } from "../domain/ServiceAddress.js"
 
 interface StoredService extends ServiceFields {
   readonly uuid: ServiceAddress["uuid"]

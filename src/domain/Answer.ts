@@ -1,0 +1,23 @@
+/**
+ * An answer as data: the status, headers and JSON body a decision ends in (`decideToken`,
+ * `decideServiceCall`, the upstream gateway). Written onto a response by `http/Answer.ts`, the same
+ * way on both entries of the hot endpoints; the decisions themselves know nothing of HTTP servers.
+ */
+import { type ServiceError, wireOf } from "./Errors.js"
+
+export interface Answer {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: unknown
+}
+
+/** The answer of `error`: its wire body and status, `Retry-After` where it has one, then `headers`. */
+export const errorAnswer = (error: ServiceError, headers: Readonly<Record<string, string>> = {}): Answer => {
+  const { body, status } = wireOf(error)
+  const retry = error._tag === "StorageUnavailable"
+    ? { "retry-after": "1" }
+    : error._tag === "TooManyAttempts" || error._tag === "AdminTooManyAttempts"
+    ? { "retry-after": String(error.retryAfterSeconds) }
+    : {}
+  return { status, headers: { ...retry, ...headers }, body }
+}

@@ -1,0 +1,40 @@
+/**
+ * Where a service lives: the profile, environment and uuid of its path, as the token endpoint and
+ * the service call address it, checked once from what a client wrote.
+ */
+import type { Option } from "effect"
+import {
+  canonicalServiceUuid,
+  type ClientId,
+  type EnvironmentName,
+  isEnvironmentName,
+  isProfileId,
+  type ProfileId,
+  type ServiceUuid
+} from "./Identifiers.js"
+
+/** A service and its credentials, addressed as the token endpoint and the service path do. */
+export interface ServiceAddress {
+  readonly profile: ProfileId
+  readonly environment: EnvironmentName
+  readonly uuid: ServiceUuid
+}
+
+/** The address a client wrote (any uuid casing), checked; undefined when no service can have it. */
+export const serviceAddress = (profile: string, environment: string, uuid: string): ServiceAddress | undefined => {
+  const canonical = canonicalServiceUuid(uuid)
+  return isProfileId(profile) && isEnvironmentName(environment) && canonical !== undefined
+    ? { profile, environment, uuid: canonical }
+    : undefined
+}
+
+/**
+ * What a span records of a request's target: the service's address and the client id (an
+ * identifier, not a secret; only one of our form, so nothing a client made up).
+ */
+export const spanAttributes = (address: ServiceAddress, clientId: Option.Option<ClientId>): Record<string, unknown> => ({
+  "service_auth.profile": address.profile,
+  "service_auth.environment": address.environment,
+  "service_auth.service_uuid": address.uuid,
+  ...(clientId._tag === "Some" ? { "service_auth.client_id": clientId.value } : {})
+})
