@@ -18,7 +18,7 @@ const isRunning = (pid: number) => {
 
 const acquire = (file: string): void => {
   try {
-    const fd = openSync(file, "wx")
+    const fd = openSync(file, "wx", 0o600)
     writeSync(fd, String(process.pid))
     closeSync(fd)
   } catch (error) {

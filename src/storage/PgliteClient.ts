@@ -17,6 +17,7 @@ import { join } from "node:path"
 import { execFile } from "node:child_process"
 import { pathToFileURL } from "node:url"
 import { pgliteDist, warmedPgliteOptions } from "./PgliteWarmup.js"
+import { PrivateNodeFs } from "./PrivateNodeFs.js"
 
 const statementError = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 
@@ -75,7 +76,9 @@ export const make = (options: { readonly dataDir: string | undefined }) =>
         try: async () => {
           const [PGlite, warmed] = await Promise.all([loadPglite(), warmedPgliteOptions()])
           const settings = { ...SETTINGS, ...warmed }
-          return options.dataDir === undefined ? PGlite.create(settings) : PGlite.create(options.dataDir, settings)
+          return options.dataDir === undefined
+            ? PGlite.create(settings)
+            : PGlite.create({ ...settings, fs: new PrivateNodeFs(options.dataDir) })
         },
         catch: (cause) => new SqlError.SqlError({ cause, message: `Failed to open the embedded database` })
       }),
