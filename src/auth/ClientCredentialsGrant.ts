@@ -10,7 +10,7 @@
  * write of a success is `last_used_at`, at most once a minute per credential.
  */
 import { Context, Duration, Effect, Either, Layer, Option } from "effect"
-import { InvalidClient, InvalidRequest, TooManyAttempts, UnsupportedGrantType } from "../domain/Errors.js"
+import { INVALID_REQUEST_DESCRIPTION, InvalidClient, InvalidRequest, TooManyAttempts, UnsupportedGrantType } from "../domain/Errors.js"
 import { type ClientId, isClientId } from "../domain/Identifiers.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import type { TokenResult } from "../observability/ServiceMetrics.js"
@@ -69,7 +69,7 @@ const failure = (
   result: TokenResult
 ): TokenDecision => ({ _tag: "Answer", answer: failureAnswer(error), result })
 
-const missing = failure(new InvalidRequest({ description: "Missing required parameters" }), "invalid_request")
+const missing = failure(new InvalidRequest({ description: INVALID_REQUEST_DESCRIPTION }), "invalid_request")
 /** The specification's description for every row-4 failure. */
 const targetNotFound = missing
 

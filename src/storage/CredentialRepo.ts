@@ -55,8 +55,6 @@ export interface ServiceRoute {
 /** What a save writes: additions with their generated credentials, and removals. */
 export type StoredChange = GeneratedAddition | CredentialRemoval
 
-export type Upserted<A> = { readonly created: boolean; readonly value: A }
-
 /** How much the catalogue holds (live credentials only): the metrics' gauges. */
 export interface CatalogueCounts {
   readonly profiles: number

@@ -124,8 +124,6 @@ export const ExportedTables = Schema.Struct({
 })
 export type ExportedTables = typeof ExportedTables.Type
 
-export const EXPORTED_TABLES = Object.keys(TABLE_ROWS) as ReadonlyArray<keyof ExportedTables>
-
 
 /** `profile/environment/uuid`: how a service is named in messages. */
 export const serviceKey = (profile: string, environment: string, uuid: string) => `${profile}/${environment}/${uuid}`
