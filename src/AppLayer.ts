@@ -13,6 +13,7 @@ import { Layer } from "effect"
 import { Api } from "./api/Api.js"
 import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
 import { AuthFailureLimiter } from "./auth/AuthFailureLimiter.js"
+import { CallUse } from "./auth/CallUse.js"
 import { ClientCredentialsGrant } from "./auth/ClientCredentialsGrant.js"
 import { ClientSecrets } from "./auth/ClientSecrets.js"
 import { CredentialManager } from "./auth/CredentialManager.js"
@@ -54,7 +55,13 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
 }) =>
   Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer, ServiceCallGate.layer).pipe(
     Layer.provideMerge(
-      Layer.mergeAll(TokenService.layer, AuthFailureLimiter.layer, UpstreamGateway.layer, options.handlers ?? ServiceHandlers.layer)
+      Layer.mergeAll(
+        TokenService.layer,
+        AuthFailureLimiter.layer,
+        CallUse.layer,
+        UpstreamGateway.layer,
+        options.handlers ?? ServiceHandlers.layer
+      )
     ),
     Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets))
   )
