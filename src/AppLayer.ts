@@ -23,6 +23,7 @@ import { TokenService } from "./auth/TokenService.js"
 import { ServiceCallGate } from "./gateway/ServiceCallDecision.js"
 import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
 import { UpstreamGateway } from "./gateway/UpstreamGateway.js"
+import { adminChallenge } from "./http/AdminChallenge.js"
 import * as AdminHttp from "./http/AdminHttp.js"
 import * as AdminKeysHttp from "./http/AdminKeysHttp.js"
 import * as DiscoveryHttp from "./http/DiscoveryHttp.js"
@@ -102,7 +103,7 @@ export const layerHttpApi = Layer.merge(
  * what is wrong with it).
  */
 export const layerServe = HttpApiBuilder.serve((app) =>
-  requestSpan(requestMetrics(requestLog(closeAfterPayloadTooLarge(app))))
+  requestSpan(requestMetrics(requestLog(adminChallenge(closeAfterPayloadTooLarge(app)))))
 ).pipe(
   Layer.provide(layerHttpApi),
   Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 1024 }))

@@ -94,15 +94,33 @@ describe("LOG_FORMAT=json", () => {
     })
     expect(requests.find((entry) => entry.route === "/admin/profiles/{profile}")).toMatchObject({ method: "PUT" })
     expect(new Set(requests.map((entry) => entry.request_id)).size).toBe(requests.length)
-    // Routes are templates: no profile name or uuid a client sent is a route.
+    // Routes are templates: no profile name or uuid a client sent is a route, nor in any line at all
+    // (the message names the route too).
     for (const entry of requests) {
       expect(String(entry.route)).not.toContain(profile)
       expect(String(entry.route)).not.toContain(service.uuid)
+      expect(entry.message).toBe(`${entry.method} ${entry.route} ${entry.status} ${entry.duration_ms}ms`)
     }
+    expect(server.log()).not.toContain(profile)
+    expect(server.log()).not.toContain(service.uuid)
 
     const text = server.log()
     for (const secret of [ADMIN_TOKEN, credential.client_secret, token.access_token, token.access_token.split(".")[2]!]) {
       expect(text).not.toContain(secret)
     }
   }, 120_000)
+
+  it("says at shutdown how many requests it drained and how long that took", async () => {
+    expect(await server.stop()).toBe(0)
+    const shutdown = server.log().split("\n").filter((line) => line.includes("shutdown:")).map((line) => JSON.parse(line))
+    expect(shutdown).toEqual([
+      expect.objectContaining({
+        level: "INFO",
+        message: expect.stringMatching(/^shutdown: stopped accepting connections; drained \d+ requests? in \d+ ms$/),
+        requests_drained: expect.any(Number),
+        requests_cut: 0,
+        duration_ms: expect.any(Number)
+      })
+    ])
+  }, 60_000)
 })
