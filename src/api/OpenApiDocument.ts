@@ -137,11 +137,11 @@ const describeClientAuthentication = (spec: Json): void => {
   const target = { profile: "acme", environment: "production", service_uuid: "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10" }
   body.examples = {
     client_secret_post: {
-      summary: "client_secret_post (no Authorization header)",
+      summary: "client_secret_post (no Authorization header; placeholders: use your own ids and secret)",
       value: { grant_type: "client_credentials", client_id: "svc_0123456789abcdef0123456789abcdef", client_secret: "…", ...target }
     },
     client_secret_basic: {
-      summary: "client_secret_basic (with Authorization: Basic)",
+      summary: "client_secret_basic (with Authorization: Basic; placeholders: use your own ids)",
       value: { grant_type: "client_credentials", ...target }
     }
   }
