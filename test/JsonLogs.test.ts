@@ -64,6 +64,20 @@ describe("LOG_FORMAT=json", () => {
       body: JSON.stringify({ hello: "world" })
     })
     expect(call.status).toBe(200)
+    // Refusals name the path too: none of them may bring it into the log.
+    const refusals = await Promise.all([
+      fetch(`${server.base}/admin/profiles/${profile}-missing`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }),
+      fetch(`${server.base}/admin/profiles/${profile}`),
+      fetch(`${server.base}/service/${profile}/prod/json/${service.uuid}`, { method: "POST", body: "{}" }),
+      fetch(`${server.base}/service/${profile}/prod/json/${service.uuid}`),
+      fetch(`${server.base}/nowhere/${profile}`)
+    ])
+    expect(refusals.map((response) => response.status)).toEqual([404, 401, 401, 405, 404])
+    // Each answer's line is written as it is answered: give the last ones a moment to reach the pipe.
+    const lineCount = () => server.log().split("\n").filter((line) => line.includes('"request_id"')).length
+    for (const deadline = Date.now() + 5_000; lineCount() < 11 && Date.now() < deadline;) {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
     // The service call's line is the last one written (whole lines only), however slow the machine.
     const logged = () => server.log().includes("/service/{profile}/{environment}/json/{uuid}") && server.log().endsWith("\n")
     for (const deadline = Date.now() + 15_000; !logged() && Date.now() < deadline;) {
