@@ -16,7 +16,7 @@ import { lastUseIsStale } from "../domain/LastUse.js"
 import { CredentialRepo } from "../storage/CredentialRepo.js"
 
 /** How many credentials the last-noted times are kept for (one entry each, a few dozen bytes). */
-export const MAX_TRACKED_CREDENTIALS = 100_000
+const MAX_TRACKED_CREDENTIALS = 100_000
 
 export interface CallUseShape {
   /** A service call let through with a token of `clientId` at `nowMillis`: noted at most once a minute. */
