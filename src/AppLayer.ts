@@ -13,6 +13,7 @@ import { Layer } from "effect"
 import { Api } from "./api/Api.js"
 import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
 import { AuthFailureLimiter } from "./auth/AuthFailureLimiter.js"
+import { CallUse } from "./auth/CallUse.js"
 import { ClientCredentialsGrant } from "./auth/ClientCredentialsGrant.js"
 import { ClientSecrets } from "./auth/ClientSecrets.js"
 import { CredentialManager } from "./auth/CredentialManager.js"
@@ -22,6 +23,7 @@ import { TokenService } from "./auth/TokenService.js"
 import { ServiceCallGate } from "./gateway/ServiceCallDecision.js"
 import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
 import { UpstreamGateway } from "./gateway/UpstreamGateway.js"
+import { adminChallenge } from "./http/AdminChallenge.js"
 import * as AdminHttp from "./http/AdminHttp.js"
 import * as AdminKeysHttp from "./http/AdminKeysHttp.js"
 import * as DiscoveryHttp from "./http/DiscoveryHttp.js"
@@ -54,7 +56,13 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
 }) =>
   Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer, ServiceCallGate.layer).pipe(
     Layer.provideMerge(
-      Layer.mergeAll(TokenService.layer, AuthFailureLimiter.layer, UpstreamGateway.layer, options.handlers ?? ServiceHandlers.layer)
+      Layer.mergeAll(
+        TokenService.layer,
+        AuthFailureLimiter.layer,
+        CallUse.layer,
+        UpstreamGateway.layer,
+        options.handlers ?? ServiceHandlers.layer
+      )
     ),
     Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets))
   )
@@ -95,7 +103,7 @@ export const layerHttpApi = Layer.merge(
  * what is wrong with it).
  */
 export const layerServe = HttpApiBuilder.serve((app) =>
-  requestSpan(requestMetrics(requestLog(closeAfterPayloadTooLarge(app))))
+  requestSpan(requestMetrics(requestLog(adminChallenge(closeAfterPayloadTooLarge(app)))))
 ).pipe(
   Layer.provide(layerHttpApi),
   Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 1024 }))

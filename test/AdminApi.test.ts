@@ -130,8 +130,17 @@ const EVERY_ENDPOINT: ReadonlyArray<readonly ["GET" | "PUT" | "POST" | "DELETE",
   ["DELETE", `/admin/profiles/p1/environments/e1/services/${randomUUID()}`],
   ["GET", `/admin/profiles/p1/environments/e1/services/${randomUUID()}/credentials`],
   ["POST", `/admin/profiles/p1/environments/e1/services/${randomUUID()}/credentials`],
-  ["DELETE", `/admin/profiles/p1/environments/e1/services/${randomUUID()}/credentials/${unknownClientId()}`]
+  ["DELETE", `/admin/profiles/p1/environments/e1/services/${randomUUID()}/credentials/${unknownClientId()}`],
+  ["GET", "/admin/audit"],
+  ["GET", "/admin/keys"],
+  ["POST", "/admin/keys/rotate"]
 ]
+
+/** 401 unauthorized with the admin API's Bearer challenge (RFC 6750 §3). */
+const expectUnauthorized = (response: JsonResponse) => {
+  expectError(response, 401, "unauthorized")
+  expect(response.headers["www-authenticate"]).toBe(`Bearer realm="admin"`)
+}
 
 // `layer(...)`, not `it.layer(...)`: in @effect/vitest 0.30 the first `it.layer` call overwrites
 // the shared `it.layer` with its nested form, so a second describe block would nest its server in
@@ -139,39 +148,41 @@ const EVERY_ENDPOINT: ReadonlyArray<readonly ["GET" | "PUT" | "POST" | "DELETE",
 describe("admin API: the admin token", () => {
   layer(makeTestServer())((it) => {
     for (const [method, path] of EVERY_ENDPOINT) {
-      it.effect(`${method} ${path.replace(/[0-9a-f-]{36}|svc_[0-9a-f]{32}/g, "…")} without Authorization → 401 unauthorized`, () =>
+      it.effect(`${method} ${path.replace(/[0-9a-f-]{36}|svc_[0-9a-f]{32}/g, "…")} without Authorization → 401 unauthorized, Bearer challenge`, () =>
         Effect.gen(function*() {
           const body = method === "PUT" || method === "POST" ? "{}" : undefined
           const response = yield* request(method, path, body === undefined ? {} : { body, contentType: "application/json" })
-          expectError(response, 401, "unauthorized")
+          expectUnauthorized(response)
         }))
     }
 
     it.effect("a wrong admin token → 401 unauthorized", () =>
       Effect.gen(function*() {
         const response = yield* request("GET", "/admin/profiles", { headers: { authorization: "Bearer not-the-admin-token" } })
-        expectError(response, 401, "unauthorized")
+        expectUnauthorized(response)
       }))
 
     it.effect("the admin token under the Basic scheme → 401 unauthorized", () =>
       Effect.gen(function*() {
         const asToken68 = yield* request("GET", "/admin/profiles", { headers: { authorization: `Basic ${ADMIN_TOKEN}` } })
-        expectError(asToken68, 401, "unauthorized")
+        expectUnauthorized(asToken68)
         const asBasic = yield* request("GET", "/admin/profiles", {
           headers: { authorization: basicAuthorization("admin", ADMIN_TOKEN) }
         })
-        expectError(asBasic, 401, "unauthorized")
+        expectUnauthorized(asBasic)
       }))
 
     it.effect("\"Bearer\" with an empty token → 401 unauthorized", () =>
       Effect.gen(function*() {
         const response = yield* request("GET", "/admin/profiles", { headers: { authorization: "Bearer " } })
-        expectError(response, 401, "unauthorized")
+        expectUnauthorized(response)
       }))
 
-    it.effect("the admin token is accepted, with the scheme in any case", () =>
+    it.effect("the admin token is accepted, with the scheme in any case (and no challenge)", () =>
       Effect.gen(function*() {
-        expectStatus(yield* request("GET", "/admin/profiles", { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }), 200)
+        const accepted = yield* request("GET", "/admin/profiles", { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+        expectStatus(accepted, 200)
+        expect(accepted.headers["www-authenticate"]).toBeUndefined()
         expectStatus(yield* request("GET", "/admin/profiles", { headers: { authorization: `bearer ${ADMIN_TOKEN}` } }), 200)
       }))
 
@@ -183,7 +194,7 @@ describe("admin API: the admin token", () => {
           contentType: "application/json",
           headers: { authorization: "Bearer wrong" }
         })
-        expectError(response, 401, "unauthorized")
+        expectUnauthorized(response)
         expectError(yield* admin.get(paths.profile(profile)), 404, "not_found")
       }))
   })

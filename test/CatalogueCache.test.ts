@@ -283,5 +283,27 @@ describe("last_used_at in batches", () => {
           new Map([[ids[0]!, t2.getTime()], [ids[1]!, t1.getTime()], [ids[2]!, t1.getTime()]])
         )
       }))
+
+    it.scoped("an older time never overwrites a newer one: in memory, nor in the database (GREATEST)", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const id = clientId()
+        const t1 = new Date("2026-01-01T00:00:00Z")
+        const t2 = new Date("2026-01-01T00:05:00Z")
+        yield* sql`INSERT INTO credentials (client_id, profile, environment, service_uuid, secret_hash, created_at)
+                   VALUES (${id}, 'p', 'e', 'u', 'h', ${new Date()})`
+        const writes = yield* LastUsedWrites.make(sql)
+        // A service call noted late, after a token request's later note.
+        writes.note(id, t2)
+        writes.note(id, t1)
+        expect(writes.noted(id)).toEqual(t2)
+        yield* writes.flush
+        // Another instance's batch, older than what is written.
+        const other = yield* LastUsedWrites.make(sql)
+        other.note(id, t1)
+        yield* other.flush
+        const rows = yield* sql<{ last_used_at: Date }>`SELECT last_used_at FROM credentials WHERE client_id = ${id}`
+        expect(rows[0]!.last_used_at.getTime()).toBe(t2.getTime())
+      }))
   })
 })

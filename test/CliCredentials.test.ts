@@ -88,7 +88,7 @@ describe("service-auth admin CLI", () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(2_000)
     const third = JSON.parse(waited.stdout)
     expect(third).toMatchObject({ client_id: expect.stringMatching(/^svc_/), replaces: second.client_id })
-    expect(waited.stderr).toContain("updated at most once a minute") // the warning about a short --idle
+    expect(waited.stderr).toContain("--idle 1h1m or more is safe") // the warning about a short --idle
     expect(waited.stderr).toContain(`waiting until ${second.client_id} has not been used for 2s`)
     expect(waited.stderr).toContain(`removed ${second.client_id}`)
     expect(await (await tokenFor(second.client_id, second.client_secret)).json()).toMatchObject({ error: "invalid_client" })

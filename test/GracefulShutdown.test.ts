@@ -228,7 +228,7 @@ describe("graceful shutdown on SIGTERM (real server)", () => {
     const UPSTREAM_DELAY_MS = 3_000
     const upstream = await upstreamFor(UPSTREAM_DELAY_MS)
     const dataDir = freshDataDir()
-    const server = await serverWith({ DATA_DIR: dataDir })
+    const server = await serverWith({ DATA_DIR: dataDir, LOG_LEVEL: "info" })
     const { profile, callPath } = await createProxiedService(server, upstream)
 
     const calls = fireCalls(server, callPath, 10)
@@ -265,6 +265,8 @@ describe("graceful shutdown on SIGTERM (real server)", () => {
     expect(Math.max(...results.map((r) => r.at))).toBeLessThanOrEqual(signalledAt + exitedAfter)
     expect(await connectionRefused(server.port)).toBe(true)
     expect(server.log()).not.toMatch(/\b(Error|Fatal|ERROR)\b/)
+    // One line says what the drain did.
+    expect(server.log()).toMatch(/shutdown: stopped accepting connections; drained 10 requests in \d+ ms/)
 
     // The embedded database was closed cleanly: a new server on the same data directory has it all.
     const again = await serverWith({ DATA_DIR: dataDir })
@@ -281,7 +283,7 @@ describe("graceful shutdown on SIGTERM (real server)", () => {
     // The grace (300 ms) plus a wide margin for a busy machine, far below the upstream's answer.
     const EXIT_WITHIN_MS = 300 + 4_700
     const upstream = await upstreamFor(20_000)
-    const server = await serverWith({ ...storageEnv(), SHUTDOWN_GRACE_MS: "300" })
+    const server = await serverWith({ ...storageEnv(), SHUTDOWN_GRACE_MS: "300", LOG_LEVEL: "info" })
     const { callPath } = await createProxiedService(server, upstream)
 
     const calls = fireCalls(server, callPath, 5)
@@ -306,6 +308,9 @@ describe("graceful shutdown on SIGTERM (real server)", () => {
     }
     expect(upstream.answered()).toBe(0)
     expect(await connectionRefused(server.port)).toBe(true)
+    expect(server.log()).toMatch(
+      /shutdown: stopped accepting connections; drained \d+ requests? in \d+ ms; closed 5 still unanswered after SHUTDOWN_GRACE_MS \(300 ms\)/
+    )
   }, 90_000)
 
   // A signal to the process group reaches node twice: directly and through npm's relay. runMain

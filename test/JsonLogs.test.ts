@@ -64,6 +64,20 @@ describe("LOG_FORMAT=json", () => {
       body: JSON.stringify({ hello: "world" })
     })
     expect(call.status).toBe(200)
+    // Refusals name the path too: none of them may bring it into the log.
+    const refusals = await Promise.all([
+      fetch(`${server.base}/admin/profiles/${profile}-missing`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }),
+      fetch(`${server.base}/admin/profiles/${profile}`),
+      fetch(`${server.base}/service/${profile}/prod/json/${service.uuid}`, { method: "POST", body: "{}" }),
+      fetch(`${server.base}/service/${profile}/prod/json/${service.uuid}`),
+      fetch(`${server.base}/nowhere/${profile}`)
+    ])
+    expect(refusals.map((response) => response.status)).toEqual([404, 401, 401, 405, 404])
+    // Each answer's line is written as it is answered: give the last ones a moment to reach the pipe.
+    const lineCount = () => server.log().split("\n").filter((line) => line.includes('"request_id"')).length
+    for (const deadline = Date.now() + 5_000; lineCount() < 11 && Date.now() < deadline;) {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
     // The service call's line is the last one written (whole lines only), however slow the machine.
     const logged = () => server.log().includes("/service/{profile}/{environment}/json/{uuid}") && server.log().endsWith("\n")
     for (const deadline = Date.now() + 15_000; !logged() && Date.now() < deadline;) {
@@ -94,15 +108,33 @@ describe("LOG_FORMAT=json", () => {
     })
     expect(requests.find((entry) => entry.route === "/admin/profiles/{profile}")).toMatchObject({ method: "PUT" })
     expect(new Set(requests.map((entry) => entry.request_id)).size).toBe(requests.length)
-    // Routes are templates: no profile name or uuid a client sent is a route.
+    // Routes are templates: no profile name or uuid a client sent is a route, nor in any line at all
+    // (the message names the route too).
     for (const entry of requests) {
       expect(String(entry.route)).not.toContain(profile)
       expect(String(entry.route)).not.toContain(service.uuid)
+      expect(entry.message).toBe(`${entry.method} ${entry.route} ${entry.status} ${entry.duration_ms}ms`)
     }
+    expect(server.log()).not.toContain(profile)
+    expect(server.log()).not.toContain(service.uuid)
 
     const text = server.log()
     for (const secret of [ADMIN_TOKEN, credential.client_secret, token.access_token, token.access_token.split(".")[2]!]) {
       expect(text).not.toContain(secret)
     }
   }, 120_000)
+
+  it("says at shutdown how many requests it drained and how long that took", async () => {
+    expect(await server.stop()).toBe(0)
+    const shutdown = server.log().split("\n").filter((line) => line.includes("shutdown:")).map((line) => JSON.parse(line))
+    expect(shutdown).toEqual([
+      expect.objectContaining({
+        level: "INFO",
+        message: expect.stringMatching(/^shutdown: stopped accepting connections; drained \d+ requests? in \d+ ms$/),
+        requests_drained: expect.any(Number),
+        requests_cut: 0,
+        duration_ms: expect.any(Number)
+      })
+    ])
+  }, 60_000)
 })

@@ -148,6 +148,25 @@ describe("openapi.yaml", () => {
     ])
   })
 
+  it("says the token examples hold placeholders, and what a JSON body gets", () => {
+    const token = spec.paths["/oauth/token"].post
+    expect(token.description).toContain("The examples' ids are placeholders")
+    expect(token.description).toContain("a live credential")
+    expect(token.description).toContain("a JSON body carries none, so it gets 400 invalid_request")
+    const examples = token.requestBody.content["application/x-www-form-urlencoded"].examples
+    for (const example of Object.values(examples) as Array<{ summary: string }>) expect(example.summary).toContain("placeholders")
+  })
+
+  it("declares the admin API's Bearer challenge on each of its 401s", () => {
+    const admin = operations().filter(({ path }) => path.startsWith("/admin/"))
+    expect(admin.length).toBeGreaterThan(10)
+    for (const { method, operation, path } of admin) {
+      expect(operation.responses["401"]?.headers?.["WWW-Authenticate"]?.schema?.example, `${method} ${path}`).toBe(
+        `Bearer realm="admin"`
+      )
+    }
+  })
+
   it("lets bodies that carry nothing be left out, and describes them as empty objects", () => {
     for (const path of [ADMIN, `${ADMIN}/environments/{environment}`]) {
       expect(spec.paths[path].put.requestBody.required, path).toBe(false)

@@ -78,8 +78,8 @@ const NO_STORE_HEADERS: Json = {
 }
 const RETRY_AFTER: Json = { "Retry-After": header("Seconds to wait before retrying.", "1") }
 
-/** The headers each answer carries, by operation (or "*" for every one) and status. */
-const responseHeaders = (operationId: string, status: string): Json => ({
+/** The headers each answer carries, by path, operation and status. */
+const responseHeaders = (path: string, operationId: string, status: string): Json => ({
   ...(status === "429" || status === "503" ? RETRY_AFTER : {}),
   ...(operationId === "token.issueToken" ? NO_STORE_HEADERS : {}),
   ...(operationId === "token.issueToken" && status === "401"
@@ -92,6 +92,9 @@ const responseHeaders = (operationId: string, status: string): Json => ({
         "Bearer realm=\"service\", error=\"invalid_token\""
       )
     }
+    : {}),
+  ...(path.startsWith("/admin/") && status === "401"
+    ? { "WWW-Authenticate": header("The Bearer challenge (RFC 6750 §3): send the admin token.", "Bearer realm=\"admin\"") }
     : {})
 })
 
@@ -134,11 +137,11 @@ const describeClientAuthentication = (spec: Json): void => {
   const target = { profile: "acme", environment: "production", service_uuid: "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10" }
   body.examples = {
     client_secret_post: {
-      summary: "client_secret_post (no Authorization header)",
+      summary: "client_secret_post (no Authorization header; placeholders: use your own ids and secret)",
       value: { grant_type: "client_credentials", client_id: "svc_0123456789abcdef0123456789abcdef", client_secret: "…", ...target }
     },
     client_secret_basic: {
-      summary: "client_secret_basic (with Authorization: Basic)",
+      summary: "client_secret_basic (with Authorization: Basic; placeholders: use your own ids)",
       value: { grant_type: "client_credentials", ...target }
     }
   }
@@ -148,12 +151,12 @@ export const openApiSpec = (): Json => {
   const spec = structuredClone(OpenApi.fromApi(Api)) as Json
   spec.servers = [{ url: "http://localhost:3000", description: "npm start on this machine (ISSUER is the public URL)" }]
   spec.components = { ...spec.components, securitySchemes: { ...spec.components?.securitySchemes, ...SECURITY_SCHEMES } }
-  for (const operations of Object.values(spec.paths ?? {}) as Array<Json>) {
-    for (const operation of Object.values(operations)) {
+  for (const [path, operations] of Object.entries(spec.paths ?? {}) as Array<[string, Json]>) {
+    for (const operation of Object.values(operations) as Array<Json>) {
       if (operation?.responses === undefined) continue
       operation.responses = withoutFrameworkError(operation.responses)
       for (const [status, response] of Object.entries(operation.responses) as Array<[string, Json]>) {
-        const headers = responseHeaders(operation.operationId, status)
+        const headers = responseHeaders(path, operation.operationId, status)
         if (Object.keys(headers).length > 0) response.headers = { ...response.headers, ...headers }
       }
       const declared = OPERATIONS[operation.operationId]

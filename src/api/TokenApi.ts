@@ -61,7 +61,12 @@ export class TokenApi extends HttpApiGroup.make("token")
           "(400 unsupported_grant_type), every other field present (400 invalid_request), the profile, " +
           "environment and service exist and the service has auth_type oauth (400 invalid_request), the " +
           "client credentials are a live credential of that service (401 invalid_client). Every answer " +
-          "carries Cache-Control: no-store and Pragma: no-cache."
+          "carries Cache-Control: no-store and Pragma: no-cache. The examples' ids are placeholders: a token " +
+          "needs a profile, environment and oauth service that exist and a live credential of it (made with " +
+          "the admin API, the editor at /admin or the CLI), otherwise 400 invalid_request \"Missing required " +
+          "parameters\" (an unknown target) or 401 invalid_client. The fields are read from a form body " +
+          "(application/x-www-form-urlencoded) only: a JSON body carries none, so it gets 400 invalid_request " +
+          "\"Missing required parameters\"."
       )
   )
   .annotate(OpenApi.Title, "OAuth 2.0 token endpoint")

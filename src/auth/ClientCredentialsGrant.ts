@@ -9,9 +9,10 @@
  * One indexed read finds the service and the presented client's live credential together; the only
  * write of a success is `last_used_at`, at most once a minute per credential.
  */
-import { Context, Duration, Effect, Either, Layer, Option } from "effect"
+import { Context, Effect, Either, Layer, Option } from "effect"
 import { INVALID_REQUEST_DESCRIPTION, InvalidClient, InvalidRequest, TooManyAttempts, UnsupportedGrantType } from "../domain/Errors.js"
 import { type ClientId, isClientId } from "../domain/Identifiers.js"
+import { lastUseIsStale } from "../domain/LastUse.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import type { TokenResult } from "../observability/ServiceMetrics.js"
 import { CredentialRepo, type TokenTarget } from "../storage/CredentialRepo.js"
@@ -21,13 +22,6 @@ import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
 import { ClientSecrets, type ClientSecretsShape } from "./ClientSecrets.js"
 import { clientCredentials, formFields, NO_STORE, tokenAnswer, type TokenFields } from "./TokenRequest.js"
 import { TokenService } from "./TokenService.js"
-
-/** How stale `last_used_at` may get before a successful request refreshes it. */
-export const LAST_USED_RESOLUTION = Duration.minutes(1)
-
-/** Whether a successful token request must record `last_used_at` (never set, or older than the resolution). */
-export const lastUsedIsStale = (lastUsedAt: Date | null, now: number): boolean =>
-  lastUsedAt === null || now - lastUsedAt.getTime() >= Duration.toMillis(LAST_USED_RESOLUTION)
 
 /** What a token request said, as read by either entry. */
 export interface TokenInput {
@@ -115,7 +109,7 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
     _tag: "Issue",
     clientId: credential.clientId,
     address,
-    touch: lastUsedIsStale(credential.lastUsedAt, input.nowMillis)
+    touch: lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
   }
 }
 

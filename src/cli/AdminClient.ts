@@ -207,30 +207,57 @@ const innermost = (cause: unknown): { readonly code: string | undefined; readonl
   return { code, message }
 }
 
-const transportReason = (cause: unknown): string => {
+/** Why a server could not be reached, and what to check (by default: is it there at all). */
+interface TransportProblem {
+  readonly reason: string
+  readonly hint: string
+}
+
+const CHECK_ADDRESS = "is it running? is --url or SERVICE_AUTH_URL right?"
+/** Certificates signed by no CA Node knows: a self-signed one, or a private CA's. */
+const UNTRUSTED_ISSUER = new Set([
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "CERT_UNTRUSTED"
+])
+const TRUST_A_CA = "NODE_EXTRA_CA_CERTS=/path/to/ca.pem makes the CLI trust that CA"
+
+const transportProblem = (cause: unknown): TransportProblem => {
   const { code, message } = innermost(cause)
+  const plain = (reason: string) => ({ reason, hint: CHECK_ADDRESS })
   switch (code) {
     case "ECONNREFUSED":
-      return "connection refused"
+      return plain("connection refused")
     case "ENOTFOUND":
     case "EAI_AGAIN":
-      return "host not found"
+      return plain("host not found")
     case "ECONNRESET":
     case "UND_ERR_SOCKET":
-      return "the connection was closed before an answer"
+      return plain("the connection was closed before an answer")
     case "ETIMEDOUT":
     case "UND_ERR_CONNECT_TIMEOUT":
-      return "the connection timed out"
+      return plain("the connection timed out")
     case "EHOSTUNREACH":
     case "ENETUNREACH":
-      return "host unreachable"
+      return plain("host unreachable")
+    case "EPROTO":
+    case "ERR_SSL_WRONG_VERSION_NUMBER":
+      return { reason: `it does not speak TLS there (${code})`, hint: "use http:// for a server without TLS_CERT_FILE" }
     case undefined:
-      return message
-    default:
-      return code.includes("CERT") || code.includes("SELF_SIGNED")
-        ? `its TLS certificate is not trusted (${code})`
-        : code
+      return plain(message)
   }
+  if (UNTRUSTED_ISSUER.has(code)) {
+    return {
+      reason: `its TLS certificate is not trusted (${code})`,
+      hint: `a self-signed certificate or a private CA's: ${TRUST_A_CA}`
+    }
+  }
+  return code.includes("CERT") || code.includes("SELF_SIGNED")
+    ? { reason: `its TLS certificate was refused (${code})`, hint: `check the server's certificate; ${TRUST_A_CA}` }
+    : plain(code)
 }
 
 /** The answer to the call under way in this fiber, kept to describe a body the client could not decode. */
@@ -284,10 +311,8 @@ const makeAdminClient = (
   { source }: AdminTokenInUse,
   api: ApiClient
 ): AdminClientShape => {
-  const unreachable = (reason: string) =>
-    new ServerUnreachable({
-      message: `cannot reach the service-auth server at ${baseUrl}: ${reason} (is it running? is --url or SERVICE_AUTH_URL right?)`
-    })
+  const unreachable = (reason: string, hint = CHECK_ADDRESS) =>
+    new ServerUnreachable({ message: `cannot reach the service-auth server at ${baseUrl}: ${reason} (${hint})` })
 
   const notOurs = (response: HttpClientResponse.HttpClientResponse, what: string) =>
     new UnexpectedAnswer({
@@ -331,7 +356,10 @@ const makeAdminClient = (
     answer: Option.Option<HttpClientResponse.HttpClientResponse>
   ): Effect.Effect<never, AdminCallError> => {
     if (HttpClientError.isHttpClientError(failure)) {
-      if (failure._tag === "RequestError") return Effect.fail(unreachable(transportReason(failure.cause)))
+      if (failure._tag === "RequestError") {
+        const problem = transportProblem(failure.cause)
+        return Effect.fail(unreachable(problem.reason, problem.hint))
+      }
       // A status the endpoint does not declare fails without a cause; a body that broke off, with one.
       return failure.cause === undefined
         ? undeclaredAnswer(failure.response)

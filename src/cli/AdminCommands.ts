@@ -316,7 +316,8 @@ const credentialsList = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "List a service's credentials (at most two) with their last use (recorded at most once a minute). Secrets are never shown."
+    "List a service's credentials (at most two) with their last use: a token request, or a service call with one of " +
+      "their tokens, recorded at most once a minute. Secrets are never shown."
   )
 )
 

@@ -1,13 +1,16 @@
 /**
  * `rotate`: replaces a credential without downtime, as docs/contract.md §0 describes it. It adds a
  * new credential and prints its secret at once (the applications move to it while rotate waits),
- * then watches the old one's `last_used_at` until it has not moved for `--idle`, and only then
- * removes it; `--force` removes it at once. Whatever stops it before that (Ctrl-C, the server
- * gone, the new credential removed) leaves both credentials and says how to finish by hand.
+ * then watches the old one's `last_used_at` (token requests and calls with its tokens) until it has
+ * not moved for `--idle` (by default longer than a cached token lives), and only then removes it;
+ * `--force` removes it at once. Whatever stops it before that (Ctrl-C, the server gone, the new
+ * credential removed) leaves both credentials and says how to finish by hand.
  */
 import { Command, Options } from "@effect/cli"
 import { Clock, Duration, Effect, Either, Option, Schema } from "effect"
+import { TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import { LAST_USE_RESOLUTION } from "../domain/LastUse.js"
 import { NewCredential } from "../domain/Models.js"
 import { AdminClient, type AdminClientShape, isTransient, type ServiceAddress } from "./AdminClient.js"
 import {
@@ -28,19 +31,25 @@ export class RotationStopped extends Schema.TaggedError<RotationStopped>()("Rota
   message: Schema.String
 }) {}
 
-const DEFAULT_IDLE = Duration.minutes(10)
-const DEFAULT_POLL = Duration.seconds(5)
 /**
- * The server writes `last_used_at` at most once a minute per credential (docs/contract.md §3), so
- * a credential in steady use may look still for a minute: twice that is the shortest safe --idle.
+ * `last_used_at` moves with every use of a credential, token requests and service calls alike, at
+ * most a minute behind (docs/contract.md §3). Every token of the old credential was issued at a
+ * token request, so at most a minute after the last `last_used_at`; it lives an hour. Once the old
+ * credential has been still for a token's lifetime plus that minute, no token of it can be live,
+ * however long a client caches it: the shortest safe --idle.
  */
-const SAFE_IDLE = Duration.minutes(2)
+const SAFE_IDLE = Duration.sum(Duration.seconds(TOKEN_LIFETIME_SECONDS), LAST_USE_RESOLUTION)
+/** The safe --idle and a minute more for the batched write, the poll and clocks a little apart. */
+const DEFAULT_IDLE = Duration.sum(SAFE_IDLE, Duration.minutes(1))
+const DEFAULT_POLL = Duration.seconds(5)
+/** A duration as the option takes it: `1h2m`. */
+const asOption = (duration: Duration.Duration) => formatDuration(duration).replaceAll(" ", "")
 /** Polls that may fail in a row (server restarting, network blip) before rotate gives up. */
 const MAX_FAILED_POLLS = 5
 /** How often the wait says it is still waiting when nothing changes. */
 const PROGRESS_EVERY = Duration.minutes(1)
 
-interface RotateInput {
+export interface RotateInput {
   readonly profile: ProfileId
   readonly environment: EnvironmentName
   readonly uuid: ServiceUuid
@@ -53,7 +62,7 @@ interface RotateInput {
 
 type WaitOutcome = "idle" | "removed elsewhere"
 
-const rotate = Effect.fn("rotate")(function*(input: RotateInput) {
+export const rotate = Effect.fn("rotate")(function*(input: RotateInput) {
   if (input.force && Option.isSome(input.idle)) {
     return yield* new CommandFailed({ message: "--force and --idle exclude each other (--force removes the old credential at once)" })
   }
@@ -71,8 +80,8 @@ const rotate = Effect.fn("rotate")(function*(input: RotateInput) {
   const observedAt = yield* Clock.currentTimeMillis
   if (!input.force && Duration.lessThan(idle, SAFE_IDLE)) {
     yield* note(
-      `warning: last_used_at is updated at most once a minute, so an --idle of ${formatDuration(idle)} can miss a credential ` +
-        `still in use; ${formatDuration(SAFE_IDLE)} or more is safe`
+      `warning: a client may cache a token of ${oldId} for its whole hour and call with it after ${formatDuration(idle)} ` +
+        `of quiet, and last_used_at lags up to a minute; --idle ${asOption(SAFE_IDLE)} or more is safe`
     )
   }
 
@@ -191,7 +200,10 @@ export const rotateCommand = Command.make(
     clientId: clientIdArg,
     idle: durationOption(
       "idle",
-      "Remove the old credential once its last_used_at has not moved for this long (default 10m; it moves at most once a minute)."
+      `Remove the old credential once its last_used_at has not moved for this long (default ${asOption(DEFAULT_IDLE)}). ` +
+        "last_used_at moves with token requests and with service calls made with the credential's tokens, at most a " +
+        "minute behind. A client may cache a token for its whole hour, so only a credential still for an hour plus " +
+        `that minute (${asOption(SAFE_IDLE)}) has no live token left; the default adds a minute of margin.`
     ).pipe(Options.optional),
     poll: durationOption("poll", "How often to read the old credential's last_used_at (default 5s).").pipe(
       Options.optional

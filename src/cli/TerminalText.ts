@@ -3,7 +3,10 @@
  * terminal and never with NO_COLOR (https://no-color.org), lines wrapped to the terminal's width
  * (80 columns when it is not a terminal), usage lines with the whole command path, and the
  * library's type boilerplate ("A user-defined piece of text.") left out: every argument and option
- * has a description of its own.
+ * has a description of its own. Help has its title once; an option that may be left out is marked
+ * `(optional)` where it is described, and one that may be repeated zero times is bracketed in usage
+ * lines (`[--header NAME=VARIABLE]...`). A parse error is one line, `service-auth: <why> (see
+ * <command> --help)`.
  */
 import { Console, Effect } from "effect"
 
@@ -15,7 +18,9 @@ const BOILERPLATE = new Set([
   "A user-defined piece of text.",
   "A true or false value.",
   "An integer.",
-  "This setting is optional."
+  "This setting is optional.",
+  // Each option read from a variable names it in its description.
+  "This option can be set from environment variables."
 ])
 const isBoilerplate = (line: string) => BOILERPLATE.has(line.trim()) || /^\s*One of the following: /.test(line)
 
@@ -75,25 +80,72 @@ const wrapLine = (line: string, width: number): Array<string> => {
   return wrapWords(line.slice(indent.length), width, indent, indent)
 }
 
+/** A usage line (`$ …`) or a command list entry (`  - …`): where options are shown as they are typed. */
+const isUsage = (line: string) => line.startsWith("$ ") || /^\s*- /.test(line)
+
+/** An option the library shows as `--name VALUE...` (repeated, zero or more times): optional too. */
+const REPEATED = /(^|\s)(--[a-z][a-z0-9-]*(?: [A-Za-z][A-Za-z0-9=_|]*)?)\.\.\./g
+
+/** The options a usage line shows in brackets, or repeated: those that may be left out. */
+const optionalOptions = (lines: ReadonlyArray<string>): Set<string> => {
+  const optional = new Set<string>()
+  for (const line of lines.filter((line) => line.startsWith("$ "))) {
+    for (const match of line.matchAll(/\[(--[a-z][a-z0-9-]*)/g)) optional.add(match[1]!)
+    for (const match of line.matchAll(REPEATED)) optional.add(match[2]!.split(" ")[0]!)
+  }
+  return optional
+}
+
+/** An option's heading where it is described: `--name VALUE` at the start of a line. */
+const OPTION_HEADING = /^(--[a-z][a-z0-9-]*)(\s.*)?$/
+
 /** The whole text fitted: see the module comment. */
 export const fitText = (text: string, settings: TerminalSettings): string => {
   const out: Array<string> = []
-  let previousBlank = false
-  for (const raw of text.split("\n")) {
-    const plain = stripAnsi(raw)
+  const raws = text.split("\n")
+  const plains = raws.map(stripAnsi)
+  // The help's title, `service-auth`, is followed by `service-auth 0.1.0`: once is enough.
+  const title = plains[0]?.trim() ?? ""
+  const titled = title !== "" && !title.includes(" ") && plains.slice(1).find((line) => line.trim() !== "")?.startsWith(`${title} `)
+  const optional = optionalOptions(plains)
+  let previousBlank = titled === true
+  for (const [index, raw] of raws.entries()) {
+    if (index === 0 && titled === true) continue
+    let plain = plains[index]!
     if (isBoilerplate(plain)) continue
     // Dropping boilerplate leaves blank lines in pairs: keep one.
     const blank = plain.trim() === ""
     if (blank && previousBlank) continue
     previousBlank = blank
+    let changed = false
+    const bracketed = isUsage(plain) ? plain.replace(REPEATED, "$1[$2]...") : plain
+    if (bracketed !== plain) {
+      plain = bracketed
+      changed = true
+    }
+    const heading = OPTION_HEADING.exec(plain)
+    if (heading !== null && optional.has(heading[1]!) && !plain.startsWith("$ ")) {
+      plain = `${plain} (optional)`
+      changed = true
+    }
     const withPath = plain.startsWith("$ ") && settings.commandPath.length > 0
       ? `$ ${[...settings.commandPath, plain.slice(2)].join(" ")}`
       : undefined
-    const line = withPath ?? (settings.colour ? raw : plain)
+    const line = withPath ?? (settings.colour && !changed ? raw : plain)
     if (stripAnsi(line).length <= settings.width) out.push(line)
     else out.push(...wrapLine(stripAnsi(line), settings.width))
   }
   return out.join("\n")
+}
+
+/**
+ * A parse error of the library (a missing argument, an unknown option, a bad value) as one line:
+ * `service-auth: Missing argument <service-uuid> (see service-auth credentials list --help)`.
+ */
+export const parseErrorLine = (text: string, helpCommand: string): string => {
+  const why = stripAnsi(text).split("\n").map((line) => line.trim()).filter((line) => line !== "").join(" ")
+  const root = helpCommand.split(" ")[0]!
+  return `${root}: ${why} (see ${helpCommand} --help)`
 }
 
 /**
@@ -115,14 +167,18 @@ export const commandPathOf = (
   return path.slice(0, -1)
 }
 
-/** Runs `effect` with a Console whose log and error lines are fitted to stdout and stderr. */
-export const withFittedConsole = (commandPath: ReadonlyArray<string>) =>
+/**
+ * Runs `effect` with a Console whose log lines are fitted to stdout, and whose error lines (the
+ * library's parse errors: commands write their own failures to stderr directly, `Output.ts`) are
+ * one line each pointing to `helpCommand --help`.
+ */
+export const withFittedConsole = (commandPath: ReadonlyArray<string>, helpCommand: string) =>
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.flatMap(Effect.console, (console) => {
-    const fit = (output: Output) => (args: ReadonlyArray<unknown>) =>
-      args.map((arg) => (typeof arg === "string" ? fitText(arg, settingsFor(output, process.env, commandPath)) : arg))
-    const forStdout = fit(process.stdout)
-    const forStderr = fit(process.stderr)
+    const forStdout = (args: ReadonlyArray<unknown>) =>
+      args.map((arg) => (typeof arg === "string" ? fitText(arg, settingsFor(process.stdout, process.env, commandPath)) : arg))
+    const forStderr = (args: ReadonlyArray<unknown>) =>
+      args.map((arg) => (typeof arg === "string" ? parseErrorLine(arg, helpCommand) : arg))
     const fitted: Console.Console = {
       ...console,
       log: (...args) => console.log(...forStdout(args)),

@@ -1,8 +1,10 @@
 /**
  * `service-auth`, the operator's command line (the package's `bin`; `npm run cli -- ...` in a
  * checkout): the admin commands talk to a running server's admin API (`AdminCommands.ts`); `export`
- * and `import` work on the database itself (`TransferCommands.ts`). What `@effect/cli` prints is
- * fitted to the terminal (`TerminalText.ts`).
+ * and `import` work on the database itself (`TransferCommands.ts`). Global options may come before
+ * the command (`GlobalOptions.ts`). What `@effect/cli` prints is fitted to the terminal, and its
+ * parse errors are one `service-auth: …` line pointing to the command's `--help`
+ * (`TerminalText.ts`).
  */
 import { CliConfig, Command, HelpDoc, ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
@@ -10,6 +12,7 @@ import type { Teardown } from "@effect/platform/Runtime"
 import { Cause, Effect, Exit, Layer, Option } from "effect"
 import { adminCommands } from "./AdminCommands.js"
 import { commandGroup, subcommandNames } from "./CommandGroup.js"
+import { commandOf, placeGlobalOptions } from "./GlobalOptions.js"
 import { note } from "./Output.js"
 import { commandPathOf, withFittedConsole } from "./TerminalText.js"
 import { transferCommands } from "./TransferCommands.js"
@@ -69,13 +72,14 @@ const exitCode: Teardown = (exit, onExit) => {
   onExit(Option.isSome(failure) && ValidationError.isValidationError(failure.value) ? 2 : 1)
 }
 
-const argv = process.argv.slice(2)
+// Global options (--json, --url) are read after the command's words, wherever they were written.
+const argv = placeGlobalOptions(NAME, process.argv.slice(2), subcommandsAt)
 const problem = commandLineProblem(argv)
 
 const program = problem !== undefined
   ? Effect.zipRight(note(problem), Effect.fail(ValidationError.invalidArgument(HelpDoc.p(problem))))
-  : cli(process.argv).pipe(
-    withFittedConsole(commandPathOf(NAME, argv, subcommandsAt)),
+  : cli([...process.argv.slice(0, 2), ...argv]).pipe(
+    withFittedConsole(commandPathOf(NAME, argv, subcommandsAt), commandOf(NAME, argv, subcommandsAt)),
     Effect.provide(Layer.merge(NodeContext.layer, CliConfig.layer({ showBuiltIns: false })))
   )
 

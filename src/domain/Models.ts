@@ -163,7 +163,9 @@ export const CredentialInfo = Schema.Struct({
   client_id: ClientId,
   created_at: Timestamp.annotations({ description: "When the credential was generated." }),
   last_used_at: Schema.NullOr(Timestamp).annotations({
-    description: "Time of a successful token request, updated at most once a minute (so up to a minute behind the latest one); null when never used."
+    description: "The last time the credential was used: a successful token request, or a service call made with a token it " +
+      "issued. Recorded at most once a minute, so up to a minute behind the latest use; never moves backwards; null when " +
+      "never used. A client may cache its token for the whole hour: only a credential still for an hour and a minute has no live token left."
   })
 }).annotations({ identifier: "Credential" })
 export type CredentialInfo = typeof CredentialInfo.Type

@@ -8,8 +8,10 @@
  *
  * One indexed read per request finds the service and tells whether the token's credential is still
  * live, so a deletion acknowledged by any instance is refused by every instance on the next request.
+ * A call let through with a token is a use of its credential (`noteCall`, docs/contract.md §3).
  */
 import { Cause, Context, Effect, Either, Layer, Option } from "effect"
+import { CallUse } from "../auth/CallUse.js"
 import { type AccessTokenClaims, TokenService } from "../auth/TokenService.js"
 import { BadGateway, type InsufficientScope, InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
 import type { ClientId } from "../domain/Identifiers.js"
@@ -67,6 +69,8 @@ export interface ServiceCallServices {
   readonly isForService: (claims: AccessTokenClaims, address: ServiceAddress) => boolean
   /** The catalogue's answer; undefined when it must be read from storage. */
   readonly serviceRoute: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<ServiceRoute> | undefined
+  /** A call let through with a token: a use of its credential (`CallUse`), noted in memory. */
+  readonly noteCall: (clientId: ClientId, nowMillis: number) => void
 }
 
 export type ServiceCallDecision =
@@ -117,6 +121,7 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
     if (!services.isForService(verified.right, address)) return answer(otherService)
     if (!route.value.credentialLive) return answer(revoked)
     caller = verified.right.client_id
+    services.noteCall(verified.right.client_id, input.nowMillis)
   }
   return { _tag: "Call", address, route: route.value, caller, clientId }
 }
@@ -158,13 +163,15 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
       const tokens = yield* TokenService
       const handlers = yield* ServiceHandlers
       const upstreams = yield* UpstreamGateway
+      const { noteCall } = yield* CallUse
       const traced = yield* tracerEnabled
       const peek = repo.peek
       const services: ServiceCallServices = {
         verifyAt: tokens.verifyAt,
         isUnknownKey: tokens.isUnknownKey,
         isForService: tokens.isForService,
-        serviceRoute: peek === undefined ? () => undefined : peek.serviceRoute
+        serviceRoute: peek === undefined ? () => undefined : peek.serviceRoute,
+        noteCall
       }
 
       const complete = (input: ServiceCallInput, first: ServiceCallDecision) =>

@@ -9,7 +9,8 @@
  *   (`PortChecks`, before the database is opened);
  * - when the scope closes (SIGTERM/SIGINT), it stops accepting connections, lets requests in flight
  *   finish for up to SHUTDOWN_GRACE_MS, closes idle keep-alive connections as they become idle,
- *   then closes whatever is left, before storage is closed;
+ *   then closes whatever is left, before storage is closed, and logs how many requests it drained
+ *   (or cut) and how long that took;
  * - requests Node's parser refuses still get the contract's JSON error body (`ClientErrors`);
  * - the fast lane (`FastLane`) sees each request first and hands it to the app unless it answers it;
  * - with TRUSTED_PROXIES, each request's client address is worked out once, on arrival
@@ -30,26 +31,51 @@ import { FastLane } from "./FastLane.js"
 import { listen, tlsPair } from "./PortChecks.js"
 import { HSTS, watchTlsPair } from "./TlsCertificates.js"
 
-/** Counts requests from arrival until their response is finished or their connection closed. */
-const trackInFlight = (server: Server) => {
-  let inFlight = 0
-  server.on("request", (_request, response) => {
-    inFlight++
-    response.once("close", () => inFlight--)
-  })
-  return () => inFlight
+/** The requests in flight, and how many have ended so far. */
+interface RequestCounts {
+  readonly inFlight: () => number
+  readonly ended: () => number
 }
 
-const drain = (server: Server, inFlight: () => number, graceMs: number) =>
+/** Counts requests from arrival until their response is finished or their connection closed. */
+const trackInFlight = (server: Server): RequestCounts => {
+  let inFlight = 0
+  let ended = 0
+  server.on("request", (_request, response) => {
+    inFlight++
+    response.once("close", () => {
+      inFlight--
+      ended++
+    })
+  })
+  return { inFlight: () => inFlight, ended: () => ended }
+}
+
+/**
+ * Stops accepting connections, waits for the requests in flight (up to `graceMs`), closes what is
+ * left, and says so in one line: how many requests were drained, how many cut, and how long it took.
+ */
+const drain = (server: Server, counts: RequestCounts, graceMs: number) =>
   Effect.promise(async () => {
+    const started = Date.now()
+    const endedBefore = counts.ended()
     server.close()
-    const deadline = Date.now() + graceMs
-    while (inFlight() > 0 && Date.now() < deadline) {
+    const deadline = started + graceMs
+    while (counts.inFlight() > 0 && Date.now() < deadline) {
       server.closeIdleConnections()
       await new Promise((resolve) => setTimeout(resolve, 25))
     }
+    const cut = counts.inFlight()
     server.closeAllConnections()
-  })
+    return { drained: counts.ended() - endedBefore, cut, ms: Date.now() - started }
+  }).pipe(
+    Effect.flatMap(({ cut, drained, ms }) =>
+      Effect.logInfo(
+        `shutdown: stopped accepting connections; drained ${drained} request${drained === 1 ? "" : "s"} in ${ms} ms` +
+          (cut === 0 ? "" : `; closed ${cut} still unanswered after SHUTDOWN_GRACE_MS (${graceMs} ms)`)
+      ).pipe(Effect.annotateLogs({ requests_drained: drained, requests_cut: cut, duration_ms: ms }))
+    )
+  )
 
 /** An HTTPS server on the pair, kept current until the scope closes; plain HTTP without TLS. */
 const makeServer = (config: Pick<AppConfigShape, "tls">) =>
@@ -96,7 +122,7 @@ export const layer = (
       const early = secure ? undefined : adoptEarlyPort(config.host, config.port)
       const server = early?.server ?? (yield* makeServer(config))
       const proxied = config.trustedProxies !== NO_TRUSTED_PROXIES
-      let inFlight = () => 0
+      let counts: RequestCounts = { inFlight: () => 0, ended: () => 0 }
       return HttpServer.make({
         address: { _tag: "TcpAddress", hostname: config.host, port: config.port },
         serve: (app, middleware) =>
@@ -107,7 +133,7 @@ export const layer = (
             // Attached in one synchronous step, so an adopted port hands over without a request between.
             const attach = () => {
               answerClientErrors(server, secure ? { "strict-transport-security": HSTS } : {})
-              inFlight = trackInFlight(server)
+              counts = trackInFlight(server)
               server.on("request", (request, response) => {
                 if (proxied) rememberClientAddress(request, resolveClientAddress(config.trustedProxies, request))
                 if (secure) response.setHeader("strict-transport-security", HSTS)
@@ -119,7 +145,7 @@ export const layer = (
                 ? Effect.sync(() => early.takeOver(attach))
                 // `serve` cannot fail by its type: the StartupError travels as a defect to main.ts.
                 : Effect.sync(attach).pipe(Effect.zipRight(listen(server, config.host, config.port)), Effect.orDie),
-              () => drain(server, inFlight, config.shutdownGraceMs)
+              () => drain(server, counts, config.shutdownGraceMs)
             )
           })
       })

@@ -1,8 +1,10 @@
 /**
- * One debug line per request: method, path, status and duration, and as fields (what LOG_FORMAT=json
- * shows) the request's id (`RequestId`, what a proxy's upstream gets as X-Request-Id), the route template, the status, the duration and the client address (the TCP
- * peer, or what a trusted proxy forwarded: `ClientAddress`). Never the query string, headers or
- * body, which is where secrets and tokens travel. The app logs what it answers (`requestLog`); the
+ * One debug line per request: method, route template, status and duration, and as fields (what
+ * LOG_FORMAT=json shows) the request's id (`RequestId`, what a proxy's upstream gets as
+ * X-Request-Id), the route template, the status, the duration and the client address (the TCP
+ * peer, or what a trusted proxy forwarded: `ClientAddress`). Never the raw path (its segments are
+ * profile names and service uuids, whatever a client sent), the query string, headers or body,
+ * which is where secrets and tokens travel. The app logs what it answers (`requestLog`); the
  * fast path logs what it answers with the same line (`requestLogLine`).
  */
 import { type HttpApp, HttpServerRequest } from "@effect/platform"
@@ -21,12 +23,12 @@ export const requestLogLine = (
 ) =>
   Effect.whenLogLevel(
     Effect.suspend(() => {
-      const path = url.split("?")[0]!.slice(0, 200)
-      return Effect.logDebug(`${method} ${path} ${status} ${elapsedMs}ms`).pipe(
+      const route = routeTemplate(url.split("?")[0]!) ?? "unknown"
+      return Effect.logDebug(`${method} ${route} ${status} ${elapsedMs}ms`).pipe(
         Effect.annotateLogs({
           request_id: requestId,
           method,
-          route: routeTemplate(path) ?? "unknown",
+          route,
           status,
           duration_ms: elapsedMs,
           client_address: clientAddress

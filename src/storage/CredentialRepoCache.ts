@@ -29,6 +29,7 @@
  */
 import { Clock, Effect, Option } from "effect"
 import type { ClientId } from "../domain/Identifiers.js"
+import { laterUse } from "../domain/LastUse.js"
 import { CatalogueMemory, MAX_LIVE_ENTRIES, MAX_NEGATIVE_ENTRIES } from "./CatalogueMemory.js"
 import { type CatalogueScope, writeScopes } from "./CatalogueScope.js"
 import type { CredentialRepoShape, LiveService, ServiceRoute, TokenTarget } from "./CredentialRepo.js"
@@ -282,7 +283,7 @@ export const withReadCache = (
     if (key === undefined) return
     const target = memory.live.get(key) as Option.Option<TokenTarget> | undefined
     if (target === undefined || Option.isNone(target) || Option.isNone(target.value.credential)) return
-    memory.live.update(key, Option.some({ ...target.value, credential: Option.some({ ...target.value.credential.value, lastUsedAt: now }) }))
+    memory.live.update(key, Option.some({ ...target.value, credential: Option.some({ ...target.value.credential.value, lastUsedAt: laterUse(target.value.credential.value.lastUsedAt, now) }) }))
   }
 
   /** A use noted synchronously, and in the credential's entry, where the repository can. */

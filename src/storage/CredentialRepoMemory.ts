@@ -7,6 +7,7 @@ import { Context, Effect, Either, Layer, Option } from "effect"
 import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId } from "../domain/Identifiers.js"
+import { laterUse } from "../domain/LastUse.js"
 import { answeredHandler, type CredentialInfo, type ServiceDocument } from "../domain/Models.js"
 import { AuditTrail, makeMemoryLog } from "./AuditTrail.js"
 import { credentialEvents, deletionEvents, type RemovedCredential, serviceEvent } from "./CatalogueEvents.js"
@@ -255,7 +256,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
     touchCredential: (clientId, now) =>
       Effect.sync(() => {
         const credential = credentials.get(clientId)
-        if (credential !== undefined) credential.lastUsedAt = now
+        if (credential !== undefined) credential.lastUsedAt = laterUse(credential.lastUsedAt, now)
       }),
 
     findServiceRoute: (address, clientId) =>

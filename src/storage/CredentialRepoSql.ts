@@ -11,6 +11,7 @@ import { Effect, Either, Layer, Option } from "effect"
 import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import { laterUse } from "../domain/LastUse.js"
 import { answeredHandler, type CredentialInfo, type ServiceDocument } from "../domain/Models.js"
 import { insertAuditEvents } from "./AuditTrail.js"
 import { credentialEvents, deletionEvents, serviceEvent } from "./CatalogueEvents.js"
@@ -82,6 +83,11 @@ export const make = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const record = insertAuditEvents(sql)
   const lastUsed = yield* LastUsedWrites.make(sql)
+  /** The stored `last_used_at`, or the later time noted and not yet written. */
+  const notedOver = (clientId: ClientId, stored: Date | null) => {
+    const noted = lastUsed.noted(clientId)
+    return noted === undefined ? stored : laterUse(stored, noted)
+  }
 
   const servicesWithCredentials = (
     services: ReadonlyArray<ServiceRow>,
@@ -321,7 +327,7 @@ export const make = Effect.gen(function*() {
                 : Option.some({
                   clientId: row.client_id,
                   secretHash: row.secret_hash,
-                  lastUsedAt: lastUsed.noted(row.client_id) ?? row.last_used_at
+                  lastUsedAt: notedOver(row.client_id, row.last_used_at)
                 })
             })))
           ),

@@ -1,21 +1,23 @@
 /**
- * `last_used_at`, recorded in batches: a token request notes its credential in memory (O(1)), and
- * one statement a second writes every credential noted since, whatever their number. Callers
- * already note a credential at most once a minute (`lastUsedIsStale`), so a credential is still
- * written at most once a minute. What the admin API reads is never behind what was noted: its
- * reads `flush` first; a stop flushes too. On PostgreSQL, another instance's notes reach the
- * database within `FLUSH_EVERY`.
+ * `last_used_at`, recorded in batches: a token request or a service call notes its credential in
+ * memory (O(1)), and one statement a second writes every credential noted since, whatever their
+ * number. Callers already note a credential at most once a minute per kind of use (`lastUseIsStale`,
+ * `CallUse`), so a credential is still written at most twice a minute. The statement keeps the later
+ * time (GREATEST): a note that arrives late, or another instance's older one, never moves it back.
+ * What the admin API reads is never behind what was noted: its reads `flush` first; a stop flushes
+ * too. On PostgreSQL, another instance's notes reach the database within `FLUSH_EVERY`.
  */
 import type { SqlClient } from "@effect/sql"
 import { Clock, Duration, Effect, type Scope } from "effect"
 import type { StorageUnavailable } from "../domain/Errors.js"
+import { laterUse } from "../domain/LastUse.js"
 import { storageOperation } from "./StorageErrors.js"
 
 /** How often the noted credentials are written. */
 export const FLUSH_EVERY = Duration.seconds(1)
 
 export interface LastUsedWrites {
-  /** Notes that the credential was used at `now` (the latest note wins). */
+  /** Notes that the credential was used at `now` (the latest time noted wins, whatever the order). */
   readonly note: (clientId: string, now: Date) => void
   /** Writes every credential noted so far, in one statement; what fails is noted again. */
   readonly flush: Effect.Effect<void, StorageUnavailable>
@@ -35,14 +37,14 @@ export const make = (sql: SqlClient.SqlClient): Effect.Effect<LastUsedWrites, ne
       noted = new Map()
       // One parameter, whatever the batch's size, on both drivers.
       const rows = JSON.stringify([...batch].map(([client_id, at]) => ({ client_id, at: at.toISOString() })))
-      return sql`UPDATE credentials AS c SET last_used_at = v.at
+      return sql`UPDATE credentials AS c SET last_used_at = GREATEST(c.last_used_at, v.at)
                  FROM json_to_recordset(${rows}::json) AS v(client_id text, at timestamptz)
                  WHERE c.client_id = v.client_id`.pipe(
         Effect.asVoid,
         storageOperation,
         Effect.tapError(() =>
           Effect.sync(() => {
-            for (const [clientId, at] of batch) if (!noted.has(clientId)) noted.set(clientId, at)
+            for (const [clientId, at] of batch) noted.set(clientId, laterUse(noted.get(clientId), at))
           })
         )
       )
@@ -59,7 +61,7 @@ export const make = (sql: SqlClient.SqlClient): Effect.Effect<LastUsedWrites, ne
     yield* Effect.addFinalizer(() => Effect.ignore(Effect.timeout(flush, Duration.seconds(1))))
 
     return {
-      note: (clientId, now) => void noted.set(clientId, now),
+      note: (clientId, now) => void noted.set(clientId, laterUse(noted.get(clientId), now)),
       noted: (clientId) => noted.get(clientId),
       flush,
       pending: () => noted.size

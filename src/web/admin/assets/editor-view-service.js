@@ -18,6 +18,10 @@ import { state } from "./editor-state.js"
 import { renderEditor } from "./editor-view-editor.js"
 import { serviceSettings } from "./editor-view-settings.js"
 
+/** What "Last used" means (docs/contract.md §3). */
+const LAST_USED_MEANS =
+  "the last token request with this credential or service call with one of its tokens, recorded up to a minute late"
+
 export const AUTH_LABELS = { oauth: "OAuth 2.0 (Client Credentials)", none: "None" }
 
 export const serviceLabel = (service) => (service.name ? service.name : `Unnamed service ${service.uuid.slice(0, 8)}`)
@@ -94,7 +98,7 @@ export function serviceSection(envName, service) {
             null,
             h("th", { scope: "col" }, "Client ID"),
             h("th", { scope: "col" }, "Created"),
-            h("th", { scope: "col" }, "Last used"),
+            h("th", { scope: "col", title: LAST_USED_MEANS }, "Last used"),
             h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions"))
           )
         ),
@@ -252,7 +256,14 @@ function askRemove(envName, service, cred, button) {
         "The removal is staged: it takes effect when you save the profile. From then on this credential is refused and every token issued with it stops working."
       ),
       cred.last_used_at
-        ? h("p", { class: "muted" }, "Last used ", timeEl(cred.last_used_at), ". Make sure callers have moved to the new credential.")
+        ? h(
+          "p",
+          { class: "muted" },
+          "Last used ",
+          timeEl(cred.last_used_at),
+          ` (${LAST_USED_MEANS}). A caller may keep its token for an hour: remove the credential once this has not moved ` +
+            "for an hour and a minute, so that no caller still holds a live token of it."
+        )
         : h("p", { class: "muted" }, "This credential has never been used.")
     ],
     confirmLabel: "Remove credential",
