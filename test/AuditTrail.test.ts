@@ -7,13 +7,9 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
-import type { AuditTrail } from "../src/storage/AuditTrail.js"
-import type { CredentialRepo } from "../src/storage/CredentialRepo.js"
-import type { FailureCounts } from "../src/storage/FailureCounts.js"
-import type { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
 import { describeWithPostgres, isolatedPostgresStorage, memoryStorage } from "./support/Databases.js"
 import { expectErrorBody, oauthError, request } from "./support/Http.js"
-import { ADMIN_TOKEN, type JsonResponse, makeTestServer, uniqueName } from "../src/testing.js"
+import { ADMIN_TOKEN, type JsonResponse, makeTestServer, type TestStorage, uniqueName } from "../src/testing.js"
 
 const ALICE = `alice-${randomBytes(18).toString("base64url")}`
 const BOB = `bob-${randomBytes(18).toString("base64url")}`
@@ -84,7 +80,7 @@ const givenService = Effect.gen(function*() {
   return { profile, uuid: created.body.uuid as string, path: servicePath(profile, "prod", created.body.uuid) }
 })
 
-const suite = (storage: Layer.Layer<CredentialRepo | AuditTrail | ServerKeyStore | FailureCounts, unknown>) =>
+const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
   layer(makeTestServer({ storage, config: { adminTokens } }))((it) => {
     it.effect("each action writes one event: time, actor (the token's name), source, action and what it touched", () =>
       Effect.gen(function*() {
