@@ -178,11 +178,11 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
         ))
       .handle("deleteCredential", ({ path: { client_id, ...address } }) =>
         Effect.gen(function*() {
-          yield* permitOn("catalogue.change", address.profile, credentialNotFound)
           if (!Schema.is(ClientId)(client_id)) {
             // Not echoed: whatever was sent is not a client id (and might be a misplaced secret).
             return yield* credentialNotFound
           }
+          yield* permitOn("catalogue.change", address.profile)
           // A removal alone can never exceed the limit.
           yield* manager.removeCredential(address, client_id, yield* AdminActor).pipe(
             Effect.catchTag("CredentialLimitExceeded", Effect.die)
