@@ -7,22 +7,9 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
-import { expectErrorBody, request } from "./support/Http.js"
+import { adminAs as as, expectErrorBody } from "./support/Http.js"
 import { ADMIN_TOKEN, type JsonResponse, makeTestServer, type TestStorage, uniqueName } from "../src/testing.js"
 
-const as = (token: string) => {
-  const call = (method: "GET" | "PUT" | "POST" | "DELETE", path: string, body?: unknown) =>
-    request(method, path, {
-      headers: { authorization: `Bearer ${token}` },
-      ...(body === undefined ? {} : { body: JSON.stringify(body), contentType: "application/json" })
-    })
-  return {
-    get: (path: string) => call("GET", path),
-    put: (path: string, body: unknown = {}) => call("PUT", path, body),
-    post: (path: string, body: unknown = {}) => call("POST", path, body),
-    delete: (path: string) => call("DELETE", path)
-  }
-}
 type Caller = ReturnType<typeof as>
 const root = as(ADMIN_TOKEN)
 

@@ -8,7 +8,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
 import { describeWithPostgres, isolatedPostgresStorage, memoryStorage } from "./support/Databases.js"
-import { expectErrorBody, oauthError, request } from "./support/Http.js"
+import { adminAs as as, expectErrorBody, oauthError, request } from "./support/Http.js"
 import { ADMIN_TOKEN, type JsonResponse, makeTestServer, type TestStorage, uniqueName } from "../src/testing.js"
 
 const ALICE = `alice-${randomBytes(18).toString("base64url")}`
@@ -19,19 +19,6 @@ const adminTokens = [
   { name: "bob", token: Redacted.make(BOB) }
 ]
 
-const as = (token: string) => {
-  const call = (method: "GET" | "PUT" | "POST" | "DELETE", path: string, body?: unknown) =>
-    request(method, path, {
-      headers: { authorization: `Bearer ${token}` },
-      ...(body === undefined ? {} : { body: JSON.stringify(body), contentType: "application/json" })
-    })
-  return {
-    get: (path: string) => call("GET", path),
-    put: (path: string, body: unknown = {}) => call("PUT", path, body),
-    post: (path: string, body: unknown = {}) => call("POST", path, body),
-    delete: (path: string) => call("DELETE", path)
-  }
-}
 const alice = as(ALICE)
 const bob = as(BOB)
 const root = as(ADMIN_TOKEN)
