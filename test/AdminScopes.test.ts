@@ -8,6 +8,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { adminAs as as, expectErrorBody } from "./support/Http.js"
+import { AdminTokenStore } from "../src/storage/AdminTokenStore.js"
 import { ADMIN_TOKEN, type JsonResponse, makeTestServer, type TestStorage, uniqueName } from "../src/testing.js"
 
 type Caller = ReturnType<typeof as>
@@ -233,6 +234,20 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
           ["admin_token.revoked", "admin", { name, role: "viewer", profiles: [own.profile] }],
           ["admin_token.created", "admin", { name, role: "viewer", profiles: [own.profile] }]
         ])
+      }))
+
+    it.effect("last_used_at is written at most once a minute", () =>
+      Effect.gen(function*() {
+        const store = yield* AdminTokenStore
+        const { caller, name } = yield* givenToken("admin")
+        expectStatus(yield* caller.get("/admin/session"), 200)
+        const lastUsed = Effect.map(store.list, (tokens) => tokens.find((t) => t.name === name)!.last_used_at)
+        const first = (yield* lastUsed)!
+        expect(first).not.toBeNull()
+        yield* store.markUsed(name, new Date(first.getTime() + 59_000))
+        expect(yield* lastUsed).toEqual(first)
+        yield* store.markUsed(name, new Date(first.getTime() + 60_000))
+        expect(yield* lastUsed).toEqual(new Date(first.getTime() + 60_000))
       }))
 
     it.effect("a token request that does not decode → 400 invalid_request", () =>
