@@ -33,13 +33,15 @@ export const NewAdminTokenRequest = Schema.Struct({
   name: AdminTokenName,
   role: AdminRole,
   profiles: Schema.optional(
-    Schema.Array(ProfileId).annotations({ description: "At least one profile name; required for owner and viewer, absent for admin." })
+    Schema.NullOr(Schema.Array(ProfileId)).annotations({
+      description: "At least one profile name; required for owner and viewer, absent (or null) for admin."
+    })
   )
 }).pipe(
   Schema.filter((request) =>
     request.role === "admin"
-      ? request.profiles === undefined || { path: ["profiles"], message: "an admin token reaches every profile: leave profiles out" }
-      : (request.profiles !== undefined && request.profiles.length > 0) ||
+      ? request.profiles == null || { path: ["profiles"], message: "an admin token reaches every profile: leave profiles out" }
+      : (request.profiles != null && request.profiles.length > 0) ||
         { path: ["profiles"], message: `an ${request.role} token needs profiles: at least one profile name` }
   )
 ).annotations({ identifier: "NewAdminToken", parseOptions: { onExcessProperty: "error" } })

@@ -36,7 +36,7 @@ export const layerTokens = HttpApiBuilder.group(Api, "adminTokens", (handlers) =
           const caller: AdminCaller = yield* mayManageTokens
           if (access.environmentNames.has(payload.name)) return yield* taken(payload.name)
           const token = randomBytes(32).toString("base64url")
-          const profiles = payload.profiles === undefined ? null : [...new Set(payload.profiles)].sort()
+          const profiles = payload.profiles == null ? null : [...new Set(payload.profiles)].sort()
           const created_at = yield* currentDate
           const stored = { name: payload.name, role: payload.role, profiles, digest: tokenDigest(token).toString("hex"), created_at }
           const event = auditEvent(caller, created_at, { action: "admin_token.created", details: tokenDetails(stored) })
