@@ -126,6 +126,11 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
               expectErrorBody(response, 404, { error: "not_found", error_description: "Profile not found" })
             }
           }
+          // A proxy handler keeping header values is judged as for a missing profile (nothing stored is read).
+          const keeping = { auth_type: "oauth", handler: { type: "proxy", url: "https://upstream.example/", headers: ["X-Api-Key"] } }
+          const kept = yield* caller.put(other.servicePath, keeping)
+          const keptMissing = yield* root.put(missingTwin(other).servicePath, keeping)
+          expect({ status: kept.status, text: kept.text }).toEqual({ status: keptMissing.status, text: keptMissing.text })
           // Nothing was changed there.
           const document = yield* root.get(`/admin/profiles/${other.profile}`)
           expect(document.body.environments.map((e: any) => e.name)).toEqual(["prod"])

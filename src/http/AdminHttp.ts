@@ -138,15 +138,17 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
     const { headerSealingKey } = yield* ClientSecrets
     const putService = (address: ServiceAddress, input: ServiceInput, mode: "create" | "upsert") =>
       Effect.gen(function*() {
-        yield* permitOn("catalogue.change", address.profile)
         // Static header values are sealed here; those not sent again are kept (`storedHandlerOf`).
-        const current = mode === "create" || input.handler?.type !== "proxy"
+        // Out of the caller's scope nothing stored is read: the input is judged as for a missing
+        // profile, then refused as one.
+        const current = mode === "create" || input.handler?.type !== "proxy" || !reaches(yield* AdminActor, address.profile)
           ? Option.none()
           : yield* repo.findServiceRoute(address, Option.none())
         const handler = input.handler === undefined ? defaultHandler : yield* Either.match(
           storedHandlerOf(headerSealingKey, address.uuid, input.handler, Option.getOrUndefined(current)?.handler),
           { onLeft: Effect.fail, onRight: Effect.succeed }
         )
+        yield* permitOn("catalogue.change", address.profile)
         const created = yield* repo.putService(
           address,
           { name: input.name ?? address.uuid, auth_type: input.auth_type, handler },
