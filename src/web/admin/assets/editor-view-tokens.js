@@ -5,7 +5,7 @@
  */
 import { api } from "./editor-api.js"
 import { openDialog } from "./editor-dialog.js"
-import { announce, clearMessages, copyText, focusEl, h, main, replaceContent, showAlert, timeEl } from "./editor-dom.js"
+import { announce, clearMessages, copyField, focusEl, h, main, replaceContent, showAlert, timeEl } from "./editor-dom.js"
 import { fail } from "./editor-router.js"
 import { enc, parseRoute } from "./editor-state.js"
 
@@ -104,33 +104,11 @@ function tokensTable() {
 
 function createdPanel() {
   if (created === null) return null
-  const field = h("textarea", {
-    id: "new-token",
-    rows: "1",
-    wrap: "soft",
-    readonly: true,
-    class: "mono",
-    spellcheck: "false",
-    autocomplete: "off",
-    value: created.token,
-    "aria-describedby": "new-token-warning",
-    onfocus: (e) => e.currentTarget.select()
-  })
   return h(
     "section",
     { class: "secrets", "aria-labelledby": "new-token-title" },
     h("h2", { id: "new-token-title", tabindex: "-1" }, `New admin token ${created.name}: copy it now`),
-    h(
-      "div",
-      { class: "field" },
-      h("label", { for: "new-token" }, "Admin token"),
-      h(
-        "div",
-        { class: "copy-row" },
-        field,
-        h("button", { type: "button", class: "btn btn-primary", onclick: () => copyText(field.value, field, "Admin token") }, "Copy")
-      )
-    ),
+    copyField("new-token", "Admin token", created.token, "Admin token", "Copy", { "aria-describedby": "new-token-warning" }, true),
     h(
       "p",
       { class: "warning", id: "new-token-warning" },
