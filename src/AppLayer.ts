@@ -26,6 +26,7 @@ import { UpstreamGateway } from "./gateway/UpstreamGateway.js"
 import { adminChallenge } from "./http/AdminChallenge.js"
 import * as AdminHttp from "./http/AdminHttp.js"
 import * as AdminKeysHttp from "./http/AdminKeysHttp.js"
+import * as AdminTokensHttp from "./http/AdminTokensHttp.js"
 import * as DiscoveryHttp from "./http/DiscoveryHttp.js"
 import * as MetricsHttp from "./http/MetricsHttp.js"
 import { requestLog } from "./http/RequestLog.js"
@@ -37,6 +38,7 @@ import { closeAfterPayloadTooLarge, layerJsonErrors } from "./http/ServerErrors.
 import * as ServiceHttp from "./http/ServiceHttp.js"
 import * as TokenHttp from "./http/TokenHttp.js"
 import * as WebHttp from "./http/WebHttp.js"
+import type { AdminTokenStore } from "./storage/AdminTokenStore.js"
 import type { AuditTrail } from "./storage/AuditTrail.js"
 import type { CredentialRepo } from "./storage/CredentialRepo.js"
 import type { FailureCounts } from "./storage/FailureCounts.js"
@@ -89,6 +91,8 @@ export const layerHttpApi = Layer.merge(
       AdminHttp.layerServices,
       AdminHttp.layerAudit,
       AdminKeysHttp.layer,
+      AdminTokensHttp.layerTokens,
+      AdminTokensHttp.layerSession,
       DiscoveryHttp.layer,
       WebHttp.layer,
       MetricsHttp.layer
@@ -113,7 +117,13 @@ export const layerServe = HttpApiBuilder.serve((app) =>
 export const withoutPlatformRequestSpans = HttpMiddleware.withTracerDisabledWhenEffect(() => true)
 
 /** What a server's storage layer provides: the repositories every storage of `storage/Storage.ts` holds. */
-export type StorageServices = CredentialRepo | AuditTrail | ServerKeyStore | SigningKeyStore | FailureCounts
+export type StorageServices =
+  | CredentialRepo
+  | AuditTrail
+  | AdminTokenStore
+  | ServerKeyStore
+  | SigningKeyStore
+  | FailureCounts
 
 /** What an embedding program chooses; everything else follows from `config`. */
 export interface ServerOptions<ES = never, RH = never> {

@@ -17,6 +17,7 @@ import { KeyService } from "./auth/KeyService.js"
 import { NO_TRUSTED_PROXIES } from "./http/ClientAddress.js"
 import * as FastLane from "./http/FastLane.js"
 import * as NodeServer from "./http/NodeServer.js"
+import type { AdminTokenStore } from "./storage/AdminTokenStore.js"
 import type { AuditTrail } from "./storage/AuditTrail.js"
 import type { CredentialRepo } from "./storage/CredentialRepo.js"
 import type { FailureCounts } from "./storage/FailureCounts.js"
@@ -66,8 +67,11 @@ const layerNodeServer = Layer.unwrapEffect(
     ))
 )
 
+/** What a test server's storage provides (every storage layer of Storage.ts holds the signing keys too). */
+export type TestStorage = CredentialRepo | AuditTrail | AdminTokenStore | ServerKeyStore | FailureCounts
+
 export const makeTestServer = (options: {
-  readonly storage?: Layer.Layer<CredentialRepo | AuditTrail | ServerKeyStore | FailureCounts, unknown>
+  readonly storage?: Layer.Layer<TestStorage, unknown>
   readonly config?: Partial<AppConfigShape>
   /** `test`: one fixed key (the default); `stored`: the live key rotation over the storage. */
   readonly keys?: "test" | "stored"
@@ -78,7 +82,7 @@ export const makeTestServer = (options: {
     // Every storage layer of Storage.ts holds the signing keys too; a hand-made one need not, with test keys.
     Layer.provideMerge(
       (options.storage ?? Storage.layerMemory) as Layer.Layer<
-        CredentialRepo | AuditTrail | ServerKeyStore | SigningKeyStore | FailureCounts,
+        TestStorage | SigningKeyStore,
         unknown
       >
     ),

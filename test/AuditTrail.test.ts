@@ -7,13 +7,9 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
-import type { AuditTrail } from "../src/storage/AuditTrail.js"
-import type { CredentialRepo } from "../src/storage/CredentialRepo.js"
-import type { FailureCounts } from "../src/storage/FailureCounts.js"
-import type { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
 import { describeWithPostgres, isolatedPostgresStorage, memoryStorage } from "./support/Databases.js"
-import { expectErrorBody, oauthError, request } from "./support/Http.js"
-import { ADMIN_TOKEN, type JsonResponse, makeTestServer, uniqueName } from "../src/testing.js"
+import { adminAs as as, expectErrorBody, oauthError, request } from "./support/Http.js"
+import { ADMIN_TOKEN, type JsonResponse, makeTestServer, type TestStorage, uniqueName } from "../src/testing.js"
 
 const ALICE = `alice-${randomBytes(18).toString("base64url")}`
 const BOB = `bob-${randomBytes(18).toString("base64url")}`
@@ -23,19 +19,6 @@ const adminTokens = [
   { name: "bob", token: Redacted.make(BOB) }
 ]
 
-const as = (token: string) => {
-  const call = (method: "GET" | "PUT" | "POST" | "DELETE", path: string, body?: unknown) =>
-    request(method, path, {
-      headers: { authorization: `Bearer ${token}` },
-      ...(body === undefined ? {} : { body: JSON.stringify(body), contentType: "application/json" })
-    })
-  return {
-    get: (path: string) => call("GET", path),
-    put: (path: string, body: unknown = {}) => call("PUT", path, body),
-    post: (path: string, body: unknown = {}) => call("POST", path, body),
-    delete: (path: string) => call("DELETE", path)
-  }
-}
 const alice = as(ALICE)
 const bob = as(BOB)
 const root = as(ADMIN_TOKEN)
@@ -84,7 +67,7 @@ const givenService = Effect.gen(function*() {
   return { profile, uuid: created.body.uuid as string, path: servicePath(profile, "prod", created.body.uuid) }
 })
 
-const suite = (storage: Layer.Layer<CredentialRepo | AuditTrail | ServerKeyStore | FailureCounts, unknown>) =>
+const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
   layer(makeTestServer({ storage, config: { adminTokens } }))((it) => {
     it.effect("each action writes one event: time, actor (the token's name), source, action and what it touched", () =>
       Effect.gen(function*() {

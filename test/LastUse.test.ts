@@ -10,11 +10,7 @@ import { Duration, Effect, Fiber, Layer, Option, TestClock } from "effect"
 import { AdminClient, type AdminClientShape, type ServiceAddress } from "../src/cli/AdminClient.js"
 import { rotate } from "../src/cli/Rotation.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
-import { admin, createFixture, type Fixture, issueToken, makeTestServer, serverPort } from "../src/testing.js"
-import type { AuditTrail } from "../src/storage/AuditTrail.js"
-import type { CredentialRepo } from "../src/storage/CredentialRepo.js"
-import type { FailureCounts } from "../src/storage/FailureCounts.js"
-import type { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
+import { admin, createFixture, type Fixture, issueToken, makeTestServer, serverPort, type TestStorage } from "../src/testing.js"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { asJsonResponse, rawRequest } from "./support/Http.js"
 import { callPath, callService, expectEcho, expectServiceError, serverNow } from "./support/Tokens.js"
@@ -36,7 +32,7 @@ const lastUsedOf = (fixture: Fixture) => Effect.map(lastUsed(fixture), (credenti
 const MINUTE = 60_000
 
 /** The same cases on each storage: memory (no synchronous note), and SQL behind its cache (noted, written in batches). */
-const countsCalls = (storage: Layer.Layer<CredentialRepo | AuditTrail | ServerKeyStore | FailureCounts, unknown>) =>
+const countsCalls = (storage: Layer.Layer<TestStorage, unknown>) =>
   layer(makeTestServer({ storage }), { timeout: 180_000 })((it) => {
     it.effect("a call with a cached token moves it, at most once a minute, never more than a minute behind", () =>
       Effect.gen(function*() {

@@ -9,6 +9,7 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, FastCheck as fc, Layer, Logger } from "effect"
+import { AdminTokenStore } from "../src/storage/AdminTokenStore.js"
 import { AuditTrail } from "../src/storage/AuditTrail.js"
 import { CredentialRepo } from "../src/storage/CredentialRepo.js"
 import * as CredentialRepoMemory from "../src/storage/CredentialRepoMemory.js"
@@ -24,6 +25,7 @@ import {
   type Fixture,
   makeTestServer,
   serverPort,
+  type TestStorage,
   tokenRequest,
   uniqueName
 } from "../src/testing.js"
@@ -73,7 +75,7 @@ const expectAnswer = (
   if (body !== undefined) expect(JSON.parse(response.text)).toEqual(body)
 }
 
-const storageSuite = (storage: Layer.Layer<CredentialRepo | AuditTrail | ServerKeyStore | FailureCounts, unknown>) =>
+const storageSuite = (storage: Layer.Layer<TestStorage, unknown>) =>
   layer(makeTestServer({ storage, config: { authFailureLimit: 1_000_000 } }), { timeout: 60_000 })((it) => {
     let ready: (Fixture & { readonly port: number }) | undefined
     const fixture = Effect.gen(function*() {
@@ -314,7 +316,7 @@ describe("an unexpected storage failure", () => {
   const INPUT = "name-the-client-sent"
   // A repository whose write fails the way a statement refused for its data would, quoting the value.
   const failingStorage = Layer.mergeAll(
-    Layer.effectContext(
+    AdminTokenStore.layerMemory.pipe(Layer.provideMerge(Layer.effectContext(
       Effect.map(CredentialRepoMemory.makeWithAuditTrail, ({ auditTrail, repo }) =>
         Context.make(CredentialRepo, {
           ...repo,
@@ -326,7 +328,7 @@ describe("an unexpected storage failure", () => {
               })
             )
         }).pipe(Context.add(AuditTrail, auditTrail)))
-    ),
+    ))),
     ServerKeyStore.layerMemory,
     FailureCounts.layerLocal
   )

@@ -1,7 +1,7 @@
 /**
  * The admin token check. The framework's bearer decoding is ignored (it does not check the scheme);
- * the header is parsed here and compared in constant time with every configured token (both sides
- * hashed to equal length, all compared, no early exit), which names the actor.
+ * the header is parsed here and the token resolved by `AdminAccess` (the environment's tokens in
+ * constant time, then the stored ones by digest), which names the actor and what it may do.
  *
  * Failed attempts (a bearer token that matches none) are counted per client address, like client
  * authentications (AUTH_FAILURE_LIMIT a minute, shared by instances on PostgreSQL): an address over
@@ -9,15 +9,14 @@
  * not reset the count.
  */
 import { HttpServerRequest } from "@effect/platform"
-import { Effect, Layer, Option, Redacted } from "effect"
-import { timingSafeEqual } from "node:crypto"
+import { Effect, Layer, Option } from "effect"
 import { AdminAuth } from "../api/AdminApi.js"
 import { makeAuthFailureLimiter } from "../auth/AuthFailureLimiter.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { AdminTooManyAttempts, Unauthorized } from "../domain/Errors.js"
 import { parseAuthorization } from "../auth/AuthorizationHeader.js"
 import { FailureCounts } from "../storage/FailureCounts.js"
-import { tokenDigest } from "./TokenDigest.js"
+import { AdminAccess } from "./AdminAccess.js"
 
 /** The limiter's client-id slot: admin failures are keyed by the address alone. */
 const ADMIN = ""
@@ -27,14 +26,7 @@ export const layer = Layer.effect(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const limiter = yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts, "admin")
-    const expected = config.adminTokens.map(({ name, token }) => ({ name, digest: tokenDigest(Redacted.value(token)) }))
-
-    /** The name of the token presented, comparing it with every token whatever matches. */
-    const actorOf = (presented: string): string | undefined => {
-      const digest = tokenDigest(presented)
-      const matches = expected.map((token) => timingSafeEqual(digest, token.digest))
-      return expected[matches.indexOf(true)]?.name
-    }
+    const access = yield* AdminAccess
 
     return AdminAuth.of({
       adminToken: () =>
@@ -49,13 +41,13 @@ export const layer = Layer.effect(
           const source = Option.getOrElse(request.remoteAddress, () => "unknown")
           const blocked = yield* limiter.blockedFor(ADMIN, source)
           if (Option.isSome(blocked)) return yield* new AdminTooManyAttempts({ retryAfterSeconds: blocked.value })
-          const name = actorOf(credentials.value)
-          if (name === undefined) {
+          const identity = yield* access.resolve(credentials.value)
+          if (Option.isNone(identity)) {
             yield* limiter.recordFailure(ADMIN, source)
             return yield* new Unauthorized({ description: "The admin token is not valid" })
           }
-          return { name, source }
+          return { ...identity.value, source }
         })
     })
   })
-)
+).pipe(Layer.provide(AdminAccess.layer))

@@ -4,6 +4,7 @@
  * entry's position, never by quoting it: an entry may hold a token.
  */
 import { Either, Redacted } from "effect"
+import { ADMIN_TOKEN_NAME_PATTERN, ADMIN_TOKEN_NAME_RULE } from "../domain/AdminRoles.js"
 import { tokenDigest } from "./TokenDigest.js"
 
 export interface AdminTokenEntry {
@@ -14,7 +15,6 @@ export interface AdminTokenEntry {
 
 /** The actor of ADMIN_TOKEN. */
 export const ADMIN_TOKEN_ACTOR = "admin"
-const NAME = /^[A-Za-z0-9._-]{1,64}$/
 /** A named token must be sendable as a bearer token (RFC 6750 b64token), and long enough not to be guessed. */
 const TOKEN = /^[A-Za-z0-9._~+/-]+=*$/
 export const MIN_NAMED_TOKEN_LENGTH = 16
@@ -64,7 +64,7 @@ export const parseAdminTokens = (
     if (colon < 0) return Either.left(`${at} is not name:token`)
     const name = pair.slice(0, colon).trim()
     const token = pair.slice(colon + 1).trim()
-    if (!NAME.test(name)) return Either.left(`${at}: the name must be 1-64 letters, digits, '.', '_' or '-'`)
+    if (!ADMIN_TOKEN_NAME_PATTERN.test(name)) return Either.left(`${at}: the name must be ${ADMIN_TOKEN_NAME_RULE}`)
     if (!isStrongAdminToken(token)) return Either.left(`${at} (${name}): the token must be ${STRONG_TOKEN_RULE}`)
     if (entries.some((entry) => entry.name === name)) {
       return Either.left(

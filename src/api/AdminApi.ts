@@ -34,6 +34,7 @@ import {
   AdminTooManyAttemptsWire,
   ConflictWire,
   CredentialLimitExceededWire,
+  ForbiddenWire,
   InvalidRequestWire,
   NotFoundWire,
   PayloadTooLargeWire,
@@ -42,12 +43,12 @@ import {
 } from "../domain/Errors.js"
 
 /**
- * Checks `Authorization: Bearer <token>` against every admin token (ADMIN_TOKEN, ADMIN_TOKENS) on
- * every admin endpoint, and provides who is asking (`AdminActor`). Failed attempts are throttled
- * per remote address (429 with Retry-After).
+ * Checks `Authorization: Bearer <token>` against every admin token (ADMIN_TOKEN, ADMIN_TOKENS, the
+ * stored ones) on every admin endpoint, and provides who is asking with its role and profiles
+ * (`AdminActor`). Failed attempts are throttled per remote address (429 with Retry-After).
  */
 export class AdminAuth extends HttpApiMiddleware.Tag<AdminAuth>()("AdminAuth", {
-  failure: Schema.Union(UnauthorizedWire, AdminTooManyAttemptsWire),
+  failure: Schema.Union(UnauthorizedWire, AdminTooManyAttemptsWire, StorageUnavailableWire),
   provides: AdminActor,
   security: { adminToken: HttpApiSecurity.bearer }
 }) {}
@@ -97,7 +98,7 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
   .add(
     HttpApiEndpoint.get("listProfiles", "/admin/profiles")
       .annotate(OpenApi.Summary, "List profiles")
-      .annotate(OpenApi.Description, "Every profile, by identifier, with its creation time.")
+      .annotate(OpenApi.Description, "Every profile the admin token reaches (all for an admin), by identifier, with its creation time.")
       .addSuccess(ProfileList)
   )
   .add(
@@ -166,13 +167,16 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
   )
   .middleware(AdminBodies)
   .middleware(AdminAuth)
+  .addError(ForbiddenWire)
   .addError(PayloadTooLargeWire)
   .addError(StorageUnavailableWire)
   .annotate(OpenApi.Title, "Admin: profiles and environments")
   .annotate(
     OpenApi.Description,
-    "Operators manage the catalogue with the admin token (ADMIN_TOKEN) as a Bearer token. A profile holds " +
-      "environments; deleting either deletes what it holds, and its credentials' tokens die at once."
+    "Operators manage the catalogue with an admin token as a Bearer token. A profile holds " +
+      "environments; deleting either deletes what it holds, and its credentials' tokens die at once. An owner or " +
+      "viewer token reaches only its profiles: any other answers exactly as a profile that does not exist (404); " +
+      "what its role may not do answers 403 forbidden."
   )
 {}
 
@@ -261,6 +265,7 @@ export class ServicesApi extends HttpApiGroup.make("services")
   .middleware(AdminBodies)
   .middleware(AdminAuth)
   .addError(ConflictWire)
+  .addError(ForbiddenWire)
   .addError(PayloadTooLargeWire)
   .addError(StorageUnavailableWire)
   .annotate(OpenApi.Title, "Admin: services and credentials")
@@ -317,7 +322,8 @@ export class AuditApi extends HttpApiGroup.make("audit")
       .annotate(
         OpenApi.Description,
         "Admin changes, newest first: who (the admin token's name), from where, what, on which profile, " +
-          "environment, service and credential. Optionally one profile's; page with `limit` and `after`. Never a secret."
+          "environment, service and credential. Optionally one profile's; page with `limit` and `after`. Never a secret. " +
+          "An owner or viewer token reads only its profiles' events (another profile's answers as one without events)."
       )
       .setUrlParams(AuditQueryParams)
       .addSuccess(AuditEventPage)
@@ -365,11 +371,13 @@ export class KeysApi extends HttpApiGroup.make("keys")
   )
   .middleware(AdminBodies)
   .middleware(AdminAuth)
+  .addError(ForbiddenWire)
   .addError(PayloadTooLargeWire)
   .addError(StorageUnavailableWire)
   .annotate(OpenApi.Title, "Admin: signing keys")
   .annotate(
     OpenApi.Description,
-    "The RS256 keys that sign access tokens: their rotation schedule, shared by every instance on one database."
+    "The RS256 keys that sign access tokens: their rotation schedule, shared by every instance on one database. " +
+      "Admin tokens only (403 forbidden for the others)."
   )
 {}

@@ -4,6 +4,7 @@
  */
 import { HttpApi, OpenApi } from "@effect/platform"
 import * as AdminApi from "./AdminApi.js"
+import { AdminTokensApi, SessionApi } from "./AdminTokensApi.js"
 import { DiscoveryApi } from "./DiscoveryApi.js"
 import { MetricsApi } from "./MetricsApi.js"
 import { ServiceApi } from "./ServiceApi.js"
@@ -17,6 +18,8 @@ export class Api extends HttpApi.make("service-auth")
   .add(AdminApi.ServicesApi)
   .add(AdminApi.AuditApi)
   .add(AdminApi.KeysApi)
+  .add(AdminTokensApi)
+  .add(SessionApi)
   .add(DiscoveryApi)
   .add(WebApi)
   .add(MetricsApi)

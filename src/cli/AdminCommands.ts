@@ -1,5 +1,6 @@
 /**
- * The admin commands: `profiles`, `environments`, `services`, `credentials`, `rotate` and `audit`, each a
+ * The admin commands: `profiles`, `environments`, `services`, `credentials`, `rotate`, `audit` and
+ * `tokens` (`TokenCommands.ts`), each a
  * thin handler over `AdminClient` run by `runAdmin` (which reports failures). Arguments are
  * positional in the order profile, environment, service uuid, client id; `--url` and `--json` are
  * on every command. To add a command: a method on `AdminClient`, a handler here, an entry below.
@@ -33,6 +34,7 @@ import {
   table
 } from "./Output.js"
 import { rotateCommand } from "./Rotation.js"
+import { tokens } from "./TokenCommands.js"
 
 const describeService = (service: ServiceDocument) =>
   record([
@@ -439,4 +441,4 @@ const auditList = Command.make(
 
 const audit = commandGroup("audit", "Read the audit trail of admin changes.", [auditList])
 
-export const adminCommands = [profiles, environments, services, credentials, rotateCommand, audit] as const
+export const adminCommands = [profiles, environments, services, credentials, rotateCommand, audit, tokens] as const

@@ -25,7 +25,11 @@ export const AUDIT_ACTIONS = [
   "service.deleted",
   "credential.added",
   "credential.removed",
-  "key.rotated"
+  "key.rotated",
+  /** An admin token stored (`POST /admin/tokens`); details `name`, `role`, `profiles`, never the token. */
+  "admin_token.created",
+  /** A stored admin token revoked (`DELETE /admin/tokens/{name}`); details as for its creation. */
+  "admin_token.revoked"
 ] as const
 export const AuditAction = Schema.Literal(...AUDIT_ACTIONS).annotations({
   identifier: "AuditAction",
@@ -36,13 +40,14 @@ export type AuditAction = typeof AuditAction.Type
 /** Small facts about a change: names, counts, flags. Never a secret. */
 export const AuditDetails = Schema.Record({
   key: Schema.String,
-  value: Schema.Union(Schema.String, Schema.Number, Schema.Boolean)
+  value: Schema.Union(Schema.String, Schema.Number, Schema.Boolean, Schema.Array(Schema.String))
 }).annotations({
   identifier: "AuditDetails",
   description:
     "Facts about the change: `service.created`/`service.changed`: `name`, `auth_type`, `handler` (its type); " +
     "`profile.saved`: `added`, `removed` (counts); a `credential.removed` implied by a deletion: `cause` " +
-    "(`profile.deleted`, `environment.deleted` or `service.deleted`)."
+    "(`profile.deleted`, `environment.deleted` or `service.deleted`); `admin_token.created`/`admin_token.revoked`: " +
+    "`name`, `role`, `profiles` (a list of profile names; absent for an admin token)."
 })
 export type AuditDetails = typeof AuditDetails.Type
 
@@ -83,7 +88,8 @@ const nullable = (description: string) => Schema.NullOr(Schema.String).annotatio
 export const AuditEventDocument = Schema.Struct({
   time: Timestamp.annotations({ description: "When the change was made." }),
   actor: Schema.String.annotations({
-    description: "The name of the admin token that made it: `admin` for ADMIN_TOKEN, its name for one of ADMIN_TOKENS."
+    description: "The name of the admin token that made it: `admin` for ADMIN_TOKEN, its name for one of ADMIN_TOKENS " +
+      "or of the stored tokens."
   }),
   source: Schema.String.annotations({ description: "The remote address the request came from (the TCP peer)." }),
   action: AuditAction,
@@ -116,9 +122,13 @@ export const decodeCursor = (cursor: string): string | undefined => {
   return match !== null && encodeCursor(match[1]!) === cursor ? match[1]! : undefined
 }
 
-/** What to read: optionally one profile's events, at most `limit`, older than the cursor's event. */
+/**
+ * What to read: optionally one profile's events, or only those of `profiles` (a scoped admin
+ * token's), at most `limit`, older than the cursor's event.
+ */
 export interface AuditQuery {
   readonly profile: string | undefined
+  readonly profiles?: ReadonlyArray<string> | undefined
   readonly limit: number
   /** An event id (decimal) from `decodeCursor`. */
   readonly after: string | undefined

@@ -97,6 +97,17 @@ export const NotFoundWire = wireError(NotFound, {
   make: (description) => new NotFound({ description })
 })
 
+/** 403 `forbidden`: The admin token's role does not allow the action (docs/contract.md, scoped admin tokens). */
+export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", { description: Schema.String }) {}
+export const ForbiddenWire = wireError(Forbidden, {
+  code: "forbidden",
+  status: 403,
+  identifier: "ForbiddenError",
+  summary: "The admin token's role does not allow this action (the description says what the role may not do).",
+  describe: (e) => e.description,
+  make: (description) => new Forbidden({ description })
+})
+
 /** 409 `conflict`: The request contradicts stored state (for example a service uuid taken by another service). */
 export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", { description: Schema.String }) {}
 export const ConflictWire = wireError(Conflict, {
@@ -207,6 +218,7 @@ export const WIRE_ERRORS = {
   InvalidClient: InvalidClientWire,
   Unauthorized: UnauthorizedWire,
   NotFound: NotFoundWire,
+  Forbidden: ForbiddenWire,
   Conflict: ConflictWire,
   CredentialLimitExceeded: CredentialLimitExceededWire,
   PayloadTooLarge: PayloadTooLargeWire,

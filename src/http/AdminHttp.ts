@@ -10,6 +10,7 @@ import { Api } from "../api/Api.js"
 import { ClientSecrets } from "../auth/ClientSecrets.js"
 import { CredentialManager } from "../auth/CredentialManager.js"
 import { AdminActor } from "../domain/AdminActor.js"
+import { type AdminAction, authorize, authorizeOn, reaches } from "../domain/AdminRoles.js"
 import { AUDIT_PAGE_DEFAULT } from "../domain/AuditEvents.js"
 import { InvalidRequest, NotFound } from "../domain/Errors.js"
 import { ClientId, EnvironmentName, type ProfileId, ServiceUuid } from "../domain/Identifiers.js"
@@ -47,6 +48,19 @@ const documentResponse = <A, I>(schema: Schema.Schema<A, I>, value: A, status: n
 const profileNotFound = new NotFound({ description: "Profile not found" })
 const environmentNotFound = new NotFound({ description: "Environment not found" })
 const serviceNotFound = new NotFound({ description: "Service not found" })
+const credentialNotFound = new NotFound({ description: "No such live credential on this service" })
+
+/** The caller's permission for `action` (`AdminRoles.authorize`): 403 when its role may not. */
+export const permit = (action: AdminAction) =>
+  Effect.flatMap(AdminActor, (caller) => Either.match(authorize(caller, action), { onLeft: Effect.fail, onRight: () => Effect.void }))
+
+/**
+ * The caller's permission for `action` on `profile` (`AdminRoles.authorizeOn`): a profile out of
+ * its scope fails with `missing`, what the endpoint answers for a profile that does not exist.
+ */
+const permitOn = (action: AdminAction, profile: ProfileId, missing: NotFound = profileNotFound) =>
+  Effect.flatMap(AdminActor, (caller) =>
+    Either.match(authorizeOn(caller, action, profile, missing), { onLeft: Effect.fail, onRight: () => Effect.void }))
 
 /** The admin token check and the body reader, which every admin group uses. */
 export const adminMiddleware = Layer.merge(AdminAuthHttp.layer, AdminBodies.layer)
@@ -59,15 +73,22 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
       Effect.flatMap(repo.getProfile(profile), Option.match({ onNone: () => Effect.fail(profileNotFound), onSome: Effect.succeed }))
 
     return handlers
-      .handle("listProfiles", () => Effect.map(repo.listProfiles, (profiles) => ({ profiles })))
+      .handle("listProfiles", () =>
+        Effect.gen(function*() {
+          const caller = yield* AdminActor
+          const profiles = yield* repo.listProfiles
+          return { profiles: profiles.filter((summary) => reaches(caller, summary.profile)) }
+        }))
       .handle("putProfile", ({ path: { profile } }) =>
         Effect.gen(function*() {
+          yield* permitOn("profile.create", profile)
           const created = yield* repo.putProfile(profile, yield* currentDate, yield* AdminActor)
           return yield* documentResponse(ProfileDocument, yield* getProfile(profile), created ? 201 : 200)
         }))
-      .handle("getProfile", ({ path: { profile } }) => getProfile(profile))
+      .handle("getProfile", ({ path: { profile } }) => Effect.zipRight(permitOn("profile.read", profile), getProfile(profile)))
       .handle("deleteProfile", ({ path: { profile } }) =>
         Effect.gen(function*() {
+          yield* permitOn("profile.delete", profile)
           if (!(yield* repo.deleteProfile(profile, yield* currentDate, yield* AdminActor))) return yield* profileNotFound
         }))
       .handle("saveProfile", ({ path: { profile }, payload: { changes } }) =>
@@ -89,10 +110,12 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
             removing.add(clientId)
             staged.push({ op: change.op, environment, service_uuid: serviceUuid, client_id: clientId })
           }
+          yield* permitOn("catalogue.change", profile)
           return yield* manager.saveProfile(profile, staged, yield* AdminActor)
         }))
       .handle("putEnvironment", ({ path: { environment, profile } }) =>
         Effect.gen(function*() {
+          yield* permitOn("catalogue.change", profile)
           const created = yield* repo.putEnvironment(profile, environment, yield* currentDate, yield* AdminActor)
           const document = (yield* getProfile(profile)).environments.find((e) => e.name === environment)
           if (document === undefined) return yield* environmentNotFound // deleted concurrently
@@ -100,6 +123,7 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
         }))
       .handle("deleteEnvironment", ({ path: { environment, profile } }) =>
         Effect.gen(function*() {
+          yield* permitOn("catalogue.change", profile, environmentNotFound)
           if (!(yield* repo.deleteEnvironment(profile, environment, yield* currentDate, yield* AdminActor))) {
             return yield* environmentNotFound
           }
@@ -116,13 +140,16 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
     const putService = (address: ServiceAddress, input: ServiceInput, mode: "create" | "upsert") =>
       Effect.gen(function*() {
         // Static header values are sealed here; those not sent again are kept (`storedHandlerOf`).
-        const current = mode === "create" || input.handler?.type !== "proxy"
+        // Out of the caller's scope nothing stored is read: the input is judged as for a missing
+        // profile, then refused as one.
+        const current = mode === "create" || input.handler?.type !== "proxy" || !reaches(yield* AdminActor, address.profile)
           ? Option.none()
           : yield* repo.findServiceRoute(address, Option.none())
         const handler = input.handler === undefined ? defaultHandler : yield* Either.match(
           storedHandlerOf(headerSealingKey, address.uuid, input.handler, Option.getOrUndefined(current)?.handler),
           { onLeft: Effect.fail, onRight: Effect.succeed }
         )
+        yield* permitOn("catalogue.change", address.profile)
         const created = yield* repo.putService(
           address,
           { name: input.name ?? address.uuid, auth_type: input.auth_type, handler },
@@ -137,23 +164,28 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
       .handle("createService", ({ path: { environment, profile }, payload }) =>
         putService({ profile, environment, uuid: randomUUID() as ServiceUuid }, payload, "create"))
       .handle("putService", ({ path, payload }) => putService(path, payload, "upsert"))
-      .handle("getService", ({ path }) => getService(path))
+      .handle("getService", ({ path }) => Effect.zipRight(permitOn("profile.read", path.profile, serviceNotFound), getService(path)))
       .handle("deleteService", ({ path }) =>
         Effect.gen(function*() {
+          yield* permitOn("catalogue.change", path.profile, serviceNotFound)
           if (!(yield* repo.deleteService(path, yield* currentDate, yield* AdminActor))) return yield* serviceNotFound
         }))
       .handle("listCredentials", ({ path }) =>
-        Effect.map(getService(path), (service) => ({ credentials: service.credentials })))
+        Effect.zipRight(permitOn("profile.read", path.profile, serviceNotFound), getService(path)).pipe(
+          Effect.map((service) => ({ credentials: service.credentials }))
+        ))
       .handle("createCredential", ({ path }) =>
-        Effect.flatMap(AdminActor, (actor) => manager.addCredential(path, actor)).pipe(
+        Effect.zipRight(permitOn("catalogue.change", path.profile), AdminActor).pipe(
+          Effect.flatMap((actor) => manager.addCredential(path, actor)),
           Effect.flatMap((credential) => documentResponse(NewCredential, credential, 201))
         ))
       .handle("deleteCredential", ({ path: { client_id, ...address } }) =>
         Effect.gen(function*() {
           if (!Schema.is(ClientId)(client_id)) {
             // Not echoed: whatever was sent is not a client id (and might be a misplaced secret).
-            return yield* new NotFound({ description: "No such live credential on this service" })
+            return yield* credentialNotFound
           }
+          yield* permitOn("catalogue.change", address.profile)
           // A removal alone can never exceed the limit.
           yield* manager.removeCredential(address, client_id, yield* AdminActor).pipe(
             Effect.catchTag("CredentialLimitExceeded", Effect.die)
@@ -165,5 +197,15 @@ export const layerAudit = HttpApiBuilder.group(Api, "audit", (handlers) =>
   Effect.gen(function*() {
     const trail = yield* AuditTrail
     return handlers.handle("listAuditEvents", ({ urlParams }) =>
-      trail.list({ profile: urlParams.profile, limit: urlParams.limit ?? AUDIT_PAGE_DEFAULT, after: urlParams.after }))
+      Effect.gen(function*() {
+        const caller = yield* AdminActor
+        // Another profile's trail answers as that of a profile that never existed: no events.
+        if (urlParams.profile !== undefined && !reaches(caller, urlParams.profile)) return { events: [], next: null }
+        return yield* trail.list({
+          profile: urlParams.profile,
+          profiles: urlParams.profile === undefined && caller.profiles !== null ? caller.profiles : undefined,
+          limit: urlParams.limit ?? AUDIT_PAGE_DEFAULT,
+          after: urlParams.after
+        })
+      }))
   })).pipe(Layer.provide(AdminAuthHttp.layer))

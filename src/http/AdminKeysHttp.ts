@@ -6,7 +6,7 @@ import type { KeyInfo } from "../auth/KeyRing.js"
 import { KeyService } from "../auth/KeyService.js"
 import { AdminActor } from "../domain/AdminActor.js"
 import type { SigningKeyInfo } from "../domain/Models.js"
-import { adminMiddleware } from "./AdminHttp.js"
+import { adminMiddleware, permit } from "./AdminHttp.js"
 
 const wireOf = (key: KeyInfo): SigningKeyInfo => ({
   kid: key.kid,
@@ -21,9 +21,11 @@ export const layer = HttpApiBuilder.group(Api, "keys", (handlers) =>
   Effect.gen(function*() {
     const keys = yield* KeyService
     return handlers
-      .handle("listKeys", () => Effect.map(keys.list, (list) => ({ keys: list.map(wireOf) })))
+      .handle("listKeys", () =>
+        Effect.zipRight(permit("keys.manage"), keys.list).pipe(Effect.map((list) => ({ keys: list.map(wireOf) }))))
       .handle("rotateKey", () =>
-        Effect.flatMap(AdminActor, keys.rotate).pipe(
+        Effect.zipRight(permit("keys.manage"), AdminActor).pipe(
+          Effect.flatMap(keys.rotate),
           Effect.map((key) => ({ kid: key.kid, status: key.status, active_from: key.activeFrom }))
         ))
   })).pipe(Layer.provide(adminMiddleware))

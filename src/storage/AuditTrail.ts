@@ -71,6 +71,7 @@ const EventRow = Schema.Struct({
 /** One page's query: the profile's events or all, older than `after`, one more than the page to know if there is a next. */
 const PageQuery = Schema.Struct({
   profile: Schema.optional(Schema.String),
+  profiles: Schema.optional(Schema.Array(Schema.String)),
   after: Schema.optional(Schema.String),
   limit: Schema.Int
 })
@@ -88,6 +89,7 @@ export const layerSql = Layer.effect(
           SELECT id::text AS id, time, actor, source, action, profile, environment, service_uuid, client_id, details
           FROM audit_events
           WHERE ${query.profile === undefined ? sql`TRUE` : sql`profile = ${query.profile}`}
+            AND ${query.profiles === undefined ? sql`TRUE` : sql`profile IN ${sql.in(query.profiles)}`}
             AND ${query.after === undefined ? sql`TRUE` : sql`id < ${query.after}::bigint`}
           ORDER BY audit_events.id DESC -- the column, not the text alias (which would sort "9" after "10")
           LIMIT ${query.limit + 1}`
@@ -121,6 +123,7 @@ export const makeMemoryLog = () => {
           const event = events[i]!
           if (query.after !== undefined && BigInt(event.id) >= BigInt(query.after)) continue
           if (query.profile !== undefined && event.profile !== query.profile) continue
+          if (query.profiles !== undefined && (event.profile === null || !query.profiles.includes(event.profile))) continue
           rows.push(event)
         }
         return pageOf(rows, query.limit)

@@ -8,6 +8,7 @@ import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { AppConfig } from "../config/AppConfig.js"
+import { AdminTokenStore } from "./AdminTokenStore.js"
 import * as AuditTrail from "./AuditTrail.js"
 import { CredentialRepo, withSpans } from "./CredentialRepo.js"
 import * as CacheCoherence from "./CacheCoherence.js"
@@ -42,7 +43,14 @@ const cachedRepo = <E, R>(guard: Effect.Effect<CacheGuard, E, R>) =>
 
 /** Repositories over whatever `SqlClient` is provided, after migrating it. */
 const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>, failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>) =>
-  Layer.mergeAll(repo, AuditTrail.layerSql, ServerKeyStore.layerSql, SigningKeyStore.layerSql, failureCounts).pipe(
+  Layer.mergeAll(
+    repo,
+    AuditTrail.layerSql,
+    AdminTokenStore.layerSql,
+    ServerKeyStore.layerSql,
+    SigningKeyStore.layerSql,
+    failureCounts
+  ).pipe(
     Layer.provideMerge(Migrations.layer)
   )
 
@@ -176,7 +184,7 @@ export const layerMigrated = <E, R>(client: Layer.Layer<SqlClient.SqlClient, E, 
   Migrations.layer.pipe(Layer.provideMerge(client))
 
 export const layerMemory = Layer.mergeAll(
-  CredentialRepoMemory.layer,
+  AdminTokenStore.layerMemory.pipe(Layer.provideMerge(CredentialRepoMemory.layer)),
   ServerKeyStore.layerMemory,
   SigningKeyStore.layerMemory,
   FailureCounts.layerLocal

@@ -11,6 +11,8 @@ import { TABLE_ROWS } from "./ExportRows.js"
 
 /** Tables whose rows stay where they are, and why moving them would be wrong or useless. */
 export const TRANSIENT_TABLES: Readonly<Record<string, string>> = {
+  admin_tokens: "the admin tokens managed at run time: credentials of this deployment, never carried in a file " +
+    "(not even as digests); the target is managed with its own tokens",
   auth_failures: "failed client authentications of the last minute: counters that may start again from zero",
   cache_leases: "the running instances' cache leases: they belong to processes, not to the data",
   catalogue_version: "the caches' change counter: the import bumps the target's own",

@@ -264,3 +264,18 @@ export const oauthError = (error: string, description?: string) => ({
   error,
   error_description: description ?? (expect.any(String) as unknown as string)
 })
+
+/** The admin API with `token` as the bearer token (JSON bodies), for tests that act as several tokens. */
+export const adminAs = (token: string) => {
+  const call = (method: "GET" | "PUT" | "POST" | "DELETE", path: string, body?: unknown) =>
+    request(method, path, {
+      headers: { authorization: `Bearer ${token}` },
+      ...(body === undefined ? {} : { body: JSON.stringify(body), contentType: "application/json" })
+    })
+  return {
+    get: (path: string) => call("GET", path),
+    put: (path: string, body: unknown = {}) => call("PUT", path, body),
+    post: (path: string, body: unknown = {}) => call("POST", path, body),
+    delete: (path: string) => call("DELETE", path)
+  }
+}

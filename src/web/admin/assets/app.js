@@ -9,7 +9,8 @@
  * editor-dialog.js   the modal confirmation dialog
  * editor-secrets.js  new secrets: memory only, shown once
  * editor-router.js   which view the address shows, sign-out, failure reports
- * editor-view-*.js   the views: profiles, editor, service, service settings, add forms, history
+ * editor-view-*.js   the views: profiles, editor, service, service settings, add forms, history,
+ *                    admin tokens (admins only; what a token may do comes from GET /admin/session)
  */
 import { start } from "./editor-router.js"
 

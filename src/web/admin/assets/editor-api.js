@@ -54,6 +54,8 @@ export function describeError(err) {
       return `The server refused the request as invalid${detail}.`
     case 401:
       return "Your admin token was rejected; sign in again."
+    case 403:
+      return `Your admin token may not do this${detail}.`
     case 404:
       return `The server could not find it${detail}. Someone may have deleted it; refresh the profile.`
     case 409:

@@ -156,3 +156,34 @@ export async function copyText(value, selectEl, what) {
     )
   }
 }
+
+/**
+ * A read-only field with its Copy button: a textarea, so that on a narrow screen a client id, a
+ * secret or an admin token wraps and can be read whole instead of being cut off at the field's edge.
+ * `primary` makes the button the page's main action (for what is shown once).
+ */
+export function copyField(id, label, value, what, buttonLabel, props, primary = false) {
+  const input = h("textarea", {
+    id,
+    rows: "1",
+    wrap: "soft",
+    readonly: true,
+    class: "mono",
+    spellcheck: "false",
+    autocomplete: "off",
+    value,
+    onfocus: (e) => e.currentTarget.select(),
+    ...props
+  })
+  return h(
+    "div",
+    { class: "field" },
+    h("label", { for: id }, label),
+    h(
+      "div",
+      { class: "copy-row" },
+      input,
+      h("button", { type: "button", class: `btn${primary ? " btn-primary" : ""}`, onclick: () => copyText(input.value, input, what) }, buttonLabel)
+    )
+  )
+}

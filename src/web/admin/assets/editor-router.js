@@ -1,13 +1,14 @@
 /*
  * Which view the address shows, signing out, and the one way failures are reported.
  */
-import { ApiError, describeError } from "./editor-api.js"
+import { api, ApiError, describeError } from "./editor-api.js"
 import { closeDialog } from "./editor-dialog.js"
 import { announce, clearMessages, showAlert } from "./editor-dom.js"
 import { wipeSecrets } from "./editor-secrets.js"
-import { dirty, parseRoute, resetStaged, state, updateTitle, writeToken } from "./editor-state.js"
+import { dirty, isAdmin, parseRoute, resetStaged, state, updateTitle, writeToken } from "./editor-state.js"
 import { openEditor } from "./editor-view-editor.js"
 import { openProfiles, renderNotFoundRoute, renderSignIn } from "./editor-view-profiles.js"
+import { forgetCreatedToken, openTokens } from "./editor-view-tokens.js"
 
 export const LEAVE_MESSAGE = "This profile has unsaved changes. Leave and discard them?"
 
@@ -22,11 +23,43 @@ export function route(options) {
     updateTitle()
     return
   }
+  // After a reload the token is known, not yet what it may do.
+  if (!state.session) {
+    loadSession().then((loaded) => loaded && route(options))
+    return
+  }
+  renderWho()
   const r = parseRoute(location.hash)
+  if (r.name !== "tokens") forgetCreatedToken()
   if (r.name === "editor") openEditor(r.profile, focus)
   else if (r.name === "profiles") openProfiles(focus)
+  else if (r.name === "tokens" && isAdmin()) openTokens(focus)
   else renderNotFoundRoute()
   updateTitle()
+}
+
+/** Asks the server what the token is; false when it could not (the failure is reported). */
+export async function loadSession(token) {
+  try {
+    const { data } = await api("GET", "/admin/session", undefined, token)
+    state.session = data
+    return true
+  } catch (err) {
+    if (token === undefined) fail(err, "Could not load your session.")
+    else throw err
+    return false
+  }
+}
+
+/** Who is signed in, beside the sign-out button. */
+function renderWho() {
+  const who = document.getElementById("who")
+  if (!who) return
+  const session = state.session
+  who.hidden = !session
+  who.textContent = session
+    ? `${session.name} · ${session.role}${session.profiles ? ` of ${session.profiles.join(", ")}` : ""}`
+    : ""
 }
 
 function onHashChange() {
@@ -57,9 +90,12 @@ export function signOut(options) {
   }
   closeDialog(false, true)
   writeToken(null)
+  forgetCreatedToken()
+  state.session = null
   state.profiles = null
   state.doc = null
   state.history = null
+  renderWho()
   route()
   if (rejected) showAlert("Your admin token was rejected; sign in again.")
   else announce("Signed out.")

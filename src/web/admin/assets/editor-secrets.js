@@ -1,7 +1,7 @@
 /*
  * New client secrets: in memory only (`state.secrets`), shown once in a panel until dismissed.
  */
-import { announce, clearMessages, copyText, focusEl, h, nextId } from "./editor-dom.js"
+import { announce, clearMessages, copyField, focusEl, h, nextId } from "./editor-dom.js"
 import { state } from "./editor-state.js"
 
 /** Keeps the secrets of a save's `created` items; `names` maps "env\nuuid" to a service's label. */
@@ -57,36 +57,6 @@ export function secretsPanel() {
   )
 }
 
-/**
- * A read-only field with its Copy button: a textarea, so that on a narrow screen the client id and
- * the secret wrap and can be read whole instead of being cut off at the field's edge.
- */
-function copyField(id, label, value, what, buttonLabel, props) {
-  const input = h("textarea", {
-    id,
-    rows: "1",
-    wrap: "soft",
-    readonly: true,
-    class: "mono",
-    spellcheck: "false",
-    autocomplete: "off",
-    value,
-    onfocus: (e) => e.currentTarget.select(),
-    ...props
-  })
-  return h(
-    "div",
-    { class: "field" },
-    h("label", { for: id }, label),
-    h(
-      "div",
-      { class: "copy-row" },
-      input,
-      h("button", { type: "button", class: `btn${what === "Secret" ? " btn-primary" : ""}`, onclick: () => copyText(input.value, input, what) }, buttonLabel)
-    )
-  )
-}
-
 function secretCard(secret) {
   const warnId = `${secret.key}-warn`
   const titleId = `${secret.key}-title`
@@ -95,7 +65,7 @@ function secretCard(secret) {
     { class: "secret-card", role: "group", "aria-labelledby": titleId },
     h("h3", { id: titleId }, secret.service_name, h("span", { class: "muted small" }, ` · ${secret.profile} / ${secret.environment}`)),
     copyField(`${secret.key}-id`, "Client ID", secret.client_id, "Client ID", "Copy client ID"),
-    copyField(`${secret.key}-secret`, "Client secret", secret.client_secret, "Secret", "Copy", { "aria-describedby": warnId }),
+    copyField(`${secret.key}-secret`, "Client secret", secret.client_secret, "Secret", "Copy", { "aria-describedby": warnId }, true),
     h("p", { class: "warning", id: warnId }, h("span", { "aria-hidden": "true" }, "⚠ "), "This secret will not be shown again.")
   )
 }

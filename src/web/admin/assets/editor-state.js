@@ -20,6 +20,8 @@ function readToken() {
 /** Everything the page knows. Secrets are here and nowhere else. */
 export const state = {
   token: readToken(),
+  /** What the token is (`GET /admin/session`): `{ name, role, profiles }`; null until asked. */
+  session: null,
   profiles: null,
   doc: null,
   loadingProfile: null,
@@ -44,6 +46,14 @@ export function writeToken(token) {
 
 export const dirty = () => isDirty(state.staged)
 
+/**
+ * What the page offers follows the token's role (the server decides; the page only hides what it
+ * would refuse): a viewer sees no change control, only an admin creates or deletes profiles and
+ * manages admin tokens.
+ */
+export const mayChange = () => !!state.session && state.session.role !== "viewer"
+export const isAdmin = () => !!state.session && state.session.role === "admin"
+
 export function resetStaged(profile) {
   state.staged = emptyChanges(profile ?? null)
 }
@@ -55,6 +65,7 @@ export const profilePath = (profile) => `/admin/profiles/${enc(profile)}`
 export function parseRoute(hash) {
   const path = (hash || "").replace(/^#/, "")
   if (path === "" || path === "/" || path === "/profiles" || path === "/profiles/") return { name: "profiles" }
+  if (path === "/tokens" || path === "/tokens/") return { name: "tokens" }
   const m = /^\/profiles\/([^/]+)\/?$/.exec(path)
   if (m) {
     try {
@@ -73,5 +84,6 @@ export function updateTitle() {
   if (!state.token) title = `Sign in · ${base}`
   else if (route.name === "editor") title = `${route.profile} · ${base}`
   else if (route.name === "profiles") title = `Profiles · ${base}`
+  else if (route.name === "tokens") title = `Admin tokens · ${base}`
   document.title = (dirty() ? "• " : "") + title
 }

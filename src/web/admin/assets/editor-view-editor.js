@@ -8,7 +8,7 @@ import { openDialog } from "./editor-dialog.js"
 import { announce, clearMessages, focusEl, focusKey, h, main, replaceContent, timeEl } from "./editor-dom.js"
 import { fail } from "./editor-router.js"
 import { keepSecrets, secretsPanel } from "./editor-secrets.js"
-import { enc, parseRoute, profilePath, resetStaged, state, updateTitle } from "./editor-state.js"
+import { enc, mayChange, parseRoute, profilePath, resetStaged, state, updateTitle } from "./editor-state.js"
 import { addForms } from "./editor-view-forms.js"
 import { historySection, refreshHistory } from "./editor-view-history.js"
 import { serviceLabel, serviceSection } from "./editor-view-service.js"
@@ -119,7 +119,7 @@ export function renderEditor() {
       h("button", { type: "button", class: "btn btn-quiet", "data-focus": "refresh", onclick: refreshProfile }, "Refresh")
     ),
     // Two ways of saving on one page: say which is which before anyone wonders.
-    h(
+    !mayChange() ? h("p", { class: "save-rules" }, "Your admin token may read this profile, not change it.") : h(
       "p",
       { class: "save-rules", id: "save-rules" },
       h("strong", null, "Saved at once:"),
@@ -131,9 +131,9 @@ export function renderEditor() {
     envCount === 0
       ? h("p", { class: "empty card" }, "This profile has no environments yet. Add one below, then add services to it.")
       : doc.environments.map(environmentSection),
-    addForms(doc),
+    mayChange() ? addForms(doc) : null,
     historySection(),
-    saveBar()
+    mayChange() ? saveBar() : null
   ]
   // Only what the operator changed is kept, so fresh values from the server show everywhere else.
   const kept = new Map()
@@ -170,7 +170,7 @@ function environmentSection(env) {
       "div",
       { class: "env-head" },
       h("h2", { id: titleId, class: "env-title" }, h("span", { class: "kicker" }, "Environment "), h("span", { class: "env-name" }, env.name)),
-      h(
+      !mayChange() ? null : h(
         "button",
         {
           type: "button",

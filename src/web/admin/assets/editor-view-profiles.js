@@ -16,9 +16,9 @@ import {
   showAlert,
   timeEl
 } from "./editor-dom.js"
-import { fail, route } from "./editor-router.js"
+import { fail, loadSession, route } from "./editor-router.js"
 import { secretsPanel } from "./editor-secrets.js"
-import { enc, parseRoute, profileHash, state, writeToken } from "./editor-state.js"
+import { enc, isAdmin, parseRoute, profileHash, state, writeToken } from "./editor-state.js"
 
 function setBusy(button, busy) {
   button.disabled = busy
@@ -51,7 +51,7 @@ export function renderSignIn() {
       h(
         "p",
         { class: "hint", id: hintId },
-        "The server's ADMIN_TOKEN (or one of ADMIN_TOKENS). Set neither, and the server generated one into ",
+        "The server's ADMIN_TOKEN, one of ADMIN_TOKENS, or a token an admin created for you. Set neither, and the server generated one into ",
         h("code", null, "data/admin-token"),
         ": run ",
         h("code", null, "cat data/admin-token"),
@@ -84,9 +84,9 @@ async function signIn(event, input, button) {
   clearMessages()
   setBusy(button, true)
   try {
-    const { data } = await api("GET", "/admin/profiles", undefined, token)
+    await loadSession(token)
     writeToken(token)
-    state.profiles = data && Array.isArray(data.profiles) ? data.profiles : []
+    state.profiles = null
     announce("Signed in.")
     route({ focus: true })
   } catch (err) {
@@ -116,7 +116,9 @@ export async function openProfiles(focus) {
 function profilesBody() {
   const list = state.profiles
   if (list === null) return h("p", { class: "muted" }, "Loading profiles…")
-  if (list.length === 0) return h("p", { class: "empty" }, "No profiles yet. Create the first one below.")
+  if (list.length === 0) {
+    return h("p", { class: "empty" }, isAdmin() ? "No profiles yet. Create the first one below." : "Your admin token reaches no profile yet.")
+  }
   const sorted = [...list].sort((a, b) => String(a.profile).localeCompare(String(b.profile)))
   return h(
     "ul",
@@ -139,15 +141,21 @@ function renderProfiles(focus) {
   const button = h("button", { type: "submit", class: "btn btn-primary" }, "Create profile")
   replaceContent(
     main(),
-    h("div", { class: "page-head" }, h("h1", { id: "page-title", tabindex: "-1" }, "Profiles")),
+    h(
+      "div",
+      { class: "page-head" },
+      h("h1", { id: "page-title", tabindex: "-1" }, "Profiles"),
+      isAdmin() ? h("a", { href: "#/tokens", class: "btn btn-quiet" }, "Admin tokens") : null
+    ),
     secretsPanel(),
     h(
       "section",
       { class: "card", "aria-labelledby": "all-profiles" },
-      h("h2", { id: "all-profiles" }, "All profiles"),
+      h("h2", { id: "all-profiles" }, isAdmin() ? "All profiles" : "Your profiles"),
       h("div", { id: "profiles-body" }, profilesBody())
     ),
-    h(
+    // Only an admin creates profiles; the server refuses it to the others.
+    !isAdmin() ? null : h(
       "section",
       { class: "card", "aria-labelledby": "new-profile-title" },
       h("h2", { id: "new-profile-title" }, "New profile"),

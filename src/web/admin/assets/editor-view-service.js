@@ -14,7 +14,7 @@ import {
 } from "./editor-changes.js"
 import { openDialog } from "./editor-dialog.js"
 import { announce, clearMessages, copyText, focusKey, h, nextId, showAlert, timeEl } from "./editor-dom.js"
-import { state } from "./editor-state.js"
+import { mayChange, state } from "./editor-state.js"
 import { renderEditor } from "./editor-view-editor.js"
 import { serviceSettings } from "./editor-view-settings.js"
 
@@ -105,7 +105,7 @@ export function serviceSection(envName, service) {
         h("tbody", null, rows)
       )
     ),
-    h(
+    !mayChange() ? null : h(
       "div",
       { class: "service-foot" },
       h(
@@ -123,14 +123,14 @@ export function serviceSection(envName, service) {
       ),
       h("p", { class: `hint${atLimit ? " hint-limit" : ""}`, id: limitId }, limitText(service, count, pending))
     ),
-    serviceSettings(envName, service)
+    mayChange() ? serviceSettings(envName, service) : null
   )
 }
 
 function credentialRow(envName, service, cred) {
   const removing = isRemovalStaged(state.staged, envName, service.uuid, cred.client_id)
   const key = `cred:${envName}:${service.uuid}:${cred.client_id}`
-  const action = removing
+  const action = !mayChange() ? null : removing
     ? h(
         "button",
         {

@@ -1,0 +1,100 @@
+/**
+ * What an admin token may do (docs/contract.md, scoped admin tokens): one table, role × action, and
+ * the profiles a scoped token reaches. The API decides with `authorize` on every admin path; the
+ * editor and the CLI only follow what `GET /admin/session` tells them.
+ *
+ * - `admin`: everything (the environment's tokens, ADMIN_TOKEN and ADMIN_TOKENS, are admins).
+ * - `owner`: within its profiles, everything the editor does; not creating or deleting profiles,
+ *   not the signing keys, not the admin tokens.
+ * - `viewer`: within its profiles, reads only.
+ *
+ * A profile outside a token's scope is answered exactly as a profile that does not exist, before
+ * the role is looked at, so that neither answer tells whether it exists.
+ */
+import { Either, Schema } from "effect"
+import type { ProfileId } from "./Identifiers.js"
+import { Forbidden, type NotFound } from "./Errors.js"
+
+export const ADMIN_ROLES = ["admin", "owner", "viewer"] as const
+export const AdminRole = Schema.Literal(...ADMIN_ROLES).annotations({
+  identifier: "AdminRole",
+  description: "`admin`: everything; `owner`: within its profiles, everything but creating or deleting them; " +
+    "`viewer`: within its profiles, reads only."
+})
+export type AdminRole = typeof AdminRole.Type
+
+/** The rule for an admin token's name, in ADMIN_TOKENS and in the store alike. */
+export const ADMIN_TOKEN_NAME_PATTERN = /^[A-Za-z0-9._-]{1,64}$/
+export const ADMIN_TOKEN_NAME_RULE = "1-64 letters, digits, '.', '_' or '-'"
+
+/** Everything the admin API does, as the permission table names it. */
+export type AdminAction =
+  | "profile.read"
+  | "profile.create"
+  | "profile.delete"
+  | "catalogue.change"
+  | "audit.read"
+  | "keys.manage"
+  | "tokens.manage"
+
+/** Role × action: whether the role may, or what to answer when it may not. */
+const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true | string>>>> = {
+  admin: {
+    "profile.read": true,
+    "profile.create": true,
+    "profile.delete": true,
+    "catalogue.change": true,
+    "audit.read": true,
+    "keys.manage": true,
+    "tokens.manage": true
+  },
+  owner: {
+    "profile.read": true,
+    "profile.create": "An owner token may not create profiles",
+    "profile.delete": "An owner token may not delete profiles",
+    "catalogue.change": true,
+    "audit.read": true,
+    "keys.manage": "Only an admin token may manage the signing keys",
+    "tokens.manage": "Only an admin token may manage admin tokens"
+  },
+  viewer: {
+    "profile.read": true,
+    "profile.create": "A viewer token may only read",
+    "profile.delete": "A viewer token may only read",
+    "catalogue.change": "A viewer token may only read",
+    "audit.read": true,
+    "keys.manage": "Only an admin token may manage the signing keys",
+    "tokens.manage": "Only an admin token may manage admin tokens"
+  }
+}
+
+/** Who is asking, as far as the permissions go: a role, and its profiles (null: every profile). */
+export interface AdminScope {
+  readonly role: AdminRole
+  readonly profiles: ReadonlyArray<ProfileId> | null
+}
+
+/** Whether `profile` is within the scope. */
+export const reaches = (scope: AdminScope, profile: string): boolean =>
+  scope.profiles === null || scope.profiles.includes(profile as ProfileId)
+
+/** Whether the role may do `action` at all (the editor and the CLI ask the same table). */
+export const mayDo = (role: AdminRole, action: AdminAction): boolean => PERMISSIONS[role][action] === true
+
+/** The decision for an action about no profile in particular: allowed, or 403. */
+export const authorize = (scope: AdminScope, action: AdminAction): Either.Either<void, Forbidden> => {
+  const permission = PERMISSIONS[scope.role][action]
+  return permission === true ? Either.void : Either.left(new Forbidden({ description: permission }))
+}
+
+/**
+ * The decision for `action` on `profile`: out of scope → `missing` (the endpoint's own answer for
+ * a profile that does not exist), whatever the role; then a refused role → 403.
+ */
+export const authorizeOn = (
+  scope: AdminScope,
+  action: AdminAction,
+  profile: string,
+  missing: NotFound
+): Either.Either<void, Forbidden | NotFound> =>
+  reaches(scope, profile) ? authorize(scope, action) : Either.left(missing)

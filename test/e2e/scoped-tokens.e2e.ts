@@ -1,0 +1,138 @@
+/**
+ * The editor with scoped admin tokens, in a real Chromium against the real server: an owner sees
+ * only its profiles and no profile creation, a viewer sees no change control, and an admin creates
+ * a token on the "Admin tokens" page (shown once, copied), then revokes it.
+ */
+import { randomBytes } from "node:crypto"
+import { mkdtemp, rm } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest"
+import { type ServerProcess, startServer } from "../support/ServerProcess.js"
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
+const ADMIN_TOKEN = randomBytes(24).toString("base64url")
+
+let server: ServerProcess | undefined
+let dataDir: string | undefined
+let browser: Browser | undefined
+let context: BrowserContext | undefined
+let page: Page
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), "service-auth-e2e-scoped-"))
+  server = await startServer({ DATA_DIR: dataDir, ADMIN_TOKEN }, { healthTimeoutMs: 100_000 })
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--headless", "--no-sandbox", "--disable-gpu"] })
+})
+
+afterAll(async () => {
+  await browser?.close().catch(() => undefined)
+  await server?.stop(10_000)
+  if (dataDir) await rm(dataDir, { recursive: true, force: true })
+})
+
+beforeEach(async () => {
+  context = await browser!.newContext({ viewport: { width: 1280, height: 900 }, locale: "en-US", timezoneId: "UTC" })
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server!.base })
+  page = await context.newPage()
+  page.setDefaultTimeout(30_000)
+})
+
+afterEach(async () => {
+  await context?.close().catch(() => undefined)
+})
+
+async function adminApi(method: string, path: string, body?: unknown, token = ADMIN_TOKEN) {
+  const init: RequestInit = { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }
+  if (body !== undefined) init.body = JSON.stringify(body)
+  const response = await fetch(`${server!.base}${path}`, init)
+  const text = await response.text()
+  return { status: response.status, body: text ? (JSON.parse(text) as any) : null }
+}
+
+/** A profile with environment prod and one OAuth service holding one credential. */
+async function givenProfile(prefix: string) {
+  const profile = `${prefix}-${randomBytes(3).toString("hex")}`
+  expect((await adminApi("PUT", `/admin/profiles/${profile}`, {})).status).toBe(201)
+  expect((await adminApi("PUT", `/admin/profiles/${profile}/environments/prod`, {})).status).toBe(201)
+  const service = await adminApi("POST", `/admin/profiles/${profile}/environments/prod/services`, { name: "Billing API", auth_type: "oauth" })
+  const credential = await adminApi("POST", `/admin/profiles/${profile}/environments/prod/services/${service.body.uuid}/credentials`, {})
+  return { profile, clientId: credential.body.client_id as string }
+}
+
+async function givenToken(role: "owner" | "viewer", profiles: ReadonlyArray<string>) {
+  const created = await adminApi("POST", "/admin/tokens", { name: `${role}-${randomBytes(3).toString("hex")}`, role, profiles })
+  expect(created.status).toBe(201)
+  return created.body.token as string
+}
+
+async function signIn(token: string, hash = "#/profiles") {
+  await page.goto(`${server!.base}/admin${hash}`)
+  await page.getByLabel("Admin token", { exact: true }).fill(token)
+  await page.getByRole("button", { name: "Sign in", exact: true }).click()
+}
+
+describe("the editor with scoped admin tokens", () => {
+  test("an owner sees only its profiles, changes them, and may not create profiles", async () => {
+    const own = await givenProfile("own")
+    const other = await givenProfile("other")
+    await signIn(await givenToken("owner", [own.profile]))
+    await page.getByRole("heading", { level: 2, name: "Your profiles" }).waitFor()
+    await page.getByRole("link", { name: own.profile, exact: true }).waitFor()
+    expect(await page.getByRole("link", { name: other.profile, exact: true }).count()).toBe(0)
+    expect(await page.getByRole("button", { name: "Create profile" }).count()).toBe(0)
+    expect(await page.getByRole("link", { name: "Admin tokens" }).count()).toBe(0)
+
+    await page.getByRole("link", { name: own.profile, exact: true }).click()
+    await page.getByRole("heading", { level: 1, name: own.profile, exact: true }).waitFor()
+    await page.getByRole("button", { name: "Add credential", exact: true }).waitFor()
+    await page.getByRole("button", { name: "Save profile", exact: true }).waitFor()
+
+    // Another profile's address shows what a missing profile shows.
+    await page.goto(`${server!.base}/admin#/profiles/${other.profile}`)
+    await page.getByText("could not find", { exact: false }).or(page.getByText("not found", { exact: false })).first().waitFor()
+    expect(await page.getByRole("button", { name: "Add credential" }).count()).toBe(0)
+  })
+
+  test("a viewer reads its profile without a single change control", async () => {
+    const own = await givenProfile("read")
+    await signIn(await givenToken("viewer", [own.profile]), `#/profiles/${own.profile}`)
+    await page.getByRole("heading", { level: 1, name: own.profile, exact: true }).waitFor()
+    await page.getByText(own.clientId).first().waitFor()
+    await page.getByText("Your admin token may read this profile, not change it.").waitFor()
+    for (const name of ["Add credential", "Save profile", "Delete environment", "Add environment", "Add service", "Update service", "Delete service"]) {
+      expect([name, await page.getByRole("button", { name }).count()]).toEqual([name, 0])
+    }
+    expect(await page.getByRole("button", { name: `Remove ${own.clientId}` }).count()).toBe(0)
+  })
+
+  test("an admin creates a token, shown once with a copy button, that works; then revokes it", async () => {
+    const own = await givenProfile("tokens")
+    await signIn(ADMIN_TOKEN)
+    await page.getByRole("link", { name: "Admin tokens" }).click()
+    await page.getByRole("heading", { level: 1, name: "Admin tokens" }).waitFor()
+    await page.getByLabel("Name", { exact: true }).fill("team-acme")
+    await page.getByLabel("Role", { exact: true }).selectOption("owner")
+    await page.getByLabel("Profiles", { exact: true }).fill(own.profile)
+    await page.getByRole("button", { name: "Create token", exact: true }).click()
+
+    const field = page.getByLabel("Admin token", { exact: true })
+    await field.waitFor()
+    await page.getByText("This token will not be shown again").waitFor()
+    const token = await field.inputValue()
+    expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/)
+    await page.getByRole("button", { name: "Copy", exact: true }).click()
+    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(token)
+    expect((await adminApi("GET", "/admin/session", undefined, token)).body).toEqual({ name: "team-acme", role: "owner", profiles: [own.profile] })
+
+    await page.getByRole("row").filter({ hasText: "team-acme" }).waitFor()
+    await page.getByRole("button", { name: "Dismiss", exact: true }).click()
+    expect(await page.content()).not.toContain(token)
+
+    await page.getByRole("button", { name: "Revoke team-acme", exact: true }).click()
+    await page.getByRole("dialog").getByRole("button", { name: "Revoke token", exact: true }).click()
+    await expect.poll(() => page.getByRole("status").textContent()).toContain("revoked")
+    expect((await adminApi("GET", "/admin/session", undefined, token)).status).toBe(401)
+  })
+})
