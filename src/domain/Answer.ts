@@ -11,6 +11,9 @@ export interface Answer {
   readonly body: unknown
 }
 
+/** The headers of a service call's answer from its handler (an upstream's passed-on answer adds `Retry-After`). */
+export const SERVICE_ANSWER_HEADERS = { "cache-control": "no-store" } as const
+
 /** The answer of `error`: its wire body and status, `Retry-After` where it has one, then `headers`. */
 export const errorAnswer = (error: ServiceError, headers: Readonly<Record<string, string>> = {}): Answer => {
   const { body, status } = wireOf(error)

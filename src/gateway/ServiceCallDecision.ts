@@ -15,7 +15,7 @@ import { CallUse } from "../auth/CallUse.js"
 import { type AccessTokenClaims, TokenService } from "../auth/TokenService.js"
 import { BadGateway, type InsufficientScope, InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
 import type { ClientId } from "../domain/Identifiers.js"
-import { type Answer, errorAnswer } from "../domain/Answer.js"
+import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
 import { parseAuthorization } from "../auth/AuthorizationHeader.js"
 import { parseJson } from "../domain/Json.js"
 import { describeDefect } from "../observability/Defects.js"
@@ -145,8 +145,6 @@ export interface ServiceCallGateShape {
 
 export type ServiceCallAllowed = Extract<ServiceCallDecision, { readonly _tag: "Call" }>
 
-/** The headers of a service call's 200 answer. */
-export const SERVICE_ANSWER_HEADERS = { "cache-control": "no-store" } as const
 
 /** A service call's body: a JSON object (within the nesting limit). */
 export const jsonObject = (text: string): Either.Either<JsonObject, InvalidRequest> =>

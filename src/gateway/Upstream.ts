@@ -49,41 +49,6 @@ const unreachable = new BadGateway({ description: "The upstream service is unrea
 const timedOut = (timeoutMs: number) =>
   new BadGateway({ description: `The upstream service did not answer within ${timeoutMs} ms` })
 
-const pools = new Map<string, HttpAgent>()
-const poolFor = (url: URL): HttpAgent => {
-  let agent = pools.get(url.origin)
-  if (agent === undefined) {
-    if (pools.size >= MAX_UPSTREAMS) {
-      const [oldest, pool] = pools.entries().next().value!
-      pools.delete(oldest)
-      pool.destroy()
-    }
-    const options = { keepAlive: true, maxSockets: MAX_SOCKETS_PER_UPSTREAM, maxFreeSockets: MAX_IDLE_PER_UPSTREAM }
-    agent = url.protocol === "https:" ? new HttpsAgent(options) : new HttpAgent(options)
-    pools.set(url.origin, agent)
-  }
-  return agent
-}
-
-/** Parsed once per distinct URL: the catalogue holds few. Undefined for a URL the proxy cannot call. */
-const parsedUrls = new Map<string, URL | undefined>()
-const parseUpstream = (url: string): URL | undefined => {
-  if (parsedUrls.has(url)) return parsedUrls.get(url)
-  let parsed: URL | undefined
-  try {
-    parsed = new URL(url)
-    // As fetch did: only http(s), and never credentials in the URL.
-    if ((parsed.protocol !== "http:" && parsed.protocol !== "https:") || parsed.username !== "" || parsed.password !== "") {
-      parsed = undefined
-    }
-  } catch {
-    parsed = undefined
-  }
-  if (parsedUrls.size >= MAX_UPSTREAMS) parsedUrls.clear()
-  parsedUrls.set(url, parsed)
-  return parsed
-}
-
 const isJsonObject = (value: unknown): value is JsonObject =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
@@ -113,55 +78,110 @@ const resultOf = (status: number, text: string, retryAfter: string | undefined):
     : { _tag: "PassedOn", status, body: json, retryAfter: status === 429 ? retryAfterOf(retryAfter) : undefined }
 }
 
+/** The upstream client's two operations: a call, and closing every pooled connection. */
+export interface UpstreamClient {
+  readonly postJson: (
+    url: string,
+    body: string,
+    options: {
+      readonly timeoutMs: number
+      /** Every header the upstream gets but the body's length. */
+      readonly headers: Readonly<Record<string, string>>
+      readonly signal?: AbortSignal
+    }
+  ) => Promise<UpstreamAnswer>
+  /** Closes the pools' connections (at shutdown: `UpstreamGateway`'s scope). */
+  readonly close: () => void
+}
+
 /**
- * POSTs `body` (JSON text, sent as it was validated) to `url`. Never rejects; `signal` aborts the
- * exchange (the caller was interrupted) and it then answers a 502 nobody reads.
+ * A client with pools of its own: owned by `UpstreamGateway`'s layer, so two servers in one process
+ * share no connection, and a server stopped leaves none open.
  */
-export const postJson = (
-  url: string,
-  body: string,
-  options: {
-    readonly timeoutMs: number
-    /** Every header the upstream gets but the body's length. */
-    readonly headers: Readonly<Record<string, string>>
-    readonly signal?: AbortSignal
+export const makeUpstreamClient = (): UpstreamClient => {
+  const pools = new Map<string, HttpAgent>()
+  const poolFor = (url: URL): HttpAgent => {
+    let agent = pools.get(url.origin)
+    if (agent === undefined) {
+      if (pools.size >= MAX_UPSTREAMS) {
+        const [oldest, pool] = pools.entries().next().value!
+        pools.delete(oldest)
+        pool.destroy()
+      }
+      const options = { keepAlive: true, maxSockets: MAX_SOCKETS_PER_UPSTREAM, maxFreeSockets: MAX_IDLE_PER_UPSTREAM }
+      agent = url.protocol === "https:" ? new HttpsAgent(options) : new HttpAgent(options)
+      pools.set(url.origin, agent)
+    }
+    return agent
   }
-): Promise<UpstreamAnswer> =>
-  new Promise((resolve) => {
-    const target = parseUpstream(url)
-    // No target, or a caller already gone: nothing is sent.
-    if (target === undefined || options.signal?.aborted === true) return resolve({ status: undefined, result: failed(unreachable, false) })
-    const payload = Buffer.from(body)
-    let status: number | undefined
-    let settled = false
-    const settle = (result: UpstreamResult) => {
-      if (settled) return
-      settled = true
-      clearTimeout(timer)
-      options.signal?.removeEventListener("abort", abort)
-      resolve({ status, result })
+
+  /** Parsed once per distinct URL: the catalogue holds few. Undefined for a URL the proxy cannot call. */
+  const parsedUrls = new Map<string, URL | undefined>()
+  const parseUpstream = (url: string): URL | undefined => {
+    if (parsedUrls.has(url)) return parsedUrls.get(url)
+    let parsed: URL | undefined
+    try {
+      parsed = new URL(url)
+      // As fetch did: only http(s), and never credentials in the URL.
+      if ((parsed.protocol !== "http:" && parsed.protocol !== "https:") || parsed.username !== "" || parsed.password !== "") {
+        parsed = undefined
+      }
+    } catch {
+      parsed = undefined
     }
-    const send = target.protocol === "https:" ? httpsRequest : httpRequest
-    const outgoing = send(target, { method: "POST", agent: poolFor(target), headers: { ...options.headers, "content-length": String(payload.length) } })
-    // The whole exchange, answer body included, within the timeout.
-    const timer = setTimeout(() => {
-      settle(failed(timedOut(options.timeoutMs), true))
-      outgoing.destroy()
-    }, options.timeoutMs)
-    const abort = () => {
-      // The caller went away: not the upstream's failure.
-      settle(failed(unreachable, false))
-      outgoing.destroy()
-    }
-    options.signal?.addEventListener("abort", abort, { once: true })
-    outgoing.once("error", () => settle(connectionFailed))
-    outgoing.once("response", (incoming: IncomingMessage) => {
-      status = incoming.statusCode
-      const chunks: Array<Buffer> = []
-      incoming.on("data", (chunk: Buffer) => chunks.push(chunk))
-      incoming.once("end", () => settle(resultOf(status ?? 0, Buffer.concat(chunks).toString("utf8"), incoming.headers["retry-after"])))
-      incoming.once("error", () => settle(connectionFailed))
-      incoming.once("aborted", () => settle(connectionFailed))
+    if (parsedUrls.size >= MAX_UPSTREAMS) parsedUrls.clear()
+    parsedUrls.set(url, parsed)
+    return parsed
+  }
+
+  /**
+   * POSTs `body` (JSON text, sent as it was validated) to `url`. Never rejects; `signal` aborts the
+   * exchange (the caller was interrupted) and it then answers a 502 nobody reads.
+   */
+  const postJson: UpstreamClient["postJson"] = (url, body, options) =>
+    new Promise((resolve) => {
+      const target = parseUpstream(url)
+      // No target, or a caller already gone: nothing is sent.
+      if (target === undefined || options.signal?.aborted === true) return resolve({ status: undefined, result: failed(unreachable, false) })
+      const payload = Buffer.from(body)
+      let status: number | undefined
+      let settled = false
+      const settle = (result: UpstreamResult) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        options.signal?.removeEventListener("abort", abort)
+        resolve({ status, result })
+      }
+      const send = target.protocol === "https:" ? httpsRequest : httpRequest
+      const outgoing = send(target, { method: "POST", agent: poolFor(target), headers: { ...options.headers, "content-length": String(payload.length) } })
+      // The whole exchange, answer body included, within the timeout.
+      const timer = setTimeout(() => {
+        settle(failed(timedOut(options.timeoutMs), true))
+        outgoing.destroy()
+      }, options.timeoutMs)
+      const abort = () => {
+        // The caller went away: not the upstream's failure.
+        settle(failed(unreachable, false))
+        outgoing.destroy()
+      }
+      options.signal?.addEventListener("abort", abort, { once: true })
+      outgoing.once("error", () => settle(connectionFailed))
+      outgoing.once("response", (incoming: IncomingMessage) => {
+        status = incoming.statusCode
+        const chunks: Array<Buffer> = []
+        incoming.on("data", (chunk: Buffer) => chunks.push(chunk))
+        incoming.once("end", () => settle(resultOf(status ?? 0, Buffer.concat(chunks).toString("utf8"), incoming.headers["retry-after"])))
+        incoming.once("error", () => settle(connectionFailed))
+        incoming.once("aborted", () => settle(connectionFailed))
+      })
+      outgoing.end(payload)
     })
-    outgoing.end(payload)
-  })
+
+  const close = () => {
+    for (const pool of pools.values()) pool.destroy()
+    pools.clear()
+    parsedUrls.clear()
+  }
+  return { postJson, close }
+}

@@ -20,13 +20,13 @@ import { ClientSecrets } from "../auth/ClientSecrets.js"
 import { KeyService } from "../auth/KeyService.js"
 import { BadGateway, StorageUnavailable } from "../domain/Errors.js"
 import type { StoredHandler } from "../domain/Models.js"
-import { type Answer, errorAnswer } from "../domain/Answer.js"
+import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
 import { recordOpenBreakers, recordUpstreamCall } from "../observability/ServiceMetrics.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 import { makeUpstreamAssertions } from "./UpstreamAssertion.js"
 import { makeUpstreamGuard } from "./UpstreamGuard.js"
 import { openHeaders } from "./UpstreamHeaders.js"
-import { postJson, type UpstreamAnswer } from "./Upstream.js"
+import { makeUpstreamClient, type UpstreamAnswer } from "./Upstream.js"
 
 export type ProxyHandler = Extract<StoredHandler, { readonly type: "proxy" }>
 
@@ -56,7 +56,6 @@ export interface UpstreamGatewayShape {
   readonly call: (call: UpstreamCall) => Promise<UpstreamCalled>
 }
 
-const SERVICE_ANSWER_HEADERS = { "cache-control": "no-store" } as const
 
 const FAILING_DESCRIPTION = "The upstream service is failing; retry later"
 const unavailable = (retryAfterSeconds: number): UpstreamCalled => ({
@@ -92,10 +91,15 @@ const answerOf = (upstream: UpstreamAnswer): Answer => {
 }
 
 export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")<UpstreamGateway, UpstreamGatewayShape>() {
-  static readonly layer = Layer.effect(
+  static readonly layer = Layer.scoped(
     UpstreamGateway,
     Effect.gen(function*() {
       const config = yield* AppConfig
+      // Its pools live as long as the server: closed with the layer's scope, at shutdown.
+      const { postJson } = yield* Effect.acquireRelease(
+        Effect.sync(makeUpstreamClient),
+        (client) => Effect.sync(client.close)
+      )
       const keys = yield* KeyService
       const { headerSealingKey } = yield* ClientSecrets
       const clock = yield* Effect.clock

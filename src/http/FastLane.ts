@@ -29,7 +29,6 @@ import type { ClientId } from "../domain/Identifiers.js"
 import {
   decideServiceCall,
   jsonObject,
-  SERVICE_ANSWER_HEADERS,
   type ServiceCallAllowed,
   ServiceCallGate,
   type ServiceCallInput
@@ -40,7 +39,7 @@ import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult
 import { CredentialRepo } from "../storage/CredentialRepo.js"
 import { spanAttributes } from "../domain/ServiceAddress.js"
 import { writeAnswer } from "./Answer.js"
-import { type Answer, errorAnswer } from "../domain/Answer.js"
+import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
 import { callerSignal } from "./CallerGone.js"
 import { clientAddress } from "./ClientAddress.js"
 import { childSpan, endServerSpan, endSpan, type LaneTracer, serverSpan, unsampledSpan } from "./LaneTrace.js"
