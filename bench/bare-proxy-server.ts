@@ -1,8 +1,10 @@
 /**
  * Reference for `npm run bench`'s proxy scenario: the least an authenticating JSON proxy can do on
  * node:http with jose. It checks the call as `bare-bearer-check.ts` says (a Bearer token verified
- * against the JWKS of the service-auth under test), checks that the body is a JSON object, POSTs it to BARE_UPSTREAM_URL over keep-alive connections, and answers the
- * upstream's JSON object. No framework, no revocation check, no cache of verified tokens.
+ * against the JWKS of the service-auth under test, each distinct token once and then remembered
+ * until its `exp`, as service-auth does), checks that the body is a JSON object, POSTs it to
+ * BARE_UPSTREAM_URL over keep-alive connections, and answers the upstream's 200 JSON text as it
+ * came. No framework, no revocation check, no identity headers, no metrics.
  *
  *   PORT BARE_JWKS_URL BARE_UPSTREAM_URL   npx tsx bench/bare-proxy-server.ts
  */
@@ -17,7 +19,7 @@ const agent = new Agent({ keepAlive: true, maxSockets: 128 })
 const badGateway = { error: "bad_gateway", error_description: "The upstream service failed" }
 
 const server = createServer(async (request, response) => {
-  if ((await checkCall(request, response, jwks)) === undefined) return
+  if ((await checkCall(request, response, jwks, { remember: true })) === undefined) return
   readJson(request, response, (body, text) => {
     if (typeof body !== "object" || body === null || Array.isArray(body)) {
       return answer(response, 400, { error: "invalid_request", error_description: "The body is not a JSON object" })
@@ -27,17 +29,14 @@ const server = createServer(async (request, response) => {
       agent,
       headers: { "content-type": "application/json", accept: "application/json", "content-length": Buffer.byteLength(text) }
     }, (incoming) => {
-      let reply = ""
-      incoming.setEncoding("utf8")
-      incoming.on("data", (chunk: string) => (reply += chunk))
+      const chunks: Array<Buffer> = []
+      incoming.on("data", (chunk: Buffer) => chunks.push(chunk))
       incoming.on("end", () => {
-        try {
-          const json: unknown = JSON.parse(reply)
-          if (incoming.statusCode !== 200 || typeof json !== "object" || json === null) throw new Error("not an object")
-          answer(response, 200, json)
-        } catch {
-          answer(response, 502, badGateway)
-        }
+        if (incoming.statusCode !== 200) return answer(response, 502, badGateway)
+        // The upstream's JSON text as it came, as a bare proxy answers it.
+        const reply = Buffer.concat(chunks)
+        response.writeHead(200, { "content-type": "application/json", "cache-control": "no-store", "content-length": reply.length })
+        response.end(reply)
       })
     })
     outgoing.setTimeout(10_000, () => outgoing.destroy())
