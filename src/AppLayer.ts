@@ -33,6 +33,7 @@ import { requestLog } from "./http/RequestLog.js"
 import { requestMetrics } from "./http/RequestMetrics.js"
 import { requestSpan } from "./http/RequestSpan.js"
 import * as FastLane from "./http/FastLane.js"
+import type { EarlyPort } from "./http/EarlyPort.js"
 import * as NodeServer from "./http/NodeServer.js"
 import { closeAfterPayloadTooLarge, layerJsonErrors } from "./http/ServerErrors.js"
 import * as ServiceHttp from "./http/ServiceHttp.js"
@@ -55,6 +56,8 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
   readonly secrets: Layer.Layer<ClientSecrets, never, RS>
   /** Handlers registered in code (`ServiceHandlers.layerWith`); echo and proxy by default. */
   readonly handlers?: Layer.Layer<ServiceHandlers, never, RH>
+  /** A port opened before the storage (`openEarlyPort`, as `npm start` does), which the server takes over. */
+  readonly earlyPort?: EarlyPort
 }) =>
   Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer, ServiceCallGate.layer).pipe(
     Layer.provideMerge(
@@ -133,6 +136,8 @@ export interface ServerOptions<ES = never, RH = never> {
   readonly storage?: Layer.Layer<StorageServices, ES, AppConfig>
   /** Handlers registered in code (`ServiceHandlers.layerWith`); echo and proxy by default. */
   readonly handlers?: Layer.Layer<ServiceHandlers, never, RH>
+  /** A port opened before the storage (`openEarlyPort`, as `npm start` does), which the server takes over. */
+  readonly earlyPort?: EarlyPort
 }
 
 /**
@@ -144,7 +149,7 @@ export const layerServer = <ES = never, RH = never>(options: ServerOptions<ES, R
   const storage: Layer.Layer<StorageServices, ES | Layer.Layer.Error<typeof Storage.layerFromConfig>, AppConfig> =
     options.storage ?? Storage.layerFromConfig
   return layerServe.pipe(
-    Layer.provide(NodeServer.layer(options.config).pipe(Layer.provide(FastLane.layer))),
+    Layer.provide(NodeServer.layer(options.config, options.earlyPort).pipe(Layer.provide(FastLane.layer))),
     Layer.provide(layerDomainWith(options.handlers)),
     Layer.provide(storage),
     Layer.provide(Layer.succeed(AppConfig, options.config))

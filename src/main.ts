@@ -12,7 +12,7 @@ import { Cause, Effect, Layer, Logger, Option, Redacted } from "effect"
 import { loadOrCreateAdminToken } from "./admin-auth/AdminTokenFile.js"
 import { ADMIN_TOKEN_ACTOR, weakAdminTokenProblem } from "./admin-auth/AdminTokens.js"
 import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
-import { closeEarlyPort, openEarlyPort } from "./http/EarlyPort.js"
+import { openEarlyPort } from "./http/EarlyPort.js"
 import { checkPortFree, checkTls } from "./http/PortChecks.js"
 import * as Logging from "./observability/Logging.js"
 import { StartupError } from "./config/StartupError.js"
@@ -86,11 +86,19 @@ const program = Effect.gen(function*() {
   if (Option.isSome(tokenLine)) Logging.printAlways(config.logFormat, tokenLine.value)
   // Everything checked that needs no database: /healthz answers from here, other requests wait for
   // the storage (EarlyPort). Over TLS the port opens when the server is ready.
-  if (Option.isNone(config.tls)) yield* Effect.promise(() => openEarlyPort(config.host, config.port))
+  // A start that fails or is stopped before the server takes the port over answers what it held.
+  const earlyPort = Option.isNone(config.tls)
+    ? yield* Effect.acquireRelease(
+      Effect.promise(() => openEarlyPort(config.host, config.port)),
+      (early) => Effect.promise(() => early?.close() ?? Promise.resolve())
+    )
+    : undefined
   // The server's modules (most of the bundle) are parsed only now, with the port already answering.
   const { layerServer, withoutPlatformRequestSpans } = yield* Effect.promise(() => import("./AppLayer.js"))
   // The server with its storage as configured, announced once it answers every request.
-  const server = layerServer({ config }).pipe(Layer.tap(() => announce(config, tokenLine)))
+  const server = layerServer({ config, ...(earlyPort === undefined ? {} : { earlyPort }) }).pipe(
+    Layer.tap(() => announce(config, tokenLine))
+  )
   return yield* Layer.launch(server).pipe(
     // Outside the server: spans are flushed once it has drained and closed its storage.
     Effect.provide(Tracing.layer(config.tracing)),
@@ -101,8 +109,7 @@ const program = Effect.gen(function*() {
   )
 }).pipe(
   Effect.tapErrorCause(reportFailure),
-  // A start that failed or was stopped before the server took the early port over answers what it held.
-  Effect.ensuring(Effect.promise(closeEarlyPort))
+  Effect.scoped
 )
 
 NodeRuntime.runMain(program, { disableErrorReporting: true, disablePrettyLogger: true })

@@ -6,7 +6,7 @@
  */
 import { request as httpRequest } from "node:http"
 import { afterEach, describe, expect, it } from "vitest"
-import { adoptEarlyPort, closeEarlyPort, holdsEarlyPort, openEarlyPort } from "../src/http/EarlyPort.js"
+import { type EarlyPort, openEarlyPort } from "../src/http/EarlyPort.js"
 import { freePort } from "../src/testing.js"
 
 interface Answered {
@@ -27,20 +27,25 @@ const send = (port: number, method: string, path: string, body?: string) =>
     request.end(body)
   })
 
-afterEach(() => closeEarlyPort())
+const opened: Array<EarlyPort> = []
+const open = async (port: number) => {
+  const early = await openEarlyPort("127.0.0.1", port)
+  if (early !== undefined) opened.push(early)
+  return early
+}
+afterEach(() => Promise.all(opened.splice(0).map((early) => early.close())))
 
 describe("the early port", () => {
   it("answers /healthz at once, holds the rest, and hands it to the server that takes the port over", async () => {
     const port = await freePort()
-    expect(await openEarlyPort("127.0.0.1", port)).toBe(true)
-    expect(holdsEarlyPort("127.0.0.1", port)).toBe(true)
+    const adopted = (await open(port))!
+    expect([adopted.host, adopted.port]).toEqual(["127.0.0.1", port])
 
     const health = await send(port, "GET", "/healthz?probe=1")
     expect(health.status).toBe(200)
     expect(health.headers["content-type"]).toBe("application/json")
     expect(health.body).toBe(`{"status":"ok"}`)
 
-    const adopted = adoptEarlyPort("127.0.0.1", port)!
     const arrived = new Promise<void>((resolve) => adopted.server.once("request", () => resolve()))
     const held = send(port, "POST", "/oauth/token", "grant_type=client_credentials")
     await arrived
@@ -56,19 +61,20 @@ describe("the early port", () => {
     expect((await held).body).toBe("POST /oauth/token grant_type=client_credentials")
     // Taken over: later requests, /healthz included, are the server's own.
     expect((await send(port, "GET", "/healthz")).body).toBe("GET /healthz ")
-    expect(holdsEarlyPort("127.0.0.1", port)).toBe(false)
+    // Closing a port taken over does nothing: it is the server's to drain.
+    await adopted.close()
+    expect((await send(port, "GET", "/healthz")).body).toBe("GET /healthz ")
     await new Promise((resolve) => adopted.server.close(resolve))
   })
 
   it("a start that fails answers what it held with 503 temporarily_unavailable and Retry-After, then closes", async () => {
     const port = await freePort()
-    expect(await openEarlyPort("127.0.0.1", port)).toBe(true)
-    const adopted = adoptEarlyPort("127.0.0.1", port)!
+    const adopted = (await open(port))!
     const arrived = new Promise<void>((resolve) => adopted.server.once("request", () => resolve()))
     const held = send(port, "GET", "/readyz")
     await arrived
 
-    await closeEarlyPort()
+    await adopted.close()
     const answer = await held
     expect(answer.status).toBe(503)
     expect(answer.headers["retry-after"]).toBe("1")
@@ -79,13 +85,18 @@ describe("the early port", () => {
     await expect(send(port, "GET", "/healthz")).rejects.toThrow()
   })
 
+  it("two ports open at once are independent: closing one leaves the other answering", async () => {
+    const [a, b] = [(await open(await freePort()))!, (await open(await freePort()))!]
+    await a.close()
+    await expect(send(a.port, "GET", "/healthz")).rejects.toThrow()
+    expect((await send(b.port, "GET", "/healthz")).status).toBe(200)
+  })
+
   it("a port already taken is not opened (the server's own listen then says why)", async () => {
     const port = await freePort()
-    expect(await openEarlyPort("127.0.0.1", port)).toBe(true)
-    const first = adoptEarlyPort("127.0.0.1", port)!
+    const first = (await open(port))!
     first.takeOver(() => {})
-    expect(await openEarlyPort("127.0.0.1", port)).toBe(false)
-    expect(holdsEarlyPort("127.0.0.1", port)).toBe(false)
+    expect(await open(port)).toBeUndefined()
     await new Promise((resolve) => first.server.close(resolve))
   })
 })

@@ -12,7 +12,9 @@
  * answered 503 `temporarily_unavailable` with `Retry-After` (the contract's answer during start-up),
  * so no connection is accepted and left unanswered.
  *
- * Only for plain HTTP: with TLS the port opens when the server is ready, as before.
+ * Only for plain HTTP: with TLS the port opens when the server is ready, as before. The open port
+ * is a value (`EarlyPort`) that `main.ts` hands to the server (`ServerOptions.earlyPort`): nothing of
+ * it is module state, so a program that starts two servers gives each its own.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { answerClientErrors } from "./ClientErrors.js"
@@ -26,18 +28,21 @@ interface Held {
   readonly timer: NodeJS.Timeout
 }
 
-interface Opened {
-  readonly server: Server
+/** A port open while the storage starts, until a server takes it over or it is closed. */
+export interface EarlyPort {
   readonly host: string
   readonly port: number
-  readonly held: Set<Held>
-  readonly listeners: {
-    readonly request: (request: IncomingMessage, response: ServerResponse) => void
-    readonly clientError: (...args: Array<any>) => void
-  }
+  /** The listening server, for the real one to take over. */
+  readonly server: Server
+  /**
+   * Does in one synchronous step what no request may fall between: detaches the early handlers,
+   * lets `attach` put the server's own on, and hands them the requests held so far. After it,
+   * `close` does nothing: the server drains the port as it would any other.
+   */
+  readonly takeOver: (attach: () => void) => void
+  /** A start that failed or was stopped: the held requests get their 503, then the port closes. */
+  readonly close: () => Promise<void>
 }
-
-let opened: Opened | undefined
 
 /** The same bytes as the app's `GET /healthz` (DiscoveryHttp), headers included. */
 const HEALTHY = JSON.stringify({ status: "ok" })
@@ -63,13 +68,14 @@ const answerStarting = (response: ServerResponse): Promise<void> =>
   })
 
 /**
- * Listens on `host`:`port` while the storage starts; false when the port could not be had (the
+ * Listens on `host`:`port` while the storage starts; undefined when the port could not be had (the
  * server's own listen then reports why, as without this).
  */
-export const openEarlyPort = (host: string, port: number): Promise<boolean> =>
+export const openEarlyPort = (host: string, port: number): Promise<EarlyPort | undefined> =>
   new Promise((resolve) => {
     const server = createServer()
     const held = new Set<Held>()
+    let open = true
     answerClientErrors(server)
     const clientError = server.listeners("clientError")[0] as (...args: Array<any>) => void
     const request = (request: IncomingMessage, response: ServerResponse) => {
@@ -92,40 +98,11 @@ export const openEarlyPort = (host: string, port: number): Promise<boolean> =>
         held.delete(entry)
       })
     }
-    server.on("request", request)
-    server.once("error", () => {
-      server.close()
-      resolve(false)
-    })
-    server.listen({ host, port }, () => {
-      opened = { server, host, port, held, listeners: { request, clientError } }
-      resolve(true)
-    })
-  })
-
-/** Whether the early port is open on exactly this address (the server's port check then skips it). */
-export const holdsEarlyPort = (host: string, port: number): boolean =>
-  opened !== undefined && opened.host === host && opened.port === port
-
-/**
- * The listening server, for the real one to take over. `takeOver(attach)` does in one synchronous
- * step what no request may fall between: it detaches this module's handlers, lets `attach` put the
- * server's own on, and hands them the requests held so far. Undefined when no early port is open
- * on this address. Until `takeOver`, a failed or stopped start still closes it (`closeEarlyPort`).
- */
-export const adoptEarlyPort = (
-  host: string,
-  port: number
-): { readonly server: Server; readonly takeOver: (attach: () => void) => void } | undefined => {
-  if (opened === undefined || !holdsEarlyPort(host, port)) return undefined
-  const { held, listeners, server } = opened
-  return {
-    server,
-    takeOver: (attach) => {
-      // Taken: a start stopped from now on drains the server as it would any other.
-      opened = undefined
-      server.off("request", listeners.request)
-      server.off("clientError", listeners.clientError)
+    const takeOver = (attach: () => void) => {
+      if (!open) return
+      open = false
+      server.off("request", request)
+      server.off("clientError", clientError)
       attach()
       const waiting = [...held]
       held.clear()
@@ -134,20 +111,22 @@ export const adoptEarlyPort = (
         if (!response.writableEnded && !request.socket.destroyed) server.emit("request", request, response)
       }
     }
-  }
-}
-
-/** A start that failed or was stopped: the held requests get their 503, then the port closes. */
-export const closeEarlyPort = async (): Promise<void> => {
-  if (opened === undefined) return
-  const { held, server } = opened
-  opened = undefined
-  const waiting = [...held]
-  held.clear()
-  server.close()
-  await Promise.race([
-    Promise.all(waiting.map(({ response, timer }) => (clearTimeout(timer), answerStarting(response)))),
-    new Promise((resolve) => setTimeout(resolve, 1_000).unref())
-  ])
-  server.closeAllConnections()
-}
+    const close = async () => {
+      if (!open) return
+      open = false
+      const waiting = [...held]
+      held.clear()
+      server.close()
+      await Promise.race([
+        Promise.all(waiting.map(({ response, timer }) => (clearTimeout(timer), answerStarting(response)))),
+        new Promise((resolve) => setTimeout(resolve, 1_000).unref())
+      ])
+      server.closeAllConnections()
+    }
+    server.on("request", request)
+    server.once("error", () => {
+      server.close()
+      resolve(undefined)
+    })
+    server.listen({ host, port }, () => resolve({ host, port, server, takeOver, close }))
+  })

@@ -26,7 +26,7 @@ import { createServer as createSecureServer } from "node:https"
 import type { AppConfigShape } from "../config/AppConfig.js"
 import { clientAddress, NO_TRUSTED_PROXIES, rememberClientAddress, resolveClientAddress } from "./ClientAddress.js"
 import { answerClientErrors } from "./ClientErrors.js"
-import { adoptEarlyPort } from "./EarlyPort.js"
+import type { EarlyPort } from "./EarlyPort.js"
 import { FastLane } from "./FastLane.js"
 import { listen, tlsPair } from "./PortChecks.js"
 import { HSTS, watchTlsPair } from "./TlsCertificates.js"
@@ -111,7 +111,9 @@ const withClientAddress = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E,
   )
 
 export const layer = (
-  config: Pick<AppConfigShape, "host" | "port" | "shutdownGraceMs" | "trustedProxies" | "tls">
+  config: Pick<AppConfigShape, "host" | "port" | "shutdownGraceMs" | "trustedProxies" | "tls">,
+  /** The port `main.ts` opened while the storage started, taken over here when it is this address. */
+  earlyPort?: EarlyPort
 ) =>
   Layer.scoped(
     HttpServer.HttpServer,
@@ -119,7 +121,7 @@ export const layer = (
       const lane = yield* FastLane
       const secure = Option.isSome(config.tls)
       // Plain HTTP may already listen (`EarlyPort`, opened by main.ts while the storage started).
-      const early = secure ? undefined : adoptEarlyPort(config.host, config.port)
+      const early = !secure && earlyPort?.host === config.host && earlyPort.port === config.port ? earlyPort : undefined
       const server = early?.server ?? (yield* makeServer(config))
       const proxied = config.trustedProxies !== NO_TRUSTED_PROXIES
       let counts: RequestCounts = { inFlight: () => 0, ended: () => 0 }
