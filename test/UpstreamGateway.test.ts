@@ -102,23 +102,25 @@ const proxyService = (handler: Record<string, unknown> = {}, authType: "oauth" |
     return { key, fixture, token }
   })
 
-/** A service call through the HttpApi app: a chunked body is never the fast lane's. */
+/** A raw service call's request options: a chunked body is never the fast lane's, but the app's. */
+const callOptions = (port: number, fixture: Fixture, token: string | undefined, headers: Record<string, string>) => ({
+  host: "127.0.0.1",
+  port,
+  method: "POST",
+  path: callPath(fixture),
+  headers: {
+    "content-type": "application/json",
+    ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+    ...headers
+  }
+})
+
+/** A service call through the HttpApi app. */
 const callThroughApp = (fixture: Fixture, token: string | undefined, body = "{}", headers: Record<string, string> = {}) =>
   Effect.flatMap(serverPort, (port) =>
     Effect.promise(() =>
       new Promise<JsonResponse>((resolve, reject) => {
-        const outgoing = httpRequest({
-          host: "127.0.0.1",
-          port,
-          method: "POST",
-          path: callPath(fixture),
-          headers: {
-            "content-type": "application/json",
-            "transfer-encoding": "chunked",
-            ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
-            ...headers
-          }
-        }, (response) => {
+        const outgoing = httpRequest(callOptions(port, fixture, token, { "transfer-encoding": "chunked", ...headers }), (response) => {
           const chunks: Array<Buffer> = []
           response.on("data", (chunk: Buffer) => chunks.push(chunk))
           response.on("end", () => {
@@ -400,17 +402,9 @@ describe("concurrency limit (UPSTREAM_MAX_CONCURRENCY 2)", () => {
 /** A service call sent in full whose caller can leave before the answer; chunked goes to the app. */
 const leavingCall = (port: number, fixture: Fixture, token: string | undefined, chunked: boolean) => {
   const body = "{}"
-  const outgoing = httpRequest({
-    host: "127.0.0.1",
-    port,
-    method: "POST",
-    path: callPath(fixture),
-    headers: {
-      "content-type": "application/json",
-      ...(chunked ? { "transfer-encoding": "chunked" } : { "content-length": String(body.length) }),
-      ...(token === undefined ? {} : { authorization: `Bearer ${token}` })
-    }
-  })
+  const outgoing = httpRequest(
+    callOptions(port, fixture, token, chunked ? { "transfer-encoding": "chunked" } : { "content-length": String(body.length) })
+  )
   outgoing.on("error", () => {})
   outgoing.end(body)
   return outgoing

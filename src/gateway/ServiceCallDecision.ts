@@ -23,6 +23,7 @@ import { CredentialRepo, type ServiceRoute } from "../storage/CredentialRepo.js"
 import { type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled } from "../observability/Tracing.js"
 import { type JsonObject, ServiceHandlers, traceparentOf, upstreamAttributes } from "./ServiceHandlers.js"
+import { whenAborted } from "./Upstream.js"
 import { type ProxyHandler, UpstreamGateway } from "./UpstreamGateway.js"
 
 const REALM = `Bearer realm="service"`
@@ -212,7 +213,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
               clientId: allowed.caller,
               bodyText,
               requestId,
-              signal,
+              whenCallerGone: whenAborted(signal),
               ...(traceparent === undefined ? {} : { traceparent })
             })
           )

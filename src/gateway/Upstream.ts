@@ -78,6 +78,23 @@ const resultOf = (status: number, text: string, retryAfter: string | undefined):
     : { _tag: "PassedOn", status, body: json, retryAfter: status === 429 ? retryAfterOf(retryAfter) : undefined }
 }
 
+/**
+ * Registers what to do when the caller leaves (at once if it has already left) and returns how to
+ * forget it: a callback, not an `AbortSignal`, whose making cost about 2% of a proxied call's CPU
+ * in a profile of the fast lane.
+ */
+export type WhenCallerGone = (leave: () => void) => () => void
+
+/** `WhenCallerGone` for an `AbortSignal` (Effect's interruption of the app's handler). */
+export const whenAborted = (signal: AbortSignal): WhenCallerGone => (leave) => {
+  if (signal.aborted) {
+    leave()
+    return () => {}
+  }
+  signal.addEventListener("abort", leave, { once: true })
+  return () => signal.removeEventListener("abort", leave)
+}
+
 /** The upstream client's two operations: a call, and closing every pooled connection. */
 export interface UpstreamClient {
   readonly postJson: (
@@ -87,7 +104,8 @@ export interface UpstreamClient {
       readonly timeoutMs: number
       /** Every header the upstream gets but the body's length. */
       readonly headers: Readonly<Record<string, string>>
-      readonly signal?: AbortSignal
+      /** The caller's leaving, which aborts the exchange. */
+      readonly whenCallerGone?: WhenCallerGone
     }
   ) => Promise<UpstreamAnswer>
   /** Closes the pools' connections (at shutdown: `UpstreamGateway`'s scope). */
@@ -135,14 +153,20 @@ export const makeUpstreamClient = (): UpstreamClient => {
   }
 
   /**
-   * POSTs `body` (JSON text, sent as it was validated) to `url`. Never rejects; `signal` aborts the
-   * exchange (the caller was interrupted) and it then answers a 502 nobody reads.
+   * POSTs `body` (JSON text, sent as it was validated) to `url`. Never rejects; the caller's leaving
+   * (`whenCallerGone`) aborts the exchange, which then answers a 502 nobody reads.
    */
   const postJson: UpstreamClient["postJson"] = (url, body, options) =>
     new Promise((resolve) => {
       const target = parseUpstream(url)
-      // No target, or a caller already gone: nothing is sent.
-      if (target === undefined || options.signal?.aborted === true) return resolve({ status: undefined, result: failed(unreachable, false) })
+      // The caller gone before anything was sent: nothing is.
+      let gone = false
+      let leave = () => void (gone = true)
+      const forget = options.whenCallerGone?.(() => leave())
+      if (target === undefined || gone) {
+        forget?.()
+        return resolve({ status: undefined, result: failed(unreachable, false) })
+      }
       const payload = Buffer.from(body)
       let status: number | undefined
       let settled = false
@@ -150,7 +174,7 @@ export const makeUpstreamClient = (): UpstreamClient => {
         if (settled) return
         settled = true
         clearTimeout(timer)
-        options.signal?.removeEventListener("abort", abort)
+        forget?.()
         resolve({ status, result })
       }
       const send = target.protocol === "https:" ? httpsRequest : httpRequest
@@ -160,12 +184,11 @@ export const makeUpstreamClient = (): UpstreamClient => {
         settle(failed(timedOut(options.timeoutMs), true))
         outgoing.destroy()
       }, options.timeoutMs)
-      const abort = () => {
+      leave = () => {
         // The caller went away: not the upstream's failure.
         settle(failed(unreachable, false))
         outgoing.destroy()
       }
-      options.signal?.addEventListener("abort", abort, { once: true })
       outgoing.once("error", () => settle(connectionFailed))
       outgoing.once("response", (incoming: IncomingMessage) => {
         status = incoming.statusCode

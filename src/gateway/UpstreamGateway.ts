@@ -26,7 +26,7 @@ import type { ServiceAddress } from "../domain/ServiceAddress.js"
 import { makeUpstreamAssertions } from "./UpstreamAssertion.js"
 import { makeUpstreamGuard } from "./UpstreamGuard.js"
 import { openHeaders } from "./UpstreamHeaders.js"
-import { makeUpstreamClient, type UpstreamAnswer } from "./Upstream.js"
+import { makeUpstreamClient, type UpstreamAnswer, type WhenCallerGone } from "./Upstream.js"
 
 export type ProxyHandler = Extract<StoredHandler, { readonly type: "proxy" }>
 
@@ -41,8 +41,8 @@ export interface UpstreamCall {
   readonly requestId: string
   /** The W3C trace context the upstream continues, while traces are exported. */
   readonly traceparent?: string
-  /** The caller went away: abort the exchange. */
-  readonly signal?: AbortSignal
+  /** The caller's leaving, which aborts the exchange. */
+  readonly whenCallerGone?: WhenCallerGone
 }
 
 export interface UpstreamCalled {
@@ -157,7 +157,7 @@ export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")
           const upstream = await postJson(handler.url, call.bodyText, {
             timeoutMs: target.timeoutMs,
             headers,
-            ...(call.signal === undefined ? {} : { signal: call.signal })
+            ...(call.whenCallerGone === undefined ? {} : { whenCallerGone: call.whenCallerGone })
           })
           const result = upstream.result
           failing = result._tag === "Failed" && result.failing

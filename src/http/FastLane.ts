@@ -40,7 +40,7 @@ import { CredentialRepo } from "../storage/CredentialRepo.js"
 import { spanAttributes } from "../domain/ServiceAddress.js"
 import { writeAnswer } from "./Answer.js"
 import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
-import { callerSignal } from "./CallerGone.js"
+import { whenResponseClosed } from "./CallerGone.js"
 import { clientAddress } from "./ClientAddress.js"
 import { childSpan, endServerSpan, endSpan, type LaneTracer, serverSpan, unsampledSpan } from "./LaneTrace.js"
 import { mediaTypeOf, rememberBody } from "./RequestBody.js"
@@ -213,7 +213,7 @@ const make = Effect.gen(function*() {
       clientId: caller,
       bodyText: text,
       requestId: requestIdOf(request),
-      signal: callerSignal(response),
+      whenCallerGone: whenResponseClosed(response),
       ...(traceparent === undefined ? {} : { traceparent })
     }).then((called) => {
       if (proxySpan !== undefined && called.status !== undefined) proxySpan.attribute("http.response.status_code", called.status)
