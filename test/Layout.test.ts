@@ -8,6 +8,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs"
 import { join, posix, relative } from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
+import { PROCESS_FILES } from "../vitest.config.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
 const SRC = join(ROOT, "src")
@@ -84,5 +85,19 @@ describe("src/ layout", () => {
     // The check itself sees imports: a module that imports nothing relative would make it vacuous.
     expect([...graph.values()].some((imports) => imports.length > 0)).toBe(true)
     expect(cycles(graph)).toEqual([])
+  })
+})
+
+/** What a file that starts processes imports (written so that this file does not match itself). */
+const STARTS_PROCESSES = new RegExp(["node:child_process", "./support/ServerProcess", "./support/CliProcess"].map((module) => `from "${module}`).join("|"))
+
+describe("test/ layout", () => {
+  it("lists every file that starts servers or CLIs among the process files (vitest.config.ts)", () => {
+    const TEST = join(ROOT, "test")
+    const starting = readdirSync(TEST)
+      .filter((name) => name.endsWith(".test.ts"))
+      .filter((name) => STARTS_PROCESSES.test(readFileSync(join(TEST, name), "utf8")))
+    expect(starting.length).toBeGreaterThan(0)
+    expect(starting.filter((name) => !PROCESS_FILES.includes(name))).toEqual([])
   })
 })

@@ -4,8 +4,8 @@
  * the OpenAPI document or read Scalar's bundle; the first request for each then serves the same
  * bytes as ever.
  *
- * @vitest-isolate: it reads module state (whether the document was built), so it runs in a process
- * of its own, where no other file can have asked for the document first.
+ * It reads module state (whether the document was built), so it is one of the process files
+ * (vitest.config.ts): no other file in its process can have asked for the document first.
  */
 import { HttpClientRequest } from "@effect/platform"
 import { describe, expect, layer } from "@effect/vitest"
