@@ -11,3 +11,9 @@ CREATE TABLE revoked_tokens (
 );
 
 CREATE INDEX revoked_tokens_by_client ON revoked_tokens (client_id, expires_at);
+
+-- A fourth role of stored admin tokens: `introspector`, scoped to profiles like `owner` and `viewer`,
+-- good for POST /oauth/introspect only (resource servers).
+ALTER TABLE admin_tokens DROP CONSTRAINT admin_tokens_role_check;
+ALTER TABLE admin_tokens ADD CONSTRAINT admin_tokens_role_check
+  CHECK (role IN ('admin', 'owner', 'viewer', 'introspector'));

@@ -15,17 +15,25 @@ const FIELDS = ["grant_type", "client_id", "client_secret", "profile", "environm
 type Field = typeof FIELDS[number]
 export type TokenFields = Partial<Record<Field, string>>
 
-/** The six fields of a form body: an empty value counts as missing (RFC 6749 §3.1), a repeated one is refused. */
-export const formFields = (text: string): Either.Either<TokenFields, InvalidRequest> => {
-  const params = new URLSearchParams(text)
-  const fields: TokenFields = {}
-  for (const name of FIELDS) {
+/**
+ * The named fields of a form body: an empty value counts as missing (RFC 6749 §3.1), a repeated one
+ * is refused. Also the revocation and introspection endpoints' reading of their forms.
+ */
+export const formFieldsOf = <Name extends string>(names: ReadonlyArray<Name>) =>
+(params: URLSearchParams): Either.Either<Partial<Record<Name, string>>, InvalidRequest> => {
+  const fields: Partial<Record<Name, string>> = {}
+  for (const name of names) {
     const values = params.getAll(name)
     if (values.length > 1) return Either.left(new InvalidRequest({ description: `Parameter ${name} is included more than once` }))
     if (values[0] !== undefined && values[0] !== "") fields[name] = values[0]
   }
   return Either.right(fields)
 }
+
+const tokenFields = formFieldsOf(FIELDS)
+
+/** The six fields of a token request's form body. */
+export const formFields = (text: string): Either.Either<TokenFields, InvalidRequest> => tokenFields(new URLSearchParams(text))
 
 /** The 200 answer's body (RFC 6749 §5.1). */
 export const tokenAnswer = (issued: IssuedToken) => ({
@@ -48,7 +56,7 @@ export interface ClientCredentials {
 
 export const clientCredentials = (
   authorization: string | undefined,
-  fields: TokenFields
+  fields: Pick<TokenFields, "client_id" | "client_secret">
 ): Either.Either<ClientCredentials | undefined, InvalidRequest> => {
   const credentials = authorization === undefined ? undefined : parseAuthorization(authorization)
   const isBasic = credentials?.scheme === "basic" || /^\s*basic(\s|$)/i.test(authorization ?? "")

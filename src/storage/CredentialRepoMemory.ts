@@ -10,7 +10,7 @@ import type { ClientId, EnvironmentName, ProfileId } from "../domain/Identifiers
 import { laterUse } from "../domain/LastUse.js"
 import { answeredHandler, type CredentialInfo, type ServiceDocument } from "../domain/Models.js"
 import { AuditTrail, makeMemoryLog } from "./AuditTrail.js"
-import { credentialEvents, deletionEvents, type RemovedCredential, serviceEvent } from "./CatalogueEvents.js"
+import { credentialEvents, deletionEvents, type RemovedCredential, revocationEvent, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey, type ServiceSnapshot } from "./CredentialChanges.js"
 import { CredentialRepo, revokedSet, type ServiceFields } from "./CredentialRepo.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
@@ -292,14 +292,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
         for (const [jti, token] of revoked) if (token.expiresAt <= now) revoked.delete(jti)
         if (revoked.has(revocation.jti)) return false
         revoked.set(revocation.jti, { clientId: revocation.clientId, expiresAt: revocation.expiresAt })
-        log.append([auditEvent(actor, now, {
-          action: "token.revoked",
-          profile: revocation.address.profile,
-          environment: revocation.address.environment,
-          service_uuid: revocation.address.uuid,
-          client_id: revocation.clientId,
-          details: { jti: revocation.jti }
-        })])
+        log.append([revocationEvent(actor, now, revocation)])
         return true
       })
   })

@@ -6,7 +6,8 @@
  */
 import type { SqlClient, SqlError } from "@effect/sql"
 import { Effect, Option } from "effect"
-import { auditEvent, type AuditEvent } from "../domain/AuditEvents.js"
+import type { AuditEvent } from "../domain/AuditEvents.js"
+import { revocationEvent } from "./CatalogueEvents.js"
 import { type CatalogueScope, writeScopes } from "./CatalogueScope.js"
 import type { CredentialRepoShape } from "./CredentialRepo.js"
 import { credentialStatements } from "./CredentialRepoStatements.js"
@@ -41,14 +42,7 @@ export const revocationOperations = (
           VALUES (${revocation.jti}, ${revocation.clientId}, ${revocation.expiresAt})
           ON CONFLICT (jti) DO NOTHING RETURNING jti`
         if (inserted.length === 0) return false
-        yield* record([auditEvent(actor, now, {
-          action: "token.revoked",
-          profile: revocation.address.profile,
-          environment: revocation.address.environment,
-          service_uuid: revocation.address.uuid,
-          client_id: revocation.clientId,
-          details: { jti: revocation.jti }
-        })])
+        yield* record([revocationEvent(actor, now, revocation)])
         return true
       }).pipe(catalogueWrite(writeScopes.service(revocation.address)), storageOperation)
   }
