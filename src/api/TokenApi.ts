@@ -10,6 +10,7 @@ import {
   AdminTooManyAttemptsWire,
   InvalidClientWire,
   InvalidRequestWire,
+  InvalidTargetWire,
   PayloadTooLargeWire,
   StorageUnavailableWire,
   TooManyAttemptsWire,
@@ -25,9 +26,20 @@ export const TokenRequest = Schema.Struct({
   client_secret: Schema.optional(Schema.String).annotations({
     description: "Client secret; required unless sent with HTTP Basic authentication."
   }),
-  profile: Schema.String.annotations({ description: "Profile identifier." }),
-  environment: Schema.String.annotations({ description: "Environment name within the profile." }),
-  service_uuid: Schema.String.annotations({ description: "UUID of the target service." }),
+  profile: Schema.optional(Schema.String).annotations({
+    description: "Profile identifier; required unless `resource` names the service."
+  }),
+  environment: Schema.optional(Schema.String).annotations({
+    description: "Environment name within the profile; required unless `resource` names the service."
+  }),
+  service_uuid: Schema.optional(Schema.String).annotations({
+    description: "UUID of the target service; required unless `resource` names the service."
+  }),
+  resource: Schema.optional(Schema.String).annotations({
+    description: "RFC 8707: the service's call URL, `<issuer>/service/{profile}/{environment}/json/{uuid}` (the token's " +
+      "`aud`), instead of profile, environment and service_uuid; sent with them it must name the same service. " +
+      "Sent twice, malformed, contradicting them, or naming no oauth service: 400 invalid_target."
+  }),
   scope: Schema.optional(Schema.String).annotations({
     description: "Optional. Every token carries the one scope there is, service:call; a scope sent is not checked."
   })
@@ -98,6 +110,7 @@ export class TokenApi extends HttpApiGroup.make("token")
       .addSuccess(TokenResponse)
       .addError(InvalidRequestWire)
       .addError(UnsupportedGrantTypeWire)
+      .addError(InvalidTargetWire)
       .addError(InvalidClientWire)
       .addError(PayloadTooLargeWire)
       .addError(TooManyAttemptsWire)
@@ -114,7 +127,9 @@ export class TokenApi extends HttpApiGroup.make("token")
           "the admin API, the editor at /admin or the CLI), otherwise 400 invalid_request \"Missing required " +
           "parameters\" (an unknown target) or 401 invalid_client. The fields are read from a form body " +
           "(application/x-www-form-urlencoded) only: a JSON body carries none, so it gets 400 invalid_request " +
-          "\"Missing required parameters\"."
+          "\"Missing required parameters\". With `resource` (RFC 8707) the target may be named by its URL instead: " +
+          "after the grant type, a repeated, malformed or contradicting resource, and then (after the client fields) one " +
+          "naming no oauth service, answer 400 invalid_target; requests without it answer exactly as described."
       )
   )
   .add(

@@ -13,7 +13,10 @@ export const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" } as c
 
 const FIELDS = ["grant_type", "client_id", "client_secret", "profile", "environment", "service_uuid"] as const
 type Field = typeof FIELDS[number]
-export type TokenFields = Partial<Record<Field, string>>
+export type TokenFields = Partial<Record<Field, string>> & {
+  /** Every non-empty `resource` sent (RFC 8707); absent when none was. */
+  readonly resource?: ReadonlyArray<string>
+}
 
 /**
  * The named fields of a form body: an empty value counts as missing (RFC 6749 §3.1), a repeated one
@@ -32,8 +35,17 @@ export const formFieldsOf = <Name extends string>(names: ReadonlyArray<Name>) =>
 
 const tokenFields = formFieldsOf(FIELDS)
 
-/** The six fields of a token request's form body. */
-export const formFields = (text: string): Either.Either<TokenFields, InvalidRequest> => tokenFields(new URLSearchParams(text))
+/**
+ * The six fields of a token request's form body, and its `resource`s (RFC 8707), which may be
+ * repeated in the form: more than one is the decision's `invalid_target`, not a parse error.
+ */
+export const formFields = (text: string): Either.Either<TokenFields, InvalidRequest> => {
+  const params = new URLSearchParams(text)
+  const fields = tokenFields(params)
+  if (Either.isLeft(fields) || !params.has("resource")) return fields
+  const resource = params.getAll("resource").filter((value) => value !== "")
+  return resource.length === 0 ? fields : Either.right({ ...fields.right, resource })
+}
 
 /** The 200 answer's body (RFC 6749 §5.1). */
 export const tokenAnswer = (issued: IssuedToken) => ({
