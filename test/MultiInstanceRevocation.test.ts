@@ -108,4 +108,22 @@ describe.skipIf(DATABASE_URL === undefined)("revocation seen by a second instanc
       }
     })
   }
+
+  it("an introspector token revoked at one instance is refused by the other's introspection at its next request", async () => {
+    const profile = `introspector-${randomBytes(6).toString("hex")}`
+    await adminJson(first.base, ADMIN_TOKEN, "PUT", `/admin/profiles/${profile}`)
+    const name = `rs-${randomBytes(4).toString("hex")}`
+    const created = await adminJson(first.base, ADMIN_TOKEN, "POST", "/admin/tokens", { name, role: "introspector", profiles: [profile] })
+    const ask = (server: ServerProcess) =>
+      fetch(`${server.base}/oauth/introspect`, {
+        method: "POST",
+        headers: { ...FORM, authorization: `Bearer ${created.token}` },
+        body: new URLSearchParams({ token: "not-a-token" })
+      }).then((response) => response.status)
+    // Both instances know the caller now (and remember it).
+    for (const server of [first, second, second]) expect(await ask(server)).toBe(200)
+    await adminJson(first.base, ADMIN_TOKEN, "DELETE", `/admin/tokens/${name}`)
+    expect(await ask(second)).toBe(401)
+    expect(await ask(first)).toBe(401)
+  })
 })

@@ -121,6 +121,20 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
         }
       }))
 
+    it.effect("a revoked introspector token is refused at the next request (its caller is remembered until then)", () =>
+      Effect.gen(function*() {
+        const fixture = yield* createFixture()
+        const token = yield* issueToken(fixture)
+        const name = uniqueName("rs")
+        const created = yield* admin.post("/admin/tokens", { name, role: "introspector", profiles: [fixture.profile] })
+        const caller = `Bearer ${created.body.token as string}`
+        for (let i = 0; i < 3; i++) expect(((yield* introspect(token, caller)) as { active: boolean }).active).toBe(true)
+        expect((yield* admin.delete(`/admin/tokens/${name}`)).status).toBe(204)
+        expect((yield* introspectAs(caller, token)).status).toBe(401)
+        // The catalogue cache started again: a token still answers as it did.
+        expect(((yield* introspect(token)) as { active: boolean }).active).toBe(true)
+      }))
+
     it.effect("a missing token is 400 invalid_request", () =>
       Effect.gen(function*() {
         const response = yield* introspectAs(`Bearer ${ADMIN_TOKEN}`, undefined)

@@ -10,15 +10,18 @@
  * longer `oauth`, or outside the caller's profiles) answers exactly `{"active":false}`, so the
  * answer tells the caller nothing more. The token is checked as a service call checks it: the
  * signature once per token (`TokenService`), then the route from the catalogue cache, which holds
- * the credential's liveness and its revoked tokens (no database read once warm).
+ * the credential's liveness and its revoked tokens; the caller's token is remembered for as long as
+ * that cache's generation (no database read once warm; see `resolveCaller`).
  */
 import { Context, Effect, Either, Layer, Option } from "effect"
-import { AdminAccess } from "../admin-auth/AdminAccess.js"
+import { AdminAccess, type AdminIdentity } from "../admin-auth/AdminAccess.js"
+import { tokenDigest } from "../admin-auth/TokenDigest.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { type AdminScope, authorize, reaches } from "../domain/AdminRoles.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import { AdminTooManyAttempts, INVALID_REQUEST_DESCRIPTION, InvalidRequest, Unauthorized } from "../domain/Errors.js"
 import { serviceAddress } from "../domain/ServiceAddress.js"
+import { LAST_USED_EVERY_MS } from "../storage/AdminTokenStore.js"
 import { CredentialRepo } from "../storage/CredentialRepo.js"
 import { FailureCounts } from "../storage/FailureCounts.js"
 import { parseAuthorization } from "./AuthorizationHeader.js"
@@ -32,6 +35,9 @@ const CHALLENGE = { ...NO_STORE, "www-authenticate": `Bearer realm="admin"` }
 const INACTIVE: Answer = { status: 200, headers: NO_STORE, body: { active: false } }
 /** The limiter's client-id slot: admin failures are keyed by the address alone (as in `AdminAuthHttp`). */
 const ADMIN = ""
+
+/** Callers remembered at the most (resource servers: a handful); past it, the oldest is forgotten. */
+const MAX_CALLERS = 1_000
 
 const introspectionFields = formFieldsOf(["token", "token_type_hint"] as const)
 
@@ -72,6 +78,32 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
       const limiter = yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts, "admin")
       const peek = repo.peek
 
+      /**
+       * Callers resolved, by their token's digest, in the catalogue cache's generation (`epoch`):
+       * valid while it lasts, since revoking an admin token starts a new one on every instance
+       * before it is answered. Re-read once a minute (which records `last_used_at`); never a token
+       * that is none.
+       */
+      const callers = new Map<string, { readonly identity: AdminIdentity; readonly epoch: number; readonly readAt: number }>()
+      const resolveCaller = (presented: string, nowMillis: number) =>
+        Effect.suspend(() => {
+          const epoch = peek?.epoch?.()
+          if (epoch === undefined) return access.resolve(presented)
+          const digest = tokenDigest(presented).toString("hex")
+          const known = callers.get(digest)
+          if (known !== undefined && known.epoch === epoch && nowMillis - known.readAt < LAST_USED_EVERY_MS) {
+            return Effect.succeed(Option.some(known.identity))
+          }
+          return Effect.tap(access.resolve(presented), (found) =>
+            Effect.sync(() => {
+              callers.delete(digest)
+              // Stored only if no drop happened while it was read (the read may predate a revocation).
+              if (Option.isNone(found) || peek?.epoch?.() !== epoch) return
+              if (callers.size >= MAX_CALLERS) callers.delete(callers.keys().next().value!)
+              callers.set(digest, { identity: found.value, epoch, readAt: nowMillis })
+            }))
+        })
+
       /** Whether the token is active for this caller: verified, live, not revoked, within its profiles. */
       const isActive = (token: string, caller: AdminScope) =>
         Effect.gen(function*() {
@@ -100,7 +132,7 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
           }
           const blocked = limiter.blockedAt(ADMIN, input.remoteAddress, input.nowMillis)
           if (Option.isSome(blocked)) return errorAnswer(new AdminTooManyAttempts({ retryAfterSeconds: blocked.value }), NO_STORE)
-          const caller = yield* access.resolve(credentials.value)
+          const caller = yield* resolveCaller(credentials.value, input.nowMillis)
           if (Option.isNone(caller)) {
             yield* limiter.recordFailure(ADMIN, input.remoteAddress)
             return errorAnswer(new Unauthorized({ description: "The admin token is not valid" }), CHALLENGE)

@@ -176,6 +176,12 @@ export interface CredentialRepoShape {
   ) => Effect.Effect<Option.Option<ServiceRoute>, StorageUnavailable>
 
   readonly peek?: CredentialRepoPeek
+  /**
+   * After a committed change that the catalogue's scopes cannot name and that announced itself as
+   * "anything" (an admin token revoked, `AdminTokenStore.revoke`): drops this instance's cache (a new
+   * `epoch`), then returns once every other instance has dropped its own. Absent without a cache.
+   */
+  readonly dropCached?: Effect.Effect<void>
 
   /**
    * The live catalogue as the cache holds it: the services of `scope` (all when undefined) in
@@ -215,6 +221,12 @@ export interface CredentialRepoPeek {
    * true when recorded, false when the caller must run `touchCredential` instead.
    */
   readonly touch?: (clientId: ClientId, now: Date) => boolean
+  /**
+   * The cache's generation while its answers may be used, undefined while not. What another cache
+   * keeps beside this one (introspection's callers) is valid only in the generation it was read
+   * in: it is dropped with everything when `dropCached` runs here or on any other instance.
+   */
+  readonly epoch?: () => number | undefined
 }
 
 /**

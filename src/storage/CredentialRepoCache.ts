@@ -324,7 +324,12 @@ export const withReadCache = (
       return cached("findServiceRoute", key, () => repo.findServiceRoute(address, clientId), (mark, value) => storeRoute(mark, key, address, value))
     },
     ...(noteUse === undefined ? {} : { noteUse }),
+    dropCached: Effect.zipRight(Effect.sync(() => guard.invalidate()), guard.settle),
     peek: {
+      epoch: () => {
+        if (!inUse) firstUse()
+        return usable()
+      },
       touch: (clientId, now) => {
         if (noteUse === undefined) return false
         noteUse(clientId, now)
