@@ -18,7 +18,7 @@ import {
   type TestStorage,
   tokenRequest
 } from "../src/testing.js"
-import { embeddedStorage } from "./support/Databases.js"
+import { describeWithPostgres, embeddedStorage, postgresStorage } from "./support/Databases.js"
 
 const resourceOf = (fixture: Pick<Fixture, "profile" | "environment" | "uuid">, issuer = TEST_ISSUER) =>
   `${issuer}/service/${fixture.profile}/${fixture.environment}/json/${fixture.uuid}`
@@ -203,4 +203,8 @@ describe("resource indicators: memory storage", () => {
 
 describe("resource indicators: embedded database", () => {
   suite(embeddedStorage())
+})
+
+describeWithPostgres("resource indicators: PostgreSQL", () => {
+  suite(postgresStorage())
 })

@@ -3,11 +3,11 @@
  * claims; every inactive case (expired, revoked, of a deleted credential or service, forged, signed
  * by an unknown key, of another issuer, unparseable, for a service no longer oauth, outside the
  * caller's profiles) answers exactly `{"active":false}`; callers of each role and scope; no caller,
- * or a wrong one, is 401. Run on the in-memory store and the embedded database.
+ * or a wrong one, is 401. Run on the in-memory store, the embedded database and PostgreSQL.
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, type Layer, TestClock } from "effect"
-import { embeddedStorage, memoryStorage } from "./support/Databases.js"
+import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { adminAs, decodeJwt, expectErrorBody, NO_STORE_HEADERS, oauthError, request } from "./support/Http.js"
 import { attackerKeyPair, realClaims, realHeader, signWith, TEST_ISSUER } from "./support/Tokens.js"
 import { testSigningKey } from "../src/auth/KeyService.js"
@@ -214,4 +214,8 @@ describe("token introspection: memory storage", () => {
 
 describe("token introspection: embedded database", () => {
   suite(embeddedStorage())
+})
+
+describeWithPostgres("token introspection: PostgreSQL", () => {
+  suite(postgresStorage())
 })

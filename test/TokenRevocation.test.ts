@@ -3,12 +3,12 @@
  * either client authentication method, and the gateway refuses it from the next request on (the
  * cached route carries the revocation); another client's token is left alone and the answer says
  * nothing of it; a failed authentication is the token endpoint's 401 and counts toward its throttle.
- * Run on the in-memory store and the embedded database (the cross-instance case is
+ * Run on the in-memory store, the embedded database and PostgreSQL (the cross-instance case is
  * test/MultiInstanceRevocation.test.ts, on PostgreSQL).
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
-import { embeddedStorage, memoryStorage } from "./support/Databases.js"
+import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { basicAuthorization, expectErrorBody, NO_STORE_HEADERS, oauthError, request } from "./support/Http.js"
 import {
   admin,
@@ -162,4 +162,8 @@ describe("token revocation: memory storage", () => {
 
 describe("token revocation: embedded database", () => {
   suite(embeddedStorage())
+})
+
+describeWithPostgres("token revocation: PostgreSQL", () => {
+  suite(postgresStorage())
 })
