@@ -1,11 +1,11 @@
 /**
  * `tokens create|list|revoke` through the built CLI against one real server
  * (test/support/CliProcess.ts): a token printed once, listed without it, working with its scope,
- * refused once revoked; an owner token may not manage tokens.
+ * refused once revoked; an owner token may not manage tokens; an introspector token only introspects.
  */
 import { describe, expect, it } from "vitest"
 import { randomBytes } from "node:crypto"
-import { CLI_TEST_DEADLINE_MS, cli, cliJson, uniqueProfile, useCliServer } from "./support/CliProcess.js"
+import { CLI_TEST_DEADLINE_MS, cli, cliJson, server, uniqueProfile, useCliServer } from "./support/CliProcess.js"
 
 describe("service-auth tokens", () => {
   useCliServer()
@@ -50,5 +50,25 @@ describe("service-auth tokens", () => {
     const again = await cli(["tokens", "revoke", name])
     expect(again.code).not.toBe(0)
     expect(again.stderr).toContain("No stored admin token has that name")
+  }, CLI_TEST_DEADLINE_MS)
+
+  it("creates an introspector token: good for POST /oauth/introspect, refused everything else", async () => {
+    const profile = uniqueProfile()
+    await cliJson(["profiles", "create", profile])
+    const name = `rs-${randomBytes(4).toString("hex")}`
+    const created = await cli(["tokens", "create", name, "--role", "introspector", "--profile", profile])
+    expect(created.code, created.stderr).toBe(0)
+    expect(created.stdout).toMatch(new RegExp(`^role +introspector$`, "m"))
+    const token = /^token +(\S+)$/m.exec(created.stdout)?.[1]
+    const refused = await cli(["profiles", "list"], { ADMIN_TOKEN: token! })
+    expect(refused.code).not.toBe(0)
+    expect(refused.stderr).toContain("An introspector token may only introspect tokens")
+    expect((await cli(["tokens", "create", `${name}-x`, "--role", "introspector"])).stderr).toContain("needs profiles")
+    const introspected = await fetch(`${server.base}/oauth/introspect`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/x-www-form-urlencoded" },
+      body: "token=not-a-token"
+    })
+    expect([introspected.status, await introspected.json()]).toEqual([200, { active: false }])
   }, CLI_TEST_DEADLINE_MS)
 })

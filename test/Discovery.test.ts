@@ -104,7 +104,11 @@ describe("GET /.well-known/oauth-authorization-server (RFC 8414)", () => {
           jwks_uri: `${ISSUER}/.well-known/jwks.json`,
           grant_types_supported: ["client_credentials"],
           token_endpoint_auth_methods_supported: ["client_secret_post", "client_secret_basic"],
-          scopes_supported: ["service:call"]
+          scopes_supported: ["service:call"],
+          revocation_endpoint: `${ISSUER}/oauth/revoke`,
+          revocation_endpoint_auth_methods_supported: ["client_secret_post", "client_secret_basic"],
+          introspection_endpoint: `${ISSUER}/oauth/introspect`,
+          introspection_endpoint_auth_methods_supported: ["bearer"]
         })
       }))
 

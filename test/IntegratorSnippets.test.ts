@@ -160,11 +160,13 @@ describe("docs/integrators.md snippets, run as written", () => {
     rmSync(workDir, { recursive: true, force: true })
   })
 
-  it("has the seven snippets the page promises", () => {
+  it("has the nine snippets the page promises", () => {
     expect([...snippets().keys()].sort()).toEqual([
       "client-oauth4webapi.mjs",
       "client-openid-client.mjs",
       "client_requests_oauthlib.py",
+      "introspect-fetch.mjs",
+      "revoke-fetch.mjs",
       "upstream-jose.mjs",
       "upstream_pyjwt.py",
       "verify-jose.mjs",
@@ -209,6 +211,25 @@ describe("docs/integrators.md snippets, run as written", () => {
     await expect(runSnippet("verify_pyjwt.py", { ACCESS_TOKEN: accessToken, SERVICE_UUID: otherService })).rejects
       .toThrow(/InvalidAudienceError|audience/i)
   }, 300_000)
+
+  it("fetch: a resource server introspects (cached briefly); the client revokes; introspection says inactive", async () => {
+    const accessToken = await token()
+    const introspector = await admin("POST", "/admin/tokens", {
+      name: `rs-${randomBytes(4).toString("hex")}`,
+      role: "introspector",
+      profiles: [env.PROFILE]
+    })
+    const extra = { ACCESS_TOKEN: accessToken, INTROSPECTION_TOKEN: introspector.token }
+    expect(await runSnippet("introspect-fetch.mjs", extra)).toBe(`true ${env.CLIENT_ID} true`)
+    expect(await runSnippet("revoke-fetch.mjs", { ACCESS_TOKEN: accessToken })).toBe(`200 ""`)
+    expect(await runSnippet("introspect-fetch.mjs", extra)).toBe("false - true")
+    const refused = await fetch(`${server.base}/service/${env.PROFILE}/${env.ENVIRONMENT}/json/${env.SERVICE_UUID}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${accessToken}`, "content-type": "application/json" },
+      body: "{}"
+    })
+    expect(refused.status).toBe(401)
+  })
 
   /** The assertion and client id an upstream received from a proxied call made now. */
   const received = async () => {

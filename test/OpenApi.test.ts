@@ -54,12 +54,13 @@ describe("openapi.yaml", () => {
       .map((member: { $ref: string }) => member.$ref)
     const post = schemas[postRef!.replace("#/components/schemas/", "")]
     expect(Object.keys(post.properties).sort()).toEqual(
-      ["client_id", "client_secret", "environment", "grant_type", "profile", "scope", "service_uuid"]
+      ["client_id", "client_secret", "environment", "grant_type", "profile", "resource", "scope", "service_uuid"]
     )
-    expect(post.required.sort()).toEqual(["client_id", "client_secret", "environment", "grant_type", "profile", "service_uuid"])
+    // The target: profile, environment and service_uuid, or a resource (RFC 8707) that names it.
+    expect(post.required.sort()).toEqual(["client_id", "client_secret", "grant_type"])
     const basic = schemas[basicRef!.replace("#/components/schemas/", "")]
-    expect(Object.keys(basic.properties).sort()).toEqual(["environment", "grant_type", "profile", "scope", "service_uuid"])
-    expect(basic.required.sort()).toEqual(["environment", "grant_type", "profile", "service_uuid"])
+    expect(Object.keys(basic.properties).sort()).toEqual(["environment", "grant_type", "profile", "resource", "scope", "service_uuid"])
+    expect(basic.required.sort()).toEqual(["grant_type"])
     expect(schemas.TokenResponse.properties.expires_in).toMatchObject({ type: "integer", enum: [3600] })
     expect(Object.keys(token.responses)).toEqual(expect.arrayContaining(["200", "400", "401"]))
     expect(token.responses["200"].content["application/json"].schema.$ref).toBe("#/components/schemas/TokenResponse")
@@ -69,7 +70,8 @@ describe("openapi.yaml", () => {
     const status400 = referencedSchemas(token.responses["400"].content["application/json"].schema)
     expect(status400).toEqual(expect.arrayContaining([
       "#/components/schemas/InvalidRequestError",
-      "#/components/schemas/UnsupportedGrantTypeError"
+      "#/components/schemas/UnsupportedGrantTypeError",
+      "#/components/schemas/InvalidTargetError"
     ]))
     expect(referencedSchemas(token.responses["401"].content["application/json"].schema)).toEqual([
       "#/components/schemas/InvalidClientError"

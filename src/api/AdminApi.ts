@@ -323,11 +323,13 @@ export class AuditApi extends HttpApiGroup.make("audit")
         OpenApi.Description,
         "Admin changes, newest first: who (the admin token's name), from where, what, on which profile, " +
           "environment, service and credential. Optionally one profile's; page with `limit` and `after`. Never a secret. " +
-          "An owner or viewer token reads only its profiles' events (another profile's answers as one without events)."
+          "An owner or viewer token reads only its profiles' events (another profile's answers as one without events); " +
+          "an introspector token reads none (403)."
       )
       .setUrlParams(AuditQueryParams)
       .addSuccess(AuditEventPage)
       .addError(InvalidRequestWire)
+      .addError(ForbiddenWire)
   )
   .middleware(AdminAuth)
   .addError(StorageUnavailableWire)

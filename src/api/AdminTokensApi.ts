@@ -26,7 +26,7 @@ export const AdminTokenName = Schema.String.pipe(
 })
 
 const ScopeProfiles = Schema.NullOr(Schema.Array(Schema.String)).annotations({
-  description: "The profiles an owner or viewer token reaches; null for an admin token (every profile)."
+  description: "The profiles an owner, viewer or introspector token reaches; null for an admin token (every profile)."
 })
 
 export const NewAdminTokenRequest = Schema.Struct({
@@ -34,7 +34,7 @@ export const NewAdminTokenRequest = Schema.Struct({
   role: AdminRole,
   profiles: Schema.optional(
     Schema.NullOr(Schema.Array(ProfileId)).annotations({
-      description: "At least one profile name; required for owner and viewer, absent (or null) for admin."
+      description: "At least one profile name; required for owner, viewer and introspector, absent (or null) for admin."
     })
   )
 }).pipe(
@@ -86,7 +86,7 @@ export class AdminTokensApi extends HttpApiGroup.make("adminTokens")
       .addError(ConflictWire)
       .annotate(
         OpenApi.Description,
-        "Stores a new admin token with its role and, for owner and viewer, its profiles; the answer is the only " +
+        "Stores a new admin token with its role and, for owner, viewer and introspector, its profiles; the answer is the only " +
           "time the token is shown. 409 conflict when the name is taken (by ADMIN_TOKEN, ADMIN_TOKENS or a stored token)."
       )
   )
@@ -117,7 +117,7 @@ export class AdminTokensApi extends HttpApiGroup.make("adminTokens")
     OpenApi.Description,
     "Admin tokens kept in the database and managed at run time, by admin tokens only (403 forbidden for the others). " +
       "Roles: `admin` (everything), `owner` (within its profiles, everything but creating or deleting them; not keys, " +
-      "not tokens), `viewer` (within its profiles, reads only)."
+      "not tokens), `viewer` (within its profiles, reads only), `introspector` (within its profiles, POST /oauth/introspect only)."
   )
 {}
 

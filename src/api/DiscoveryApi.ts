@@ -23,6 +23,15 @@ export const AuthorizationServerMetadata = Schema.Struct({
   grant_types_supported: Schema.Array(Schema.String),
   token_endpoint_auth_methods_supported: Schema.Array(Schema.String),
   token_endpoint_auth_signing_alg_values_supported: Schema.optional(Schema.Array(Schema.String)),
+  revocation_endpoint: Schema.String.annotations({ description: "POST /oauth/revoke (RFC 7009)." }),
+  revocation_endpoint_auth_methods_supported: Schema.Array(Schema.String).annotations({
+    description: "As at the token endpoint: client_secret_post and client_secret_basic."
+  }),
+  introspection_endpoint: Schema.String.annotations({ description: "POST /oauth/introspect (RFC 7662)." }),
+  introspection_endpoint_auth_methods_supported: Schema.Array(Schema.String).annotations({
+    description: "bearer: an admin token (any role whose profiles cover the token's, or the introspector role) as " +
+      "Authorization: Bearer."
+  }),
   scopes_supported: Schema.Array(Schema.String),
   response_types_supported: Schema.Array(Schema.String),
   service_documentation: Schema.optional(Schema.String)

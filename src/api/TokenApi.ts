@@ -7,11 +7,14 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Schema } from "effect"
 import { SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import {
+  AdminTooManyAttemptsWire,
   InvalidClientWire,
   InvalidRequestWire,
+  InvalidTargetWire,
   PayloadTooLargeWire,
   StorageUnavailableWire,
   TooManyAttemptsWire,
+  UnauthorizedWire,
   UnsupportedGrantTypeWire
 } from "../domain/Errors.js"
 
@@ -23,9 +26,20 @@ export const TokenRequest = Schema.Struct({
   client_secret: Schema.optional(Schema.String).annotations({
     description: "Client secret; required unless sent with HTTP Basic authentication."
   }),
-  profile: Schema.String.annotations({ description: "Profile identifier." }),
-  environment: Schema.String.annotations({ description: "Environment name within the profile." }),
-  service_uuid: Schema.String.annotations({ description: "UUID of the target service." }),
+  profile: Schema.optional(Schema.String).annotations({
+    description: "Profile identifier; required unless `resource` names the service."
+  }),
+  environment: Schema.optional(Schema.String).annotations({
+    description: "Environment name within the profile; required unless `resource` names the service."
+  }),
+  service_uuid: Schema.optional(Schema.String).annotations({
+    description: "UUID of the target service; required unless `resource` names the service."
+  }),
+  resource: Schema.optional(Schema.String).annotations({
+    description: "RFC 8707: the service's call URL, `<issuer>/service/{profile}/{environment}/json/{uuid}` (the token's " +
+      "`aud`), instead of profile, environment and service_uuid; sent with them it must name the same service. " +
+      "Sent twice, malformed, contradicting them, or naming no oauth service: 400 invalid_target."
+  }),
   scope: Schema.optional(Schema.String).annotations({
     description: "Optional. Every token carries the one scope there is, service:call; a scope sent is not checked."
   })
@@ -43,6 +57,52 @@ export const TokenResponse = Schema.Struct({
   scope: Schema.Literal(SERVICE_CALL_SCOPE).annotations({ description: "The token's scope." })
 }).annotations({ identifier: "TokenResponse" })
 
+export const RevocationRequest = Schema.Struct({
+  token: Schema.String.annotations({ description: "The access token to revoke." }),
+  token_type_hint: Schema.optional(Schema.String).annotations({
+    description: "Optional and ignored: every token this server issues is an access token."
+  }),
+  client_id: Schema.optional(Schema.String).annotations({
+    description: "The client id of the token's credential; required unless sent with HTTP Basic authentication."
+  }),
+  client_secret: Schema.optional(Schema.String).annotations({
+    description: "Its secret; required unless sent with HTTP Basic authentication."
+  })
+}).pipe(
+  HttpApiSchema.withEncoding({ kind: "UrlParams" }),
+  (schema) => schema.annotations({ identifier: "RevocationRequest" })
+)
+
+export const IntrospectionRequest = Schema.Struct({
+  token: Schema.String.annotations({ description: "The access token to introspect." }),
+  token_type_hint: Schema.optional(Schema.String).annotations({ description: "Optional and ignored." })
+}).pipe(
+  HttpApiSchema.withEncoding({ kind: "UrlParams" }),
+  (schema) => schema.annotations({ identifier: "IntrospectionRequest" })
+)
+
+const TokenData = Schema.Struct({ service_uuid: Schema.String, profile: Schema.String, environment: Schema.String })
+
+export const IntrospectionResponse = Schema.Union(
+  Schema.Struct({
+    active: Schema.Literal(true),
+    scope: Schema.String,
+    client_id: Schema.String,
+    token_type: Schema.Literal("Bearer"),
+    exp: Schema.Int,
+    iat: Schema.Int,
+    sub: Schema.String,
+    aud: Schema.String.annotations({ description: "The service-call URL the token is for." }),
+    iss: Schema.String,
+    jti: Schema.String,
+    data: TokenData
+  }).annotations({ identifier: "ActiveToken", description: "An active token: its claims." }),
+  Schema.Struct({ active: Schema.Literal(false) }).annotations({
+    identifier: "InactiveToken",
+    description: "Exactly {\"active\":false}, whatever the reason."
+  })
+).annotations({ identifier: "IntrospectionResponse" })
+
 export class TokenApi extends HttpApiGroup.make("token")
   .add(
     HttpApiEndpoint.post("issueToken", "/oauth/token")
@@ -50,6 +110,7 @@ export class TokenApi extends HttpApiGroup.make("token")
       .addSuccess(TokenResponse)
       .addError(InvalidRequestWire)
       .addError(UnsupportedGrantTypeWire)
+      .addError(InvalidTargetWire)
       .addError(InvalidClientWire)
       .addError(PayloadTooLargeWire)
       .addError(TooManyAttemptsWire)
@@ -66,12 +127,55 @@ export class TokenApi extends HttpApiGroup.make("token")
           "the admin API, the editor at /admin or the CLI), otherwise 400 invalid_request \"Missing required " +
           "parameters\" (an unknown target) or 401 invalid_client. The fields are read from a form body " +
           "(application/x-www-form-urlencoded) only: a JSON body carries none, so it gets 400 invalid_request " +
-          "\"Missing required parameters\"."
+          "\"Missing required parameters\". With `resource` (RFC 8707) the target may be named by its URL instead: " +
+          "after the grant type, a repeated, malformed or contradicting resource, and then (after the client fields) one " +
+          "naming no oauth service, answer 400 invalid_target; requests without it answer exactly as described."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("revokeToken", "/oauth/revoke")
+      .setPayload(RevocationRequest)
+      .addSuccess(HttpApiSchema.Empty(200))
+      .addError(InvalidRequestWire)
+      .addError(InvalidClientWire)
+      .addError(PayloadTooLargeWire)
+      .addError(TooManyAttemptsWire)
+      .addError(StorageUnavailableWire)
+      .annotate(OpenApi.Summary, "Revoke an access token (RFC 7009)")
+      .annotate(
+        OpenApi.Description,
+        "A client revokes one of its own tokens, authenticated as at the token endpoint (client_secret_post or " +
+          "client_secret_basic, never both; a failure is 401 invalid_client, counted toward the same throttle, 429). " +
+          "The answer is 200 with an empty body whether the token was valid, unknown, expired, already revoked or " +
+          "another client's (then it is left alone). A revoked token is refused by every instance's gateway and " +
+          "reported inactive by introspection from the next request on, until its exp. token missing: 400 " +
+          "invalid_request. Every answer carries Cache-Control: no-store."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("introspectToken", "/oauth/introspect")
+      .setPayload(IntrospectionRequest)
+      .addSuccess(IntrospectionResponse)
+      .addError(InvalidRequestWire)
+      .addError(UnauthorizedWire)
+      .addError(PayloadTooLargeWire)
+      .addError(AdminTooManyAttemptsWire)
+      .addError(StorageUnavailableWire)
+      .annotate(OpenApi.Summary, "Introspect an access token (RFC 7662)")
+      .annotate(
+        OpenApi.Description,
+        "For resource servers: Authorization: Bearer <admin token> of any role whose profiles cover the token's " +
+          "profile, or of the introspector role (scoped to profiles, good for nothing else); none or a wrong one: " +
+          "401 unauthorized with WWW-Authenticate: Bearer realm=\"admin\". An active token answers its claims; an " +
+          "expired, revoked, forged or unparseable token, one of a deleted credential or service, of another issuer, " +
+          "or outside the caller's profiles answers exactly {\"active\":false}. token missing: 400 invalid_request. " +
+          "Every answer carries Cache-Control: no-store."
       )
   )
   .annotate(OpenApi.Title, "OAuth 2.0 token endpoint")
   .annotate(
     OpenApi.Description,
-    "The client credentials grant (RFC 6749 §4.4): a client id and secret for a one-hour RS256 JWT for one service."
+    "The client credentials grant (RFC 6749 §4.4): a client id and secret for a one-hour RS256 JWT for one service; " +
+      "its revocation by the client (RFC 7009) and its introspection by resource servers (RFC 7662)."
   )
 {}

@@ -10,13 +10,21 @@
  * write of a success is `last_used_at`, at most once a minute per credential.
  */
 import { Context, Effect, Either, Layer, Option } from "effect"
-import { INVALID_REQUEST_DESCRIPTION, InvalidClient, InvalidRequest, TooManyAttempts, UnsupportedGrantType } from "../domain/Errors.js"
+import { AppConfig } from "../config/AppConfig.js"
+import {
+  INVALID_REQUEST_DESCRIPTION,
+  InvalidClient,
+  InvalidRequest,
+  InvalidTarget,
+  TooManyAttempts,
+  UnsupportedGrantType
+} from "../domain/Errors.js"
 import { type ClientId, isClientId } from "../domain/Identifiers.js"
 import { lastUseIsStale } from "../domain/LastUse.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import type { TokenResult } from "../observability/ServiceMetrics.js"
 import { CredentialRepo, type TokenTarget } from "../storage/CredentialRepo.js"
-import { type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
+import { resourceAddress, type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled } from "../observability/Tracing.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
 import { ClientSecrets, type ClientSecretsShape } from "./ClientSecrets.js"
@@ -39,6 +47,8 @@ export interface TokenDecisionServices {
   /** The catalogue's answer; undefined when it must be read from storage. */
   readonly tokenTarget: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<TokenTarget> | undefined
   readonly matches: ClientSecretsShape["matches"]
+  /** The service a `resource` (RFC 8707) names under this issuer; undefined when it names none. */
+  readonly resourceAddress: (resource: string) => ServiceAddress | undefined
 }
 
 export type TokenDecision =
@@ -52,20 +62,47 @@ export type TokenDecision =
   | { readonly _tag: "Issue"; readonly clientId: ClientId; readonly address: ServiceAddress; readonly touch: boolean }
 
 /** A failure's answer: `no-store` always, and the Basic challenge when Basic authentication failed. */
-const failureAnswer = (error: InvalidRequest | UnsupportedGrantType | TooManyAttempts | InvalidClient): Answer =>
+const failureAnswer = (error: InvalidRequest | UnsupportedGrantType | InvalidTarget | TooManyAttempts | InvalidClient): Answer =>
   errorAnswer(
     error,
     error._tag === "InvalidClient" && error.basic ? { ...NO_STORE, "www-authenticate": `Basic realm="oauth"` } : NO_STORE
   )
 
 const failure = (
-  error: InvalidRequest | UnsupportedGrantType | TooManyAttempts | InvalidClient,
+  error: InvalidRequest | UnsupportedGrantType | InvalidTarget | TooManyAttempts | InvalidClient,
   result: TokenResult
 ): TokenDecision => ({ _tag: "Answer", answer: failureAnswer(error), result })
 
 const missing = failure(new InvalidRequest({ description: INVALID_REQUEST_DESCRIPTION }), "invalid_request")
 /** The specification's description for every row-4 failure. */
 const targetNotFound = missing
+
+const invalidTarget = (description: string) => failure(new InvalidTarget({ description }), "invalid_target")
+const manyResources = invalidTarget("Only one resource may be requested")
+const unknownResource = invalidTarget("The resource is not a service URL of this server")
+const contradictingResource = invalidTarget("The resource names another service than profile, environment and service_uuid")
+/** Row 4 for a target named by `resource`: the request was well formed, its target is not one. */
+const resourceNotFound = invalidTarget("The resource names no oauth service")
+
+/**
+ * The target of a request: its three fields, or the service its one `resource` names (RFC 8707),
+ * which the fields, when sent too, must name as well. A failure is answered as it is.
+ */
+const targetOf = (
+  fields: TokenFields,
+  services: TokenDecisionServices
+): TokenDecision | Pick<TokenFields, "profile" | "environment" | "service_uuid"> => {
+  if (fields.resource === undefined) return fields
+  if (fields.resource.length > 1) return manyResources
+  const named = services.resourceAddress(fields.resource[0]!)
+  if (named === undefined) return unknownResource
+  if (
+    (fields.profile !== undefined && fields.profile !== named.profile) ||
+    (fields.environment !== undefined && fields.environment !== named.environment) ||
+    (fields.service_uuid !== undefined && fields.service_uuid.toLowerCase() !== named.uuid)
+  ) return contradictingResource
+  return { profile: named.profile, environment: named.environment, service_uuid: named.uuid }
+}
 
 /** Every answer of the token endpoint but a failure of storage itself, in the contract's order. */
 export const decideToken = (input: TokenInput, services: TokenDecisionServices): TokenDecision => {
@@ -78,10 +115,14 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
   if (fields.grant_type === undefined) return missing
   if (fields.grant_type !== "client_credentials") return failure(new UnsupportedGrantType(), "unsupported_grant_type")
 
+  // A `resource` (RFC 8707) names the target instead of, or as well as, the three fields.
+  const target = targetOf(fields, services)
+  if ("_tag" in target) return target
+
   // Row 3: client credentials and the target present.
   const client = clientCredentials(input.authorization, fields)
   if (Either.isLeft(client)) return failure(client.left, "invalid_request")
-  const { profile, environment, service_uuid } = fields
+  const { profile, environment, service_uuid } = target
   if (client.right === undefined || profile === undefined || environment === undefined || service_uuid === undefined) {
     return missing
   }
@@ -92,15 +133,16 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
   if (Option.isSome(blocked)) return failure(new TooManyAttempts({ retryAfterSeconds: blocked.value }), "invalid_client")
 
   // Row 4: the target exists. A client id that is not of our form names no credential: row 5.
+  const notFound = fields.resource === undefined ? targetNotFound : resourceNotFound
   const address = serviceAddress(profile, environment, service_uuid)
-  if (address === undefined) return targetNotFound
+  if (address === undefined) return notFound
   const clientId = Option.liftPredicate(client.right.clientId, isClientId)
-  const target = services.tokenTarget(address, clientId)
-  if (target === undefined) return { _tag: "NeedsTarget", address, clientId }
-  if (Option.isNone(target) || target.value.authType !== "oauth") return targetNotFound
+  const found = services.tokenTarget(address, clientId)
+  if (found === undefined) return { _tag: "NeedsTarget", address, clientId }
+  if (Option.isNone(found) || found.value.authType !== "oauth") return notFound
 
   // Row 5. Always run the comparison, so an unknown client id costs what a wrong secret costs.
-  const credential = Option.getOrUndefined(target.value.credential)
+  const credential = Option.getOrUndefined(found.value.credential)
   const authenticated = Option.isSome(clientSecret) && services.matches(clientSecret.value, credential?.secretHash)
   if (!authenticated || credential === undefined) {
     return { _tag: "Refuse", clientId: client.right.clientId, answer: failureAnswer(new InvalidClient({ basic })) }
@@ -140,10 +182,12 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
       const traced = yield* tracerEnabled
       const peek = repo.peek
 
+      const { issuer } = yield* AppConfig
       const services: TokenDecisionServices = {
         blockedAt: limiter.blockedAt,
         tokenTarget: peek === undefined ? () => undefined : peek.tokenTarget,
-        matches: secrets.matches
+        matches: secrets.matches,
+        resourceAddress: (resource) => resourceAddress(issuer, resource)
       }
 
       const complete = Effect.fn("ClientCredentialsGrant.grant", { captureStackTrace: false })(

@@ -13,18 +13,38 @@ export const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" } as c
 
 const FIELDS = ["grant_type", "client_id", "client_secret", "profile", "environment", "service_uuid"] as const
 type Field = typeof FIELDS[number]
-export type TokenFields = Partial<Record<Field, string>>
+export type TokenFields = Partial<Record<Field, string>> & {
+  /** Every non-empty `resource` sent (RFC 8707); absent when none was. */
+  readonly resource?: ReadonlyArray<string>
+}
 
-/** The six fields of a form body: an empty value counts as missing (RFC 6749 §3.1), a repeated one is refused. */
-export const formFields = (text: string): Either.Either<TokenFields, InvalidRequest> => {
-  const params = new URLSearchParams(text)
-  const fields: TokenFields = {}
-  for (const name of FIELDS) {
+/**
+ * The named fields of a form body: an empty value counts as missing (RFC 6749 §3.1), a repeated one
+ * is refused. Also the revocation and introspection endpoints' reading of their forms.
+ */
+export const formFieldsOf = <Name extends string>(names: ReadonlyArray<Name>) =>
+(params: URLSearchParams): Either.Either<Partial<Record<Name, string>>, InvalidRequest> => {
+  const fields: Partial<Record<Name, string>> = {}
+  for (const name of names) {
     const values = params.getAll(name)
     if (values.length > 1) return Either.left(new InvalidRequest({ description: `Parameter ${name} is included more than once` }))
     if (values[0] !== undefined && values[0] !== "") fields[name] = values[0]
   }
   return Either.right(fields)
+}
+
+const tokenFields = formFieldsOf(FIELDS)
+
+/**
+ * The six fields of a token request's form body, and its `resource`s (RFC 8707), which may be
+ * repeated in the form: more than one is the decision's `invalid_target`, not a parse error.
+ */
+export const formFields = (text: string): Either.Either<TokenFields, InvalidRequest> => {
+  const params = new URLSearchParams(text)
+  const fields = tokenFields(params)
+  if (Either.isLeft(fields) || !params.has("resource")) return fields
+  const resource = params.getAll("resource").filter((value) => value !== "")
+  return resource.length === 0 ? fields : Either.right({ ...fields.right, resource })
 }
 
 /** The 200 answer's body (RFC 6749 §5.1). */
@@ -48,7 +68,7 @@ export interface ClientCredentials {
 
 export const clientCredentials = (
   authorization: string | undefined,
-  fields: TokenFields
+  fields: Pick<TokenFields, "client_id" | "client_secret">
 ): Either.Either<ClientCredentials | undefined, InvalidRequest> => {
   const credentials = authorization === undefined ? undefined : parseAuthorization(authorization)
   const isBasic = credentials?.scheme === "basic" || /^\s*basic(\s|$)/i.test(authorization ?? "")

@@ -7,6 +7,8 @@
  * - `owner`: within its profiles, everything the editor does; not creating or deleting profiles,
  *   not the signing keys, not the admin tokens.
  * - `viewer`: within its profiles, reads only.
+ * - `introspector`: within its profiles, token introspection only (`POST /oauth/introspect`, for
+ *   resource servers); every admin action is refused.
  *
  * A profile outside a token's scope is answered exactly as a profile that does not exist, before
  * the role is looked at, so that neither answer tells whether it exists.
@@ -15,11 +17,12 @@ import { Either, Schema } from "effect"
 import type { ProfileId } from "./Identifiers.js"
 import { Forbidden, type NotFound } from "./Errors.js"
 
-export const ADMIN_ROLES = ["admin", "owner", "viewer"] as const
+export const ADMIN_ROLES = ["admin", "owner", "viewer", "introspector"] as const
 export const AdminRole = Schema.Literal(...ADMIN_ROLES).annotations({
   identifier: "AdminRole",
   description: "`admin`: everything; `owner`: within its profiles, everything but creating or deleting them; " +
-    "`viewer`: within its profiles, reads only."
+    "`viewer`: within its profiles, reads only; `introspector`: within its profiles, token introspection " +
+    "(POST /oauth/introspect) and nothing else."
 })
 export type AdminRole = typeof AdminRole.Type
 
@@ -36,6 +39,7 @@ export type AdminAction =
   | "audit.read"
   | "keys.manage"
   | "tokens.manage"
+  | "token.introspect"
 
 /** Role × action: whether the role may, or what to answer when it may not. */
 const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true | string>>>> = {
@@ -46,7 +50,8 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "catalogue.change": true,
     "audit.read": true,
     "keys.manage": true,
-    "tokens.manage": true
+    "tokens.manage": true,
+    "token.introspect": true
   },
   owner: {
     "profile.read": true,
@@ -55,7 +60,8 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "catalogue.change": true,
     "audit.read": true,
     "keys.manage": "Only an admin token may manage the signing keys",
-    "tokens.manage": "Only an admin token may manage admin tokens"
+    "tokens.manage": "Only an admin token may manage admin tokens",
+    "token.introspect": true
   },
   viewer: {
     "profile.read": true,
@@ -64,7 +70,18 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "catalogue.change": "A viewer token may only read",
     "audit.read": true,
     "keys.manage": "Only an admin token may manage the signing keys",
-    "tokens.manage": "Only an admin token may manage admin tokens"
+    "tokens.manage": "Only an admin token may manage admin tokens",
+    "token.introspect": true
+  },
+  introspector: {
+    "profile.read": "An introspector token may only introspect tokens",
+    "profile.create": "An introspector token may only introspect tokens",
+    "profile.delete": "An introspector token may only introspect tokens",
+    "catalogue.change": "An introspector token may only introspect tokens",
+    "audit.read": "An introspector token may only introspect tokens",
+    "keys.manage": "Only an admin token may manage the signing keys",
+    "tokens.manage": "Only an admin token may manage admin tokens",
+    "token.introspect": true
   }
 }
 

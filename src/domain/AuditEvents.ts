@@ -29,7 +29,12 @@ export const AUDIT_ACTIONS = [
   /** An admin token stored (`POST /admin/tokens`); details `name`, `role`, `profiles`, never the token. */
   "admin_token.created",
   /** A stored admin token revoked (`DELETE /admin/tokens/{name}`); details as for its creation. */
-  "admin_token.revoked"
+  "admin_token.revoked",
+  /**
+   * An access token revoked by its client (`POST /oauth/revoke`): the actor is the client id;
+   * details `jti`, never the token.
+   */
+  "token.revoked"
 ] as const
 export const AuditAction = Schema.Literal(...AUDIT_ACTIONS).annotations({
   identifier: "AuditAction",
@@ -47,7 +52,8 @@ export const AuditDetails = Schema.Record({
     "Facts about the change: `service.created`/`service.changed`: `name`, `auth_type`, `handler` (its type); " +
     "`profile.saved`: `added`, `removed` (counts); a `credential.removed` implied by a deletion: `cause` " +
     "(`profile.deleted`, `environment.deleted` or `service.deleted`); `admin_token.created`/`admin_token.revoked`: " +
-    "`name`, `role`, `profiles` (a list of profile names; absent for an admin token)."
+    "`name`, `role`, `profiles` (a list of profile names; absent for an admin token); `token.revoked`: `jti` " +
+    "(the revoked token's id, never the token)."
 })
 export type AuditDetails = typeof AuditDetails.Type
 
@@ -89,7 +95,7 @@ export const AuditEventDocument = Schema.Struct({
   time: Timestamp.annotations({ description: "When the change was made." }),
   actor: Schema.String.annotations({
     description: "The name of the admin token that made it: `admin` for ADMIN_TOKEN, its name for one of ADMIN_TOKENS " +
-      "or of the stored tokens."
+      "or of the stored tokens; for `token.revoked`, the client id that revoked its token."
   }),
   source: Schema.String.annotations({ description: "The remote address the request came from (the TCP peer)." }),
   action: AuditAction,

@@ -53,6 +53,18 @@ export const InvalidRequestWire = wireError(InvalidRequest, {
   make: (description) => new InvalidRequest({ description })
 })
 
+/** 400 `invalid_target`: A `resource` (RFC 8707) sent twice, malformed, contradicting the other fields, or naming no oauth service. */
+export class InvalidTarget extends Schema.TaggedError<InvalidTarget>()("InvalidTarget", { description: Schema.String }) {}
+export const InvalidTargetWire = wireError(InvalidTarget, {
+  code: "invalid_target",
+  status: 400,
+  identifier: "InvalidTargetError",
+  summary: "The resource parameter (RFC 8707) is repeated, malformed, names another service than the other fields, " +
+    "or names no oauth service.",
+  describe: (e) => e.description,
+  make: (description) => new InvalidTarget({ description })
+})
+
 /** 400 `unsupported_grant_type`: A grant type other than client_credentials. */
 export class UnsupportedGrantType extends Schema.TaggedError<UnsupportedGrantType>()("UnsupportedGrantType", {}) {}
 export const UnsupportedGrantTypeWire = wireError(UnsupportedGrantType, {
@@ -215,6 +227,7 @@ export const AdminTooManyAttemptsWire = wireError(AdminTooManyAttempts, {
 export const WIRE_ERRORS = {
   InvalidRequest: InvalidRequestWire,
   UnsupportedGrantType: UnsupportedGrantTypeWire,
+  InvalidTarget: InvalidTargetWire,
   InvalidClient: InvalidClientWire,
   Unauthorized: UnauthorizedWire,
   NotFound: NotFoundWire,

@@ -38,3 +38,16 @@ export const spanAttributes = (address: ServiceAddress, clientId: Option.Option<
   "service_auth.service_uuid": address.uuid,
   ...(clientId._tag === "Some" ? { "service_auth.client_id": clientId.value } : {})
 })
+
+/**
+ * The service a `resource` (RFC 8707) names: exactly `<issuer>/service/{profile}/{env}/json/{uuid}`,
+ * the URL a token's `aud` holds; undefined for anything else (another origin or path, a query or a
+ * fragment, percent-encoding, an identifier no service can have).
+ */
+export const resourceAddress = (issuer: string, resource: string): ServiceAddress | undefined => {
+  const prefix = `${issuer}/service/`
+  if (!resource.startsWith(prefix)) return undefined
+  const parts = resource.slice(prefix.length).split("/")
+  if (parts.length !== 4 || parts[2] !== "json") return undefined
+  return serviceAddress(parts[0]!, parts[1]!, parts[3]!)
+}

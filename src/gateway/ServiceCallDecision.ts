@@ -7,7 +7,8 @@
  * reading what the catalogue cache and the key ring did not hold.
  *
  * One indexed read per request finds the service and tells whether the token's credential is still
- * live, so a deletion acknowledged by any instance is refused by every instance on the next request.
+ * live and which of its tokens its client revoked, so a deletion or a revocation acknowledged by any
+ * instance is refused by every instance on the next request.
  * A call let through with a token is a use of its credential (`noteCall`, docs/contract.md §3).
  */
 import { Cause, Context, Effect, Either, Layer, Option } from "effect"
@@ -121,6 +122,8 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
     }
     if (!services.isForService(verified.right, address)) return answer(otherService)
     if (!route.value.credentialLive) return answer(revoked)
+    // Revoked by its client (RFC 7009): read with the route, an O(1) lookup when there are any.
+    if (route.value.revokedTokens?.has(verified.right.jti) === true) return answer(revoked)
     caller = verified.right.client_id
     services.noteCall(verified.right.client_id, input.nowMillis)
   }

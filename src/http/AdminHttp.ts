@@ -75,6 +75,7 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
     return handlers
       .handle("listProfiles", () =>
         Effect.gen(function*() {
+          yield* permit("profile.read")
           const caller = yield* AdminActor
           const profiles = yield* repo.listProfiles
           return { profiles: profiles.filter((summary) => reaches(caller, summary.profile)) }
@@ -198,6 +199,7 @@ export const layerAudit = HttpApiBuilder.group(Api, "audit", (handlers) =>
     const trail = yield* AuditTrail
     return handlers.handle("listAuditEvents", ({ urlParams }) =>
       Effect.gen(function*() {
+        yield* permit("audit.read")
         const caller = yield* AdminActor
         // Another profile's trail answers as that of a profile that never existed: no events.
         if (urlParams.profile !== undefined && !reaches(caller, urlParams.profile)) return { events: [], next: null }

@@ -7,6 +7,9 @@ import { KeyService } from "../auth/KeyService.js"
 import { SERVICE_CALL_SCOPE } from "../domain/AccessTokens.js"
 import { CredentialRepo } from "../storage/CredentialRepo.js"
 
+/** How clients authenticate, at the token and the revocation endpoints alike. */
+const CLIENT_AUTH_METHODS = ["client_secret_post", "client_secret_basic"]
+
 export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
   Effect.gen(function*() {
     const keys = yield* KeyService
@@ -25,7 +28,12 @@ export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
       token_endpoint: `${issuer}/oauth/token`,
       jwks_uri: `${issuer}/.well-known/jwks.json`,
       grant_types_supported: ["client_credentials"],
-      token_endpoint_auth_methods_supported: ["client_secret_post", "client_secret_basic"],
+      token_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
+      revocation_endpoint: `${issuer}/oauth/revoke`,
+      revocation_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
+      introspection_endpoint: `${issuer}/oauth/introspect`,
+      // The caller is a resource server with an admin token, not a client: no registered method says so.
+      introspection_endpoint_auth_methods_supported: ["bearer"],
       scopes_supported: [SERVICE_CALL_SCOPE],
       response_types_supported: [],
       service_documentation: `${issuer}/openapi.yaml`

@@ -4,14 +4,17 @@
  * carries no fields) and writes the answer; every outcome is decided there. The fast path
  * (`FastLane`) is the other adapter, for the same decision.
  */
-import { HttpApiBuilder, type HttpServerRequest } from "@effect/platform"
-import { Clock, Effect, Option } from "effect"
+import { HttpApiBuilder, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Clock, Effect, Layer, Option } from "effect"
+import { AdminAccess } from "../admin-auth/AdminAccess.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
 import { ClientCredentialsGrant } from "../auth/ClientCredentialsGrant.js"
+import { TokenIntrospection } from "../auth/TokenIntrospection.js"
+import { type FormInput, TokenRevocation } from "../auth/TokenRevocation.js"
 import { NO_STORE } from "../auth/TokenRequest.js"
 import { toServerResponse } from "./Answer.js"
-import { errorAnswer } from "../domain/Answer.js"
+import { type Answer, errorAnswer } from "../domain/Answer.js"
 import { mediaType, readBodyText } from "./RequestBody.js"
 
 export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
@@ -32,6 +35,40 @@ export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
     return toServerResponse(answer)
   })
 
+/**
+ * A form endpoint beside the token endpoint (`/oauth/revoke`, `/oauth/introspect`): the body read
+ * as the token endpoint reads it, the answer decided by `decide`; an answer without a body is empty.
+ */
+const formEndpoint = <R>(
+  request: HttpServerRequest.HttpServerRequest,
+  decide: (input: FormInput) => Effect.Effect<Answer, never, R>
+) =>
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const form = mediaType(request) === "application/x-www-form-urlencoded"
+      ? yield* Effect.either(readBodyText(request, config.maxBodyBytes))
+      : undefined
+    if (form !== undefined && form._tag === "Left") return toServerResponse(errorAnswer(form.left, NO_STORE))
+    const answer = yield* decide({
+      authorization: request.headers["authorization"],
+      form: form?.right,
+      remoteAddress: Option.getOrElse(request.remoteAddress, () => "unknown"),
+      nowMillis: yield* Clock.currentTimeMillis
+    })
+    return answer.body === undefined
+      ? HttpServerResponse.empty({ status: answer.status, headers: answer.headers })
+      : toServerResponse(answer)
+  })
+
 export const layer = HttpApiBuilder.group(Api, "token", (handlers) =>
-  // Raw: a form body whose repeated, empty or non-form fields must all answer the OAuth error body.
-  handlers.handleRaw("issueToken", ({ request }) => issueToken(request)))
+  Effect.gen(function*() {
+    const revocation = yield* TokenRevocation
+    const introspection = yield* TokenIntrospection
+    // Raw: a form body whose repeated, empty or non-form fields must all answer the OAuth error body.
+    return handlers
+      .handleRaw("issueToken", ({ request }) => issueToken(request))
+      .handleRaw("revokeToken", ({ request }) => formEndpoint(request, revocation.answer))
+      .handleRaw("introspectToken", ({ request }) => formEndpoint(request, introspection.answer))
+  })).pipe(
+    Layer.provide([TokenRevocation.layer, TokenIntrospection.layer.pipe(Layer.provide(AdminAccess.layer))])
+  )

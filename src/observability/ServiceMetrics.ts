@@ -43,6 +43,7 @@ const TOKEN_RESULTS = [
   "issued",
   "invalid_request",
   "unsupported_grant_type",
+  "invalid_target",
   "invalid_client",
   "temporarily_unavailable",
   "server_error"

@@ -2,7 +2,9 @@
  * The admin tokens managed at run time (migration 0006): name, role, profiles, and the token's
  * digest only. Creating and revoking write their audit event in the same transaction. Nothing here
  * caches: `AdminAccess` reads the token presented on each admin request (one indexed lookup), so a
- * revocation is refused by every instance from its next request on.
+ * revocation is refused by every instance from its next request on. Introspection keeps the callers
+ * it resolved for as long as the catalogue cache's generation: a revocation is announced as a
+ * catalogue change of anything, so every instance drops them before it is answered.
  *
  * `layerSql` serves PostgreSQL and the embedded database; `layerMemory` records its events in the
  * in-memory audit trail it is given (that of `CredentialRepoMemory.layer`).
@@ -13,6 +15,7 @@ import { AdminRole } from "../domain/AdminRoles.js"
 import type { AuditEvent } from "../domain/AuditEvents.js"
 import type { StorageUnavailable } from "../domain/Errors.js"
 import { AuditTrail, insertAuditEvents } from "./AuditTrail.js"
+import { catalogueWriteWith } from "./CredentialRepoSql.js"
 import { parseFailureIsDefect } from "./Rows.js"
 import { storageOperation } from "./StorageErrors.js"
 
@@ -97,7 +100,9 @@ export class AdminTokenStore extends Context.Tag("service-auth/AdminTokenStore")
             if (removed.length === 0) return false
             yield* insertEvents(removed.map(eventOf))
             return true
-          }).pipe(sql.withTransaction, storageOperation),
+            // Announced as a change of anything: every instance drops its cache, and with it the
+            // introspection's cached callers (`CredentialRepo.dropCached` waits for them).
+          }).pipe(catalogueWriteWith(sql), storageOperation),
         markUsed: (name, at) =>
           storageOperation(Effect.asVoid(
             sql`UPDATE admin_tokens SET last_used_at = ${at}

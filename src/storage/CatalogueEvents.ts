@@ -4,7 +4,7 @@
  */
 import type { AdminActorShape } from "../domain/AdminActor.js"
 import { type AuditAction, type AuditEvent, auditEvent } from "../domain/AuditEvents.js"
-import type { ServiceFields, StoredChange } from "./CredentialRepo.js"
+import type { ServiceFields, StoredChange, TokenRevocation } from "./CredentialRepo.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 
 /** A live credential a deletion tombstoned. */
@@ -75,3 +75,14 @@ export const credentialEvents = (
     auditEvent(actor, now, { action: "profile.saved", profile, details: { added, removed: changes.length - added } })
   ]
 }
+
+/** A token revoked by its client: the actor is the client id; the token is named by its `jti` only. */
+export const revocationEvent = (actor: AdminActorShape, now: Date, revocation: TokenRevocation): AuditEvent =>
+  auditEvent(actor, now, {
+    action: "token.revoked",
+    profile: revocation.address.profile,
+    environment: revocation.address.environment,
+    service_uuid: revocation.address.uuid,
+    client_id: revocation.clientId,
+    details: { jti: revocation.jti }
+  })

@@ -50,7 +50,31 @@ export interface ServiceRoute {
   readonly handler: StoredHandler
   /** Whether the given client id is a live credential of this service (false when none was given). */
   readonly credentialLive: boolean
+  /**
+   * The `jti`s of that credential's tokens revoked by its client (`revokeToken`); absent when there
+   * are none (the common case: nothing to allocate or compare).
+   */
+  readonly revokedTokens?: ReadonlySet<string>
 }
+
+/** A live credential found by its client id alone (the revocation endpoint authenticates with it). */
+export interface ClientCredential {
+  readonly address: ServiceAddress
+  readonly secretHash: string
+}
+
+/** A token its client revoked: refused until `expiresAt` (its `exp`), then forgotten. */
+export interface TokenRevocation {
+  readonly jti: string
+  readonly clientId: ClientId
+  /** The service the token is for: the scope the revocation evicts from every cache. */
+  readonly address: ServiceAddress
+  readonly expiresAt: Date
+}
+
+/** The revoked `jti`s of a credential as a route carries them: absent when none. */
+export const revokedSet = (jtis: ReadonlyArray<string> | null | undefined): ReadonlySet<string> | undefined =>
+  jtis === null || jtis === undefined || jtis.length === 0 ? undefined : new Set(jtis)
 
 /** What a save writes: additions with their generated credentials, and removals. */
 export type StoredChange = GeneratedAddition | CredentialRemoval
@@ -132,6 +156,19 @@ export interface CredentialRepoShape {
    */
   readonly noteUse?: (clientId: ClientId, now: Date) => void
 
+  /** The live credential of this client id, wherever it is; None when there is none. */
+  readonly findClientCredential: (clientId: ClientId) => Effect.Effect<Option.Option<ClientCredential>, StorageUnavailable>
+  /**
+   * Records a token its client revoked (and forgets revocations expired by `now`), with its audit
+   * event `token.revoked`; a catalogue write of the token's service, so that every instance refuses
+   * the token from its next request on. False when it was already revoked.
+   */
+  readonly revokeToken: (
+    revocation: TokenRevocation,
+    now: Date,
+    actor: AdminActorShape
+  ) => Effect.Effect<boolean, StorageUnavailable>
+
   /** None when the profile, environment or service does not exist. */
   readonly findServiceRoute: (
     address: ServiceAddress,
@@ -139,6 +176,12 @@ export interface CredentialRepoShape {
   ) => Effect.Effect<Option.Option<ServiceRoute>, StorageUnavailable>
 
   readonly peek?: CredentialRepoPeek
+  /**
+   * After a committed change that the catalogue's scopes cannot name and that announced itself as
+   * "anything" (an admin token revoked, `AdminTokenStore.revoke`): drops this instance's cache (a new
+   * `epoch`), then returns once every other instance has dropped its own. Absent without a cache.
+   */
+  readonly dropCached?: Effect.Effect<void>
 
   /**
    * The live catalogue as the cache holds it: the services of `scope` (all when undefined) in
@@ -160,6 +203,8 @@ export interface LiveService extends ServiceAddress {
     readonly clientId: ClientId
     readonly secretHash: string
     readonly lastUsedAt: Date | null
+    /** The `jti`s of its tokens its client revoked. */
+    readonly revoked: ReadonlyArray<string>
   }>
 }
 
@@ -176,6 +221,12 @@ export interface CredentialRepoPeek {
    * true when recorded, false when the caller must run `touchCredential` instead.
    */
   readonly touch?: (clientId: ClientId, now: Date) => boolean
+  /**
+   * The cache's generation while its answers may be used, undefined while not. What another cache
+   * keeps beside this one (introspection's callers) is valid only in the generation it was read
+   * in: it is dropped with everything when `dropCached` runs here or on any other instance.
+   */
+  readonly epoch?: () => number | undefined
 }
 
 /**

@@ -32,7 +32,7 @@ import type { ClientId } from "../domain/Identifiers.js"
 import { laterUse } from "../domain/LastUse.js"
 import { CatalogueMemory, MAX_LIVE_ENTRIES, MAX_NEGATIVE_ENTRIES } from "./CatalogueMemory.js"
 import { type CatalogueScope, writeScopes } from "./CatalogueScope.js"
-import type { CredentialRepoShape, LiveService, ServiceRoute, TokenTarget } from "./CredentialRepo.js"
+import { type CredentialRepoShape, type LiveService, revokedSet, type ServiceRoute, type TokenTarget } from "./CredentialRepo.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 
 /** Says whether, and from which generation on, cached entries may be used. */
@@ -169,10 +169,17 @@ export const withReadCache = (
 
   /** Every positive answer about a loaded service. */
   const storeService = (mark: number, service: LiveService) => {
-    for (const credential of service.credentials) {
-      const clientId = Option.some(credential.clientId)
-      storeTarget(mark, targetKey(service, clientId), service, Option.some({ authType: service.authType, credential: Option.some(credential) }))
-      storeRoute(mark, routeKey(service, clientId), service, Option.some({ authType: service.authType, handler: service.handler, credentialLive: true }))
+    for (const { clientId: id, lastUsedAt, revoked, secretHash } of service.credentials) {
+      const clientId = Option.some(id)
+      const credential = Option.some({ clientId: id, secretHash, lastUsedAt })
+      storeTarget(mark, targetKey(service, clientId), service, Option.some({ authType: service.authType, credential }))
+      const revokedTokens = revokedSet(revoked)
+      storeRoute(mark, routeKey(service, clientId), service, Option.some({
+        authType: service.authType,
+        handler: service.handler,
+        credentialLive: true,
+        ...(revokedTokens === undefined ? {} : { revokedTokens })
+      }))
     }
   }
 
@@ -304,6 +311,8 @@ export const withReadCache = (
     deleteService: (address, ...rest) => deletion(writeScopes.service(address))(repo.deleteService(address, ...rest)),
     applyCredentialChanges: (profile, changes, ...rest) =>
       write(writeScopes.credentials(profile, changes))(repo.applyCredentialChanges(profile, changes, ...rest)),
+    // A revocation changes its service's routes: evicted here, and by every instance before the answer.
+    revokeToken: (revocation, ...rest) => write(writeScopes.service(revocation.address))(repo.revokeToken(revocation, ...rest)),
     touchCredential: (clientId, now) =>
       Effect.tap(repo.touchCredential(clientId, now), () => Effect.sync(() => touched(clientId, now))),
     findTokenTarget: (address, clientId) => {
@@ -315,7 +324,12 @@ export const withReadCache = (
       return cached("findServiceRoute", key, () => repo.findServiceRoute(address, clientId), (mark, value) => storeRoute(mark, key, address, value))
     },
     ...(noteUse === undefined ? {} : { noteUse }),
+    dropCached: Effect.zipRight(Effect.sync(() => guard.invalidate()), guard.settle),
     peek: {
+      epoch: () => {
+        if (!inUse) firstUse()
+        return usable()
+      },
       touch: (clientId, now) => {
         if (noteUse === undefined) return false
         noteUse(clientId, now)

@@ -10,9 +10,9 @@ import type { ClientId, EnvironmentName, ProfileId } from "../domain/Identifiers
 import { laterUse } from "../domain/LastUse.js"
 import { answeredHandler, type CredentialInfo, type ServiceDocument } from "../domain/Models.js"
 import { AuditTrail, makeMemoryLog } from "./AuditTrail.js"
-import { credentialEvents, deletionEvents, type RemovedCredential, serviceEvent } from "./CatalogueEvents.js"
+import { credentialEvents, deletionEvents, type RemovedCredential, revocationEvent, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey, type ServiceSnapshot } from "./CredentialChanges.js"
-import { CredentialRepo, type ServiceFields } from "./CredentialRepo.js"
+import { CredentialRepo, revokedSet, type ServiceFields } from "./CredentialRepo.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
 
 interface StoredService extends ServiceFields {
@@ -49,6 +49,8 @@ export const makeWithAuditTrail = Effect.sync(() => {
   const log = makeMemoryLog()
   const profiles = new Map<ProfileId, StoredProfile>()
   const credentials = new Map<string, StoredCredential>()
+  /** Revoked tokens by `jti`: their client id and when they expire. */
+  const revoked = new Map<string, { readonly clientId: ClientId; readonly expiresAt: Date }>()
   let sequence = 0
 
   const environmentOf = (profile: ProfileId, environment: EnvironmentName) =>
@@ -261,12 +263,38 @@ export const makeWithAuditTrail = Effect.sync(() => {
 
     findServiceRoute: (address, clientId) =>
       Effect.sync(() =>
-        Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => ({
-          authType: service.auth_type,
-          handler: service.handler,
-          credentialLive: Option.isSome(clientId) && liveCredential(address, clientId.value) !== undefined
-        })))
-      )
+        Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => {
+          const revokedTokens = Option.isNone(clientId)
+            ? undefined
+            : revokedSet([...revoked].filter(([, token]) => token.clientId === clientId.value).map(([jti]) => jti))
+          return {
+            authType: service.auth_type,
+            handler: service.handler,
+            credentialLive: Option.isSome(clientId) && liveCredential(address, clientId.value) !== undefined,
+            ...(revokedTokens === undefined ? {} : { revokedTokens })
+          }
+        }))
+      ),
+
+    findClientCredential: (clientId) =>
+      Effect.sync(() => {
+        const credential = credentials.get(clientId)
+        return credential === undefined || credential.deletedAt !== null
+          ? Option.none()
+          : Option.some({
+            address: { profile: credential.profile, environment: credential.environment, uuid: credential.serviceUuid },
+            secretHash: credential.secretHash
+          })
+      }),
+
+    revokeToken: (revocation, now, actor) =>
+      Effect.sync(() => {
+        for (const [jti, token] of revoked) if (token.expiresAt <= now) revoked.delete(jti)
+        if (revoked.has(revocation.jti)) return false
+        revoked.set(revocation.jti, { clientId: revocation.clientId, expiresAt: revocation.expiresAt })
+        log.append([revocationEvent(actor, now, revocation)])
+        return true
+      })
   })
   return { repo, auditTrail: log.trail }
 })

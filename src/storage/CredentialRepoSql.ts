@@ -21,6 +21,7 @@ import { CredentialRepo, type CredentialRepoShape, type LiveService } from "./Cr
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
 import { type CredentialRow, credentialStatements, type LiveRow, type ServiceRow } from "./CredentialRepoStatements.js"
 import * as LastUsedWrites from "./LastUsedWrites.js"
+import { revocationOperations } from "./TokenRevocationsSql.js"
 import { parseFailureIsDefect } from "./Rows.js"
 import { storageOperation } from "./StorageErrors.js"
 
@@ -73,7 +74,12 @@ const liveServicesOf = (rows: ReadonlyArray<typeof LiveRow.Type>): Array<LiveSer
       services.push(last)
     }
     if (row.client_id !== null && row.secret_hash !== null) {
-      last.credentials.push({ clientId: row.client_id, secretHash: row.secret_hash, lastUsedAt: row.last_used_at })
+      last.credentials.push({
+        clientId: row.client_id,
+        secretHash: row.secret_hash,
+        lastUsedAt: row.last_used_at,
+        revoked: row.revoked ?? []
+      })
     }
   }
   return services
@@ -334,6 +340,8 @@ export const make = Effect.gen(function*() {
           storageOperation
         ),
 
+    ...revocationOperations(sql, catalogueWrite, record),
+
     touchCredential: (clientId, now) => Effect.sync(() => lastUsed.note(clientId, now)),
     noteUse: lastUsed.note,
 
@@ -352,7 +360,8 @@ export const make = Effect.gen(function*() {
             found.pipe(Option.map((row) => ({
               authType: row.auth_type,
               handler: row.handler,
-              credentialLive: Option.isSome(clientId) && row.credential_live
+              credentialLive: Option.isSome(clientId) && row.credential_live,
+              ...(row.revoked.length === 0 ? {} : { revokedTokens: new Set(row.revoked) })
             })))
           ),
           storageOperation

@@ -46,10 +46,21 @@ const TokenTargetRow = Schema.Struct({
   last_used_at: Schema.NullOr(Schema.DateFromSelf)
 })
 
+/** The `jti`s a client revoked, as a JSON array (both drivers parse jsonb). */
+const RevokedJtis = Schema.Array(Schema.String)
+
 const ServiceRouteRow = Schema.Struct({
   auth_type: AuthType,
   handler: StoredHandler,
-  credential_live: Schema.Boolean
+  credential_live: Schema.Boolean,
+  revoked: RevokedJtis
+})
+
+const ClientCredentialRow = Schema.Struct({
+  profile: ProfileId,
+  environment: EnvironmentName,
+  service_uuid: ServiceUuid,
+  secret_hash: Schema.String
 })
 
 /** A service of a page of the live catalogue, with one of its live credentials (or none). */
@@ -61,8 +72,13 @@ export const LiveRow = Schema.Struct({
   handler: StoredHandler,
   client_id: Schema.NullOr(ClientId),
   secret_hash: Schema.NullOr(Schema.String),
-  last_used_at: Schema.NullOr(Schema.DateFromSelf)
+  last_used_at: Schema.NullOr(Schema.DateFromSelf),
+  revoked: Schema.NullOr(RevokedJtis)
 })
+
+/** A client's revoked `jti`s (the index by client id): `[]` when none. */
+const revokedOf = (sql: SqlClient.SqlClient, clientId: string) =>
+  sql`(SELECT coalesce(jsonb_agg(r.jti), '[]'::jsonb) FROM revoked_tokens r WHERE r.client_id = ${clientId})`
 
 /** What the statements are given: plain text (the branded identifiers were checked on the way in). */
 const ProfileKey = Schema.String
@@ -166,6 +182,13 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
          AND c.service_uuid = s.uuid AND c.deleted_at IS NULL
         WHERE s.profile = ${profile} AND s.environment = ${environment} AND s.uuid = ${uuid}`
   }),
+  clientCredential: SqlSchema.findOne({
+    Request: Schema.String,
+    Result: ClientCredentialRow,
+    execute: (clientId) =>
+      sql`SELECT profile, environment, service_uuid, secret_hash FROM credentials
+          WHERE client_id = ${clientId} AND deleted_at IS NULL`
+  }),
   serviceRoute: SqlSchema.findOne({
     Request: CredentialLookup,
     Result: ServiceRouteRow,
@@ -175,7 +198,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
           SELECT 1 FROM credentials c
           WHERE c.client_id = ${client_id} AND c.profile = s.profile
             AND c.environment = s.environment AND c.service_uuid = s.uuid AND c.deleted_at IS NULL
-        ) AS credential_live
+        ) AS credential_live, ${revokedOf(sql, client_id)} AS revoked
         FROM services s
         WHERE s.profile = ${profile} AND s.environment = ${environment} AND s.uuid = ${uuid}`
   }),
@@ -197,7 +220,8 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
           ${after === undefined ? sql`` : sql`AND (profile, environment, uuid) > (${after.profile}, ${after.environment}, ${after.uuid})`}
           ORDER BY profile, environment, uuid
           LIMIT ${limit})
-        SELECT p.profile, p.environment, p.uuid, p.auth_type, p.handler, c.client_id, c.secret_hash, c.last_used_at
+        SELECT p.profile, p.environment, p.uuid, p.auth_type, p.handler, c.client_id, c.secret_hash, c.last_used_at,
+               (SELECT coalesce(jsonb_agg(r.jti), '[]'::jsonb) FROM revoked_tokens r WHERE r.client_id = c.client_id) AS revoked
         FROM page p
         LEFT JOIN LATERAL (
           SELECT client_id, secret_hash, last_used_at FROM credentials

@@ -16,6 +16,9 @@ export const TRANSIENT_TABLES: Readonly<Record<string, string>> = {
   auth_failures: "failed client authentications of the last minute: counters that may start again from zero",
   cache_leases: "the running instances' cache leases: they belong to processes, not to the data",
   catalogue_version: "the caches' change counter: the import bumps the target's own",
+  revoked_tokens: "access tokens revoked by their clients, kept an hour at most (until each token's exp): not carried, " +
+    "so a move within the hour after a revocation should be made with the source stopped for that hour, or the " +
+    "credential rotated",
   [MIGRATIONS_TABLE]: "the migrations applied: the target is migrated by the importing service-auth itself"
 }
 

@@ -48,10 +48,10 @@ export const dirty = () => isDirty(state.staged)
 
 /**
  * What the page offers follows the token's role (the server decides; the page only hides what it
- * would refuse): a viewer sees no change control, only an admin creates or deletes profiles and
+ * would refuse): a viewer (or an introspector, which reads nothing either) sees no change control, only an admin creates or deletes profiles and
  * manages admin tokens.
  */
-export const mayChange = () => !!state.session && state.session.role !== "viewer"
+export const mayChange = () => !!state.session && (state.session.role === "admin" || state.session.role === "owner")
 export const isAdmin = () => !!state.session && state.session.role === "admin"
 
 export function resetStaged(profile) {

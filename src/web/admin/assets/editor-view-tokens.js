@@ -133,6 +133,7 @@ function createForm() {
     { id: "token-role", name: "role", onchange: () => (profilesField.hidden = role.value === "admin") },
     h("option", { value: "owner" }, "Owner: its profiles, everything but creating or deleting them"),
     h("option", { value: "viewer" }, "Viewer: its profiles, reads only"),
+    h("option", { value: "introspector" }, "Introspector: token introspection for its profiles (resource servers)"),
     h("option", { value: "admin" }, "Admin: everything")
   )
   const profiles = h("input", { id: "token-profiles", name: "profiles", type: "text", autocomplete: "off", spellcheck: "false", "aria-describedby": "token-profiles-hint" })
@@ -172,7 +173,7 @@ async function createToken(event, nameInput, roleSelect, profilesInput, button) 
   const role = roleSelect.value
   const profiles = profilesInput.value.split(",").map((p) => p.trim()).filter((p) => p !== "")
   if (role !== "admin" && profiles.length === 0) {
-    showAlert("An owner or viewer token needs at least one profile.")
+    showAlert("An owner, viewer or introspector token needs at least one profile.")
     profilesInput.focus()
     return
   }

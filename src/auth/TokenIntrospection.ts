@@ -1,0 +1,157 @@
+/**
+ * `POST /oauth/introspect` (RFC 7662), for resource servers that want to know whether a token is
+ * still good (revoked, its credential deleted) rather than only well signed. The caller presents an
+ * admin token (`Authorization: Bearer`): any role whose profiles cover the token's profile, or an
+ * `introspector` token (scoped to profiles, good for nothing else). No caller, or a token that is
+ * none, is `401` (counted toward the admin throttle, as at the admin API).
+ *
+ * An active token answers its claims; every other case (expired, revoked, of a deleted credential
+ * or service, forged, signed by a key not held, of another issuer, unparseable, for a service no
+ * longer `oauth`, or outside the caller's profiles) answers exactly `{"active":false}`, so the
+ * answer tells the caller nothing more. The token is checked as a service call checks it: the
+ * signature once per token (`TokenService`), then the route from the catalogue cache, which holds
+ * the credential's liveness and its revoked tokens; the caller's token is remembered for as long as
+ * that cache's generation (no database read once warm; see `resolveCaller`).
+ */
+import { Context, Effect, Either, Layer, Option } from "effect"
+import { AdminAccess, type AdminIdentity } from "../admin-auth/AdminAccess.js"
+import { tokenDigest } from "../admin-auth/TokenDigest.js"
+import { AppConfig } from "../config/AppConfig.js"
+import { type AdminScope, authorize, reaches } from "../domain/AdminRoles.js"
+import { type Answer, errorAnswer } from "../domain/Answer.js"
+import { AdminTooManyAttempts, INVALID_REQUEST_DESCRIPTION, InvalidRequest, Unauthorized } from "../domain/Errors.js"
+import { serviceAddress } from "../domain/ServiceAddress.js"
+import { LAST_USED_EVERY_MS } from "../storage/AdminTokenStore.js"
+import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { FailureCounts } from "../storage/FailureCounts.js"
+import { parseAuthorization } from "./AuthorizationHeader.js"
+import { makeAuthFailureLimiter } from "./AuthFailureLimiter.js"
+import type { FormInput } from "./TokenRevocation.js"
+import { formFieldsOf, NO_STORE } from "./TokenRequest.js"
+import { type AccessTokenClaims, TokenService } from "./TokenService.js"
+
+/** The admin API's challenge: the caller's token is an admin token. */
+const CHALLENGE = { ...NO_STORE, "www-authenticate": `Bearer realm="admin"` }
+const INACTIVE: Answer = { status: 200, headers: NO_STORE, body: { active: false } }
+/** The limiter's client-id slot: admin failures are keyed by the address alone (as in `AdminAuthHttp`). */
+const ADMIN = ""
+
+/** Callers remembered at the most (resource servers: a handful); past it, the oldest is forgotten. */
+const MAX_CALLERS = 1_000
+
+const introspectionFields = formFieldsOf(["token", "token_type_hint"] as const)
+
+/** An active token's answer (RFC 7662 §2.2): its claims, in this order. */
+export const activeAnswer = (claims: AccessTokenClaims): Answer => ({
+  status: 200,
+  headers: NO_STORE,
+  body: {
+    active: true,
+    scope: claims.scope,
+    client_id: claims.client_id,
+    token_type: "Bearer",
+    exp: claims.exp,
+    iat: claims.iat,
+    sub: claims.sub,
+    aud: claims.aud,
+    iss: claims.iss,
+    jti: claims.jti,
+    data: claims.data
+  }
+})
+
+export interface TokenIntrospectionShape {
+  readonly answer: (input: FormInput) => Effect.Effect<Answer>
+}
+
+export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospection")<
+  TokenIntrospection,
+  TokenIntrospectionShape
+>() {
+  static readonly layer = Layer.effect(
+    TokenIntrospection,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      const access = yield* AdminAccess
+      const repo = yield* CredentialRepo
+      const tokens = yield* TokenService
+      const limiter = yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts, "admin")
+      const peek = repo.peek
+
+      /**
+       * Callers resolved, by their token's digest, in the catalogue cache's generation (`epoch`):
+       * valid while it lasts, since revoking an admin token starts a new one on every instance
+       * before it is answered. Re-read once a minute (which records `last_used_at`); never a token
+       * that is none.
+       */
+      const callers = new Map<string, { readonly identity: AdminIdentity; readonly epoch: number; readonly readAt: number }>()
+      const resolveCaller = (presented: string, nowMillis: number) =>
+        Effect.suspend(() => {
+          const epoch = peek?.epoch?.()
+          if (epoch === undefined) return access.resolve(presented)
+          const digest = tokenDigest(presented).toString("hex")
+          const known = callers.get(digest)
+          if (known !== undefined && known.epoch === epoch && nowMillis - known.readAt < LAST_USED_EVERY_MS) {
+            return Effect.succeed(Option.some(known.identity))
+          }
+          return Effect.tap(access.resolve(presented), (found) =>
+            Effect.sync(() => {
+              callers.delete(digest)
+              // Stored only if no drop happened while it was read (the read may predate a revocation).
+              if (Option.isNone(found) || peek?.epoch?.() !== epoch) return
+              if (callers.size >= MAX_CALLERS) callers.delete(callers.keys().next().value!)
+              callers.set(digest, { identity: found.value, epoch, readAt: nowMillis })
+            }))
+        })
+
+      /** Whether the token is active for this caller: verified, live, not revoked, within its profiles. */
+      const isActive = (token: string, caller: AdminScope) =>
+        Effect.gen(function*() {
+          const verified = yield* Effect.either(tokens.verify(token))
+          if (Either.isLeft(verified)) return undefined
+          const claims = verified.right
+          if (!reaches(caller, claims.data.profile)) return undefined
+          const address = serviceAddress(claims.data.profile, claims.data.environment, claims.data.service_uuid)
+          if (address === undefined || !tokens.isForService(claims, address)) return undefined
+          const clientId = Option.some(claims.client_id)
+          const route = peek?.serviceRoute(address, clientId) ?? (yield* repo.findServiceRoute(address, clientId))
+          if (Option.isNone(route)) return undefined
+          const { authType, credentialLive, revokedTokens } = route.value
+          if (authType !== "oauth" || !credentialLive || revokedTokens?.has(claims.jti) === true) return undefined
+          return claims
+        })
+
+      const introspect = Effect.fn("TokenIntrospection.introspect", { captureStackTrace: false })(
+        function*(input: FormInput) {
+          const credentials = input.authorization === undefined ? undefined : parseAuthorization(input.authorization)
+          if (credentials === undefined || credentials.scheme !== "bearer") {
+            return errorAnswer(
+              new Unauthorized({ description: "Send an admin or introspector token as Authorization: Bearer <token>" }),
+              CHALLENGE
+            )
+          }
+          const blocked = limiter.blockedAt(ADMIN, input.remoteAddress, input.nowMillis)
+          if (Option.isSome(blocked)) return errorAnswer(new AdminTooManyAttempts({ retryAfterSeconds: blocked.value }), NO_STORE)
+          const caller = yield* resolveCaller(credentials.value, input.nowMillis)
+          if (Option.isNone(caller)) {
+            yield* limiter.recordFailure(ADMIN, input.remoteAddress)
+            return errorAnswer(new Unauthorized({ description: "The admin token is not valid" }), CHALLENGE)
+          }
+          if (Either.isLeft(authorize(caller.value, "token.introspect"))) {
+            return errorAnswer(new Unauthorized({ description: "The admin token may not introspect tokens" }), CHALLENGE)
+          }
+
+          const parsed = input.form === undefined ? Either.right({}) : introspectionFields(new URLSearchParams(input.form))
+          if (Either.isLeft(parsed)) return errorAnswer(parsed.left, NO_STORE)
+          const { token } = parsed.right as { readonly token?: string }
+          if (token === undefined) return errorAnswer(new InvalidRequest({ description: INVALID_REQUEST_DESCRIPTION }), NO_STORE)
+          const active = yield* isActive(token, caller.value)
+          return active === undefined ? INACTIVE : activeAnswer(active)
+        },
+        Effect.catchTag("StorageUnavailable", (error) => Effect.succeed(errorAnswer(error, NO_STORE)))
+      )
+
+      return TokenIntrospection.of({ answer: introspect })
+    })
+  )
+}

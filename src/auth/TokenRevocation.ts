@@ -1,0 +1,99 @@
+/**
+ * `POST /oauth/revoke` (RFC 7009): a client revokes one of its own access tokens. The client
+ * authenticates as at the token endpoint (`client_secret_post` or `client_secret_basic`, never both;
+ * a failure is the token endpoint's `401 invalid_client` and counts toward the same throttle); the
+ * answer is then `200` with an empty body whatever the token was (valid, unknown, expired, already
+ * revoked, or another client's, which is left alone), so the endpoint tells nobody anything about a
+ * token. Not a hot path: the client is found by its client id with one indexed read.
+ *
+ * A revocation is a catalogue write of the token's service (`CredentialRepo.revokeToken`): answered
+ * only once every instance has dropped that service's cached answers, it is refused by the gateway
+ * and reported inactive by introspection from the next request on, everywhere, until its `exp`.
+ */
+import { Context, Effect, Either, Layer, Option } from "effect"
+import { type Answer, errorAnswer } from "../domain/Answer.js"
+import { INVALID_REQUEST_DESCRIPTION, InvalidClient, InvalidRequest, TooManyAttempts } from "../domain/Errors.js"
+import { isClientId } from "../domain/Identifiers.js"
+import { serviceAddress } from "../domain/ServiceAddress.js"
+import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
+import { ClientSecrets } from "./ClientSecrets.js"
+import { clientCredentials, formFieldsOf, NO_STORE } from "./TokenRequest.js"
+import { TokenService } from "./TokenService.js"
+
+/** What a request to a form endpoint of clients said, as its HTTP entry read it. */
+export interface FormInput {
+  readonly authorization: string | undefined
+  /** The body when it is a form (`application/x-www-form-urlencoded`); undefined for any other body. */
+  readonly form: string | undefined
+  readonly remoteAddress: string
+  readonly nowMillis: number
+}
+
+const revocationFields = formFieldsOf(["token", "token_type_hint", "client_id", "client_secret"] as const)
+
+/** The answer to every authenticated revocation: no body, nothing said about the token. */
+export const REVOKED: Answer = { status: 200, headers: NO_STORE, body: undefined }
+
+const refusal = (error: InvalidRequest | InvalidClient | TooManyAttempts): Answer =>
+  errorAnswer(
+    error,
+    error._tag === "InvalidClient" && error.basic ? { ...NO_STORE, "www-authenticate": `Basic realm="oauth"` } : NO_STORE
+  )
+const missing = refusal(new InvalidRequest({ description: INVALID_REQUEST_DESCRIPTION }))
+
+export interface TokenRevocationShape {
+  readonly answer: (input: FormInput) => Effect.Effect<Answer>
+}
+
+export class TokenRevocation extends Context.Tag("service-auth/TokenRevocation")<TokenRevocation, TokenRevocationShape>() {
+  static readonly layer = Layer.effect(
+    TokenRevocation,
+    Effect.gen(function*() {
+      const repo = yield* CredentialRepo
+      const secrets = yield* ClientSecrets
+      const tokens = yield* TokenService
+      const limiter = yield* AuthFailureLimiter
+
+      const revoke = Effect.fn("TokenRevocation.revoke", { captureStackTrace: false })(function*(input: FormInput) {
+        // Only a form body carries fields; JSON or anything else yields none, as at the token endpoint.
+        const parsed = input.form === undefined ? Either.right({}) : revocationFields(new URLSearchParams(input.form))
+        if (Either.isLeft(parsed)) return refusal(parsed.left)
+        const fields: Partial<Record<"token" | "client_id" | "client_secret", string>> = parsed.right
+        const client = clientCredentials(input.authorization, fields)
+        if (Either.isLeft(client)) return refusal(client.left)
+        if (fields.token === undefined || client.right === undefined) return missing
+        const { basic, clientId, clientSecret } = client.right
+
+        const blocked = limiter.blockedAt(clientId, input.remoteAddress, input.nowMillis)
+        if (Option.isSome(blocked)) return refusal(new TooManyAttempts({ retryAfterSeconds: blocked.value }))
+        // Always compare, so an unknown client id costs what a wrong secret costs.
+        const credential = isClientId(clientId) ? Option.getOrUndefined(yield* repo.findClientCredential(clientId)) : undefined
+        if (!(Option.isSome(clientSecret) && secrets.matches(clientSecret.value, credential?.secretHash)) || !isClientId(clientId)) {
+          yield* limiter.recordFailure(clientId, input.remoteAddress)
+          return refusal(new InvalidClient({ basic }))
+        }
+
+        // Authenticated: from here on, the answer is 200 whatever the token is.
+        const verified = yield* Effect.either(tokens.verify(fields.token))
+        if (Either.isLeft(verified) || verified.right.client_id !== clientId) return REVOKED
+        const claims = verified.right
+        const address = serviceAddress(claims.data.profile, claims.data.environment, claims.data.service_uuid)
+        if (address === undefined) return REVOKED
+        // Nothing to write for a token refused already: its credential gone, or revoked before.
+        const route = yield* repo.findServiceRoute(address, Option.some(clientId))
+        if (Option.isNone(route) || !route.value.credentialLive || route.value.revokedTokens?.has(claims.jti) === true) {
+          return REVOKED
+        }
+        yield* repo.revokeToken(
+          { jti: claims.jti, clientId, address, expiresAt: new Date(claims.exp * 1000) },
+          new Date(input.nowMillis),
+          { name: clientId, source: input.remoteAddress }
+        )
+        return REVOKED
+      }, Effect.catchTag("StorageUnavailable", (error) => Effect.succeed(errorAnswer(error, NO_STORE))))
+
+      return TokenRevocation.of({ answer: revoke })
+    })
+  )
+}
