@@ -37,6 +37,7 @@ export const PROCESS_FILES = [
   "MultiInstance.test.ts",
   "MultiInstanceAdminTokens.test.ts",
   "MultiInstanceKeys.test.ts",
+  "MultiInstanceRevocation.test.ts",
   "NativeTls.test.ts",
   "PrivateDataDir.test.ts",
   "ReadmeWalkthrough.test.ts",
