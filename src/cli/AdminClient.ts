@@ -363,7 +363,9 @@ const makeAdminClient = (
       return yield* call((api) => api.services.listCredentials({ path }))
     }),
     addCredential: Effect.fn("AdminClient.addCredential")(function*(path: ServiceAddress) {
-      return yield* call((api) => api.services.createCredential({ path, payload: {} }))
+      const created = yield* call((api) => api.services.createCredential({ path, payload: {} }))
+      // A payload of {} always creates a secret credential.
+      return "client_secret" in created ? created : yield* Effect.dieMessage("a secret credential was answered without its secret")
     }),
     removeCredential: Effect.fn("AdminClient.removeCredential")(function*(address: ServiceAddress, clientId: ClientId) {
       yield* call((api) => api.services.deleteCredential({ path: { ...address, client_id: clientId } }))
