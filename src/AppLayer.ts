@@ -14,6 +14,7 @@ import { Api } from "./api/Api.js"
 import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
 import { AuthFailureLimiter } from "./auth/AuthFailureLimiter.js"
 import { CallUse } from "./auth/CallUse.js"
+import { ClientAssertions } from "./auth/ClientAssertion.js"
 import { ClientCredentialsGrant } from "./auth/ClientCredentialsGrant.js"
 import { ClientSecrets } from "./auth/ClientSecrets.js"
 import { CredentialManager } from "./auth/CredentialManager.js"
@@ -42,6 +43,7 @@ import type { AdminTokenStore } from "./storage/AdminTokenStore.js"
 import type { AuditTrail } from "./storage/AuditTrail.js"
 import type { CredentialRepo } from "./storage/CredentialRepo.js"
 import type { FailureCounts } from "./storage/FailureCounts.js"
+import { SeenJtis } from "./storage/SeenJtis.js"
 import type { ServerKeyStore } from "./storage/ServerKeyStore.js"
 import type { SigningKeyStore } from "./storage/SigningKeyStore.js"
 import * as Storage from "./storage/Storage.js"
@@ -61,6 +63,7 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
       Layer.mergeAll(
         TokenService.layer,
         AuthFailureLimiter.layer,
+        ClientAssertions.layer.pipe(Layer.provide(SeenJtis.layer)),
         CallUse.layer,
         UpstreamGateway.layer,
         options.handlers ?? ServiceHandlers.layer

@@ -9,7 +9,7 @@
  * One indexed read finds the service and the presented client's live credential together; the only
  * write of a success is `last_used_at`, at most once a minute per credential.
  */
-import { Context, Effect, Either, Layer, Option } from "effect"
+import { Context, Effect, Either, Layer, Option, type Redacted } from "effect"
 import { INVALID_REQUEST_DESCRIPTION, InvalidClient, InvalidRequest, TooManyAttempts, UnsupportedGrantType } from "../domain/Errors.js"
 import { type ClientId, isClientId } from "../domain/Identifiers.js"
 import { lastUseIsStale } from "../domain/LastUse.js"
@@ -18,7 +18,9 @@ import type { TokenResult } from "../observability/ServiceMetrics.js"
 import { CredentialRepo, type TokenTarget } from "../storage/CredentialRepo.js"
 import { type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled } from "../observability/Tracing.js"
+import { isKeyVerifier } from "../domain/KeyCredential.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
+import { ClientAssertions } from "./ClientAssertion.js"
 import { ClientSecrets, type ClientSecretsShape } from "./ClientSecrets.js"
 import { clientCredentials, formFields, NO_STORE, tokenAnswer, type TokenFields } from "./TokenRequest.js"
 import { TokenService } from "./TokenService.js"
@@ -50,6 +52,14 @@ export type TokenDecision =
   | { readonly _tag: "Refuse"; readonly clientId: string; readonly answer: Answer }
   /** Authenticated: sign a token for it, recording `last_used_at` first when `touch`. */
   | { readonly _tag: "Issue"; readonly clientId: ClientId; readonly address: ServiceAddress; readonly touch: boolean }
+  /** A key credential's assertion to verify (`ClientAssertions`): then `Issue`, or `Refuse` with `answer`. */
+  | {
+    readonly _tag: "Assert"
+    readonly assertion: Redacted.Redacted<string>
+    readonly verifier: string
+    readonly issue: Extract<TokenDecision, { readonly _tag: "Issue" }>
+    readonly answer: Answer
+  }
 
 /** A failure's answer: `no-store` always, and the Basic challenge when Basic authentication failed. */
 const failureAnswer = (error: InvalidRequest | UnsupportedGrantType | TooManyAttempts | InvalidClient): Answer =>
@@ -101,6 +111,17 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
 
   // Row 5. Always run the comparison, so an unknown client id costs what a wrong secret costs.
   const credential = Option.getOrUndefined(target.value.credential)
+  const { assertion } = client.right
+  if (assertion !== undefined) {
+    // private_key_jwt: only a key credential's key verifies an assertion (ClientAssertion.ts).
+    const refusal = failureAnswer(new InvalidClient({ basic }))
+    if (credential === undefined || !assertion.jwtBearer || !isKeyVerifier(credential.secretHash)) {
+      return { _tag: "Refuse", clientId: client.right.clientId, answer: refusal }
+    }
+    const touch = lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
+    const issue = { _tag: "Issue", clientId: credential.clientId, address, touch } as const
+    return { _tag: "Assert", assertion: assertion.assertion, verifier: credential.secretHash, issue, answer: refusal }
+  }
   const authenticated = Option.isSome(clientSecret) && services.matches(clientSecret.value, credential?.secretHash)
   if (!authenticated || credential === undefined) {
     return { _tag: "Refuse", clientId: client.right.clientId, answer: failureAnswer(new InvalidClient({ basic })) }
@@ -137,6 +158,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
       const secrets = yield* ClientSecrets
       const tokens = yield* TokenService
       const limiter = yield* AuthFailureLimiter
+      const assertions = yield* ClientAssertions
       const traced = yield* tracerEnabled
       const peek = repo.peek
 
@@ -154,6 +176,10 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
             if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
             const target = yield* repo.findTokenTarget(address, clientId)
             decision = decideToken(input, { ...services, tokenTarget: () => target })
+          }
+          if (decision._tag === "Assert") {
+            const valid = yield* assertions.verify(decision.assertion, decision.issue.clientId, decision.verifier, input.nowMillis)
+            decision = valid ? decision.issue : { _tag: "Refuse", clientId: decision.issue.clientId, answer: decision.answer }
           }
           switch (decision._tag) {
             case "NeedsTarget":

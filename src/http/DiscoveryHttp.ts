@@ -5,6 +5,7 @@ import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
 import { KeyService } from "../auth/KeyService.js"
 import { SERVICE_CALL_SCOPE } from "../domain/AccessTokens.js"
+import { SIGNING_ALGORITHMS } from "../domain/KeyCredential.js"
 import { CredentialRepo } from "../storage/CredentialRepo.js"
 
 export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
@@ -25,7 +26,8 @@ export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
       token_endpoint: `${issuer}/oauth/token`,
       jwks_uri: `${issuer}/.well-known/jwks.json`,
       grant_types_supported: ["client_credentials"],
-      token_endpoint_auth_methods_supported: ["client_secret_post", "client_secret_basic"],
+      token_endpoint_auth_methods_supported: ["client_secret_post", "client_secret_basic", "private_key_jwt"],
+      token_endpoint_auth_signing_alg_values_supported: SIGNING_ALGORITHMS,
       scopes_supported: [SERVICE_CALL_SCOPE],
       response_types_supported: [],
       service_documentation: `${issuer}/openapi.yaml`

@@ -16,6 +16,7 @@ export const TRANSIENT_TABLES: Readonly<Record<string, string>> = {
   auth_failures: "failed client authentications of the last minute: counters that may start again from zero",
   cache_leases: "the running instances' cache leases: they belong to processes, not to the data",
   catalogue_version: "the caches' change counter: the import bumps the target's own",
+  seen_jtis: "ids of client assertions and DPoP proofs of the last minutes: each expires with its JWT, within 5 minutes",
   [MIGRATIONS_TABLE]: "the migrations applied: the target is migrated by the importing service-auth itself"
 }
 

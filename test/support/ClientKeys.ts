@@ -24,20 +24,23 @@ export const clientKey = (kind: KeyKind): Promise<ClientKey> =>
 
 export const JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
-/** A client assertion (RFC 7523 §3) with defaults that pass; `claims` overrides or removes (undefined) them. */
+/**
+ * A client assertion (RFC 7523 §3) with defaults that pass at `nowMillis` (the server's clock: in
+ * tests, the TestClock); `claims` overrides or removes (undefined) them.
+ */
 export const assertion = (
   key: ClientKey,
   clientId: string,
   audience: unknown,
   claims: Record<string, unknown> = {},
-  header: Record<string, unknown> = {}
+  nowMillis: number = Date.now()
 ) => {
-  const now = Math.floor(Date.now() / 1000)
+  const now = Math.floor(nowMillis / 1000)
   const payload = Object.fromEntries(
     Object.entries({ iss: clientId, sub: clientId, aud: audience, jti: randomUUID(), iat: now, exp: now + 60, ...claims })
       .filter(([, value]) => value !== undefined)
   )
-  return new SignJWT(payload).setProtectedHeader({ alg: key.alg, ...header }).sign(key.privateKey)
+  return new SignJWT(payload).setProtectedHeader({ alg: key.alg }).sign(key.privateKey)
 }
 
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url")
