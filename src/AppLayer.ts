@@ -63,13 +63,13 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
       Layer.mergeAll(
         TokenService.layer,
         AuthFailureLimiter.layer,
-        ClientAssertions.layer.pipe(Layer.provide(SeenJtis.layer)),
+        ClientAssertions.layer,
         CallUse.layer,
         UpstreamGateway.layer,
         options.handlers ?? ServiceHandlers.layer
       )
     ),
-    Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets))
+    Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets, SeenJtis.layer))
   )
 
 /**

@@ -8,6 +8,7 @@ import { Schema } from "effect"
 import { SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import {
   InvalidClientWire,
+  InvalidDpopProofWire,
   InvalidRequestWire,
   PayloadTooLargeWire,
   StorageUnavailableWire,
@@ -21,7 +22,14 @@ export const TokenRequest = Schema.Struct({
     description: "Client id (starts with svc_); required unless sent with HTTP Basic authentication."
   }),
   client_secret: Schema.optional(Schema.String).annotations({
-    description: "Client secret; required unless sent with HTTP Basic authentication."
+    description: "Client secret; required unless sent with HTTP Basic authentication, or a client assertion is sent."
+  }),
+  client_assertion_type: Schema.optional(Schema.Literal("urn:ietf:params:oauth:client-assertion-type:jwt-bearer")).annotations({
+    description: "private_key_jwt (RFC 7523), for a key credential: with client_assertion, in place of client_secret."
+  }),
+  client_assertion: Schema.optional(Schema.String).annotations({
+    description: "A JWT signed with the key credential's private key: iss = sub = the client id, aud = the issuer, " +
+      "exp at most 5 minutes ahead, a jti never used before."
   }),
   profile: Schema.String.annotations({ description: "Profile identifier." }),
   environment: Schema.String.annotations({ description: "Environment name within the profile." }),
@@ -36,7 +44,7 @@ export const TokenRequest = Schema.Struct({
 
 export const TokenResponse = Schema.Struct({
   access_token: Schema.String.annotations({ description: "RS256 JWT for the requested service." }),
-  token_type: Schema.Literal("Bearer"),
+  token_type: Schema.Literal("Bearer", "DPoP").annotations({ description: "Bearer; DPoP when the request carried a DPoP proof (RFC 9449 §5)." }),
   expires_in: Schema.Literal(TOKEN_LIFETIME_SECONDS).annotations({
     jsonSchema: { type: "integer", enum: [TOKEN_LIFETIME_SECONDS], description: "Seconds until the token expires." }
   }),
@@ -51,6 +59,7 @@ export class TokenApi extends HttpApiGroup.make("token")
       .addError(InvalidRequestWire)
       .addError(UnsupportedGrantTypeWire)
       .addError(InvalidClientWire)
+      .addError(InvalidDpopProofWire)
       .addError(PayloadTooLargeWire)
       .addError(TooManyAttemptsWire)
       .addError(StorageUnavailableWire)

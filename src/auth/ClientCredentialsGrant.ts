@@ -10,7 +10,10 @@
  * write of a success is `last_used_at`, at most once a minute per credential.
  */
 import { Context, Effect, Either, Layer, Option, type Redacted } from "effect"
-import { INVALID_REQUEST_DESCRIPTION, InvalidClient, InvalidRequest, TooManyAttempts, UnsupportedGrantType } from "../domain/Errors.js"
+import { AppConfig } from "../config/AppConfig.js"
+import { SeenJtis } from "../storage/SeenJtis.js"
+import { verifyProof } from "./DPoPProof.js"
+import { INVALID_REQUEST_DESCRIPTION, InvalidClient, InvalidDpopProof, InvalidRequest, TooManyAttempts, UnsupportedGrantType } from "../domain/Errors.js"
 import { type ClientId, isClientId } from "../domain/Identifiers.js"
 import { lastUseIsStale } from "../domain/LastUse.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
@@ -33,7 +36,13 @@ export interface TokenInput {
   /** The client's address, for brute-force protection. */
   readonly remoteAddress: string
   readonly nowMillis: number
+  /** The `DPoP` header (RFC 9449 §4.1), when sent: the token is then bound to the proof's key. */
+  readonly dpop?: string | undefined
 }
+
+/** The `DPoP` header as sent: repeated, its values joined (then never a valid proof). */
+export const dpopHeader = (header: string | ReadonlyArray<string> | undefined): string | undefined =>
+  header === undefined || typeof header === "string" ? header : header.join(", ")
 
 /** What the decision needs besides the request: all synchronous, all in memory. */
 export interface TokenDecisionServices {
@@ -52,14 +61,27 @@ export type TokenDecision =
   | { readonly _tag: "Refuse"; readonly clientId: string; readonly answer: Answer }
   /** Authenticated: sign a token for it, recording `last_used_at` first when `touch`. */
   | { readonly _tag: "Issue"; readonly clientId: ClientId; readonly address: ServiceAddress; readonly touch: boolean }
-  /** A key credential's assertion to verify (`ClientAssertions`): then `Issue`, or `Refuse` with `answer`. */
+  /** Authenticated, with a DPoP proof (`DPoPProof`): a token bound to its key, or 400 `invalid_dpop_proof`. */
+  | Bind
+  /** A key credential's assertion to verify (`ClientAssertions`): then `next`, or `Refuse` with `answer`. */
   | {
     readonly _tag: "Assert"
     readonly assertion: Redacted.Redacted<string>
     readonly verifier: string
-    readonly issue: Extract<TokenDecision, { readonly _tag: "Issue" }>
+    readonly next: Issue | Bind
     readonly answer: Answer
   }
+
+type Issue = Extract<TokenDecision, { readonly _tag: "Issue" }>
+interface Bind {
+  readonly _tag: "Bind"
+  readonly proof: string
+  readonly issue: Issue
+}
+
+/** What an authenticated request gets: a token, or with a DPoP header a bound one. */
+const issueOrBind = (input: TokenInput, issue: Issue): Issue | Bind =>
+  input.dpop === undefined ? issue : { _tag: "Bind", proof: input.dpop, issue }
 
 /** A failure's answer: `no-store` always, and the Basic challenge when Basic authentication failed. */
 const failureAnswer = (error: InvalidRequest | UnsupportedGrantType | TooManyAttempts | InvalidClient): Answer =>
@@ -119,19 +141,19 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
       return { _tag: "Refuse", clientId: client.right.clientId, answer: refusal }
     }
     const touch = lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
-    const issue = { _tag: "Issue", clientId: credential.clientId, address, touch } as const
-    return { _tag: "Assert", assertion: assertion.assertion, verifier: credential.secretHash, issue, answer: refusal }
+    const next = issueOrBind(input, { _tag: "Issue", clientId: credential.clientId, address, touch })
+    return { _tag: "Assert", assertion: assertion.assertion, verifier: credential.secretHash, next, answer: refusal }
   }
   const authenticated = Option.isSome(clientSecret) && services.matches(clientSecret.value, credential?.secretHash)
   if (!authenticated || credential === undefined) {
     return { _tag: "Refuse", clientId: client.right.clientId, answer: failureAnswer(new InvalidClient({ basic })) }
   }
-  return {
+  return issueOrBind(input, {
     _tag: "Issue",
     clientId: credential.clientId,
     address,
     touch: lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
-  }
+  })
 }
 
 export interface ClientCredentialsGrantShape {
@@ -159,6 +181,8 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
       const tokens = yield* TokenService
       const limiter = yield* AuthFailureLimiter
       const assertions = yield* ClientAssertions
+      const seen = yield* SeenJtis
+      const tokenEndpoint = `${(yield* AppConfig).issuer}/oauth/token`
       const traced = yield* tracerEnabled
       const peek = repo.peek
 
@@ -178,8 +202,19 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
             decision = decideToken(input, { ...services, tokenTarget: () => target })
           }
           if (decision._tag === "Assert") {
-            const valid = yield* assertions.verify(decision.assertion, decision.issue.clientId, decision.verifier, input.nowMillis)
-            decision = valid ? decision.issue : { _tag: "Refuse", clientId: decision.issue.clientId, answer: decision.answer }
+            const { clientId } = decision.next._tag === "Issue" ? decision.next : decision.next.issue
+            const valid = yield* assertions.verify(decision.assertion, clientId, decision.verifier, input.nowMillis)
+            decision = valid ? decision.next : { _tag: "Refuse", clientId, answer: decision.answer }
+          }
+          let jkt: string | undefined
+          if (decision._tag === "Bind") {
+            const proof = yield* verifyProof(seen, decision.proof, { method: "POST", url: tokenEndpoint, nowMillis: input.nowMillis })
+            if ("refused" in proof) {
+              const answer = errorAnswer(new InvalidDpopProof({ description: proof.refused }), NO_STORE)
+              return { answer, result: "invalid_request" as const }
+            }
+            jkt = proof.jkt
+            decision = decision.issue
           }
           switch (decision._tag) {
             case "NeedsTarget":
@@ -192,7 +227,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
             case "Issue": {
               if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(decision.address, Option.some(decision.clientId)))
               if (decision.touch) yield* repo.touchCredential(decision.clientId, new Date(input.nowMillis))
-              const issued = yield* tokens.issue(decision.clientId, decision.address)
+              const issued = yield* tokens.issue(decision.clientId, decision.address, jkt)
               return { answer: { status: 200, headers: NO_STORE, body: tokenAnswer(issued) }, result: "issued" as const }
             }
           }

@@ -40,7 +40,8 @@ export const formFields = (text: string): Either.Either<TokenFields, InvalidRequ
 /** The 200 answer's body (RFC 6749 §5.1). */
 export const tokenAnswer = (issued: IssuedToken) => ({
   access_token: issued.accessToken,
-  token_type: "Bearer",
+  // A token bound to a DPoP key (RFC 9449 §5) is a DPoP token.
+  token_type: issued.claims.cnf === undefined ? "Bearer" : "DPoP",
   expires_in: TOKEN_LIFETIME_SECONDS,
   scope: issued.claims.scope
 })

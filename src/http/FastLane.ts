@@ -22,7 +22,7 @@
 import { Context, Effect, Either, Layer, Option, Runtime, type Tracer } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { AppConfig } from "../config/AppConfig.js"
-import { ClientCredentialsGrant, decideToken, type TokenInput } from "../auth/ClientCredentialsGrant.js"
+import { ClientCredentialsGrant, decideToken, dpopHeader, type TokenInput } from "../auth/ClientCredentialsGrant.js"
 import { NO_STORE, tokenAnswer } from "../auth/TokenRequest.js"
 import { TokenService } from "../auth/TokenService.js"
 import type { ClientId } from "../domain/Identifiers.js"
@@ -155,6 +155,7 @@ const make = Effect.gen(function*() {
     readBody(request, response, next, (text) => {
       const input: TokenInput = {
         authorization: request.headers["authorization"],
+        dpop: dpopHeader(request.headers["dpop"]),
         form: mediaTypeOf(request.headers["content-type"]) === "application/x-www-form-urlencoded" ? text : undefined,
         remoteAddress: clientAddress(request),
         nowMillis: clock.unsafeCurrentTimeMillis()

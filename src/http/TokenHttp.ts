@@ -8,7 +8,7 @@ import { HttpApiBuilder, type HttpServerRequest } from "@effect/platform"
 import { Clock, Effect, Option } from "effect"
 import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
-import { ClientCredentialsGrant } from "../auth/ClientCredentialsGrant.js"
+import { ClientCredentialsGrant, dpopHeader } from "../auth/ClientCredentialsGrant.js"
 import { NO_STORE } from "../auth/TokenRequest.js"
 import { toServerResponse } from "./Answer.js"
 import { errorAnswer } from "../domain/Answer.js"
@@ -25,6 +25,7 @@ export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
     if (form !== undefined && form._tag === "Left") return toServerResponse(errorAnswer(form.left, NO_STORE))
     const { answer } = yield* grants.answer({
       authorization: request.headers["authorization"],
+      dpop: dpopHeader(request.headers["dpop"]),
       form: form?.right,
       remoteAddress: Option.getOrElse(request.remoteAddress, () => "unknown"),
       nowMillis: yield* Clock.currentTimeMillis

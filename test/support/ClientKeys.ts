@@ -3,7 +3,7 @@
  * that the refusal cases need.
  */
 import { Effect } from "effect"
-import { createHmac, randomUUID } from "node:crypto"
+import { createHash, createHmac, randomUUID } from "node:crypto"
 import { exportJWK, generateKeyPair, type JWK, SignJWT } from "jose"
 import { admin, uniqueName } from "../../src/testing.js"
 
@@ -83,3 +83,24 @@ export const targetOf = (service: ServiceFixture) => ({
   environment: service.environment,
   service_uuid: service.uuid
 })
+
+/** A DPoP proof (RFC 9449 §4.2) by `key` at `nowMillis`; `claims` and `header` override or remove (undefined). */
+export const dpopProof = async (
+  key: ClientKey,
+  htu: string,
+  nowMillis: number,
+  claims: Record<string, unknown> = {},
+  header: Record<string, unknown> = {}
+) => {
+  const payload = Object.fromEntries(
+    Object.entries({ htm: "POST", htu, iat: Math.floor(nowMillis / 1000), jti: randomUUID(), ...claims })
+      .filter(([, value]) => value !== undefined)
+  )
+  const protectedHeader = Object.fromEntries(
+    Object.entries({ typ: "dpop+jwt", alg: key.alg, jwk: key.publicJwk, ...header }).filter(([, value]) => value !== undefined)
+  )
+  return new SignJWT(payload).setProtectedHeader(protectedHeader as { alg: string }).sign(key.privateKey)
+}
+
+/** The `ath` of an access token (RFC 9449 §4.2). */
+export const accessTokenHash = (token: string) => createHash("sha256").update(token).digest("base64url")
