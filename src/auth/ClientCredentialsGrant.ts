@@ -40,10 +40,6 @@ export interface TokenInput {
   readonly dpop?: string | undefined
 }
 
-/** The `DPoP` header as sent: repeated, its values joined (then never a valid proof). */
-export const dpopHeader = (header: string | ReadonlyArray<string> | undefined): string | undefined =>
-  header === undefined || typeof header === "string" ? header : header.join(", ")
-
 /** What the decision needs besides the request: all synchronous, all in memory. */
 export interface TokenDecisionServices {
   readonly blockedAt: (clientId: string, address: string, nowMillis: number) => Option.Option<number>

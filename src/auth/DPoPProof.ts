@@ -20,6 +20,10 @@ import type { StorageUnavailable } from "../domain/Errors.js"
 import { ALLOWED_ALGORITHMS, jwkThumbprint, parsePublicJwk } from "../domain/KeyCredential.js"
 import type { SeenJtisShape } from "../storage/SeenJtis.js"
 
+/** The `DPoP` header as sent: repeated, its values joined (then never a valid proof). */
+export const dpopHeader = (header: string | ReadonlyArray<string> | undefined): string | undefined =>
+  header === undefined || typeof header === "string" ? header : header.join(", ")
+
 /** How far a proof's `iat` may be from now, either way. */
 export const PROOF_WINDOW_SECONDS = 60
 /** Proofs larger than this are refused unread. */

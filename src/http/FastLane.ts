@@ -22,7 +22,8 @@
 import { Context, Effect, Either, Layer, Option, Runtime, type Tracer } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { AppConfig } from "../config/AppConfig.js"
-import { ClientCredentialsGrant, decideToken, dpopHeader, type TokenInput } from "../auth/ClientCredentialsGrant.js"
+import { ClientCredentialsGrant, decideToken, type TokenInput } from "../auth/ClientCredentialsGrant.js"
+import { dpopHeader } from "../auth/DPoPProof.js"
 import { NO_STORE, tokenAnswer } from "../auth/TokenRequest.js"
 import { TokenService } from "../auth/TokenService.js"
 import type { ClientId } from "../domain/Identifiers.js"
@@ -246,6 +247,7 @@ const make = Effect.gen(function*() {
       environment: path[2]!,
       uuid: path[3]!,
       authorization: request.headers["authorization"],
+      dpop: dpopHeader(request.headers["dpop"]),
       nowMillis: clock.unsafeCurrentTimeMillis()
     }
     const proceed = (verdict: ReturnType<typeof decideServiceCall>) => {
