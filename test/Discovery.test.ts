@@ -105,6 +105,7 @@ describe("GET /.well-known/oauth-authorization-server (RFC 8414)", () => {
           grant_types_supported: ["client_credentials"],
           token_endpoint_auth_methods_supported: ["client_secret_post", "client_secret_basic", "private_key_jwt"],
           token_endpoint_auth_signing_alg_values_supported: ["RS256", "PS256", "ES256", "EdDSA"],
+          dpop_signing_alg_values_supported: ["RS256", "PS256", "ES256", "EdDSA"],
           scopes_supported: ["service:call"]
         })
       }))

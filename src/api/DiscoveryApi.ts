@@ -23,6 +23,7 @@ export const AuthorizationServerMetadata = Schema.Struct({
   grant_types_supported: Schema.Array(Schema.String),
   token_endpoint_auth_methods_supported: Schema.Array(Schema.String),
   token_endpoint_auth_signing_alg_values_supported: Schema.optional(Schema.Array(Schema.String)),
+  dpop_signing_alg_values_supported: Schema.optional(Schema.Array(Schema.String)),
   scopes_supported: Schema.Array(Schema.String),
   response_types_supported: Schema.Array(Schema.String),
   service_documentation: Schema.optional(Schema.String)

@@ -28,6 +28,7 @@ export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
       grant_types_supported: ["client_credentials"],
       token_endpoint_auth_methods_supported: ["client_secret_post", "client_secret_basic", "private_key_jwt"],
       token_endpoint_auth_signing_alg_values_supported: SIGNING_ALGORITHMS,
+      dpop_signing_alg_values_supported: SIGNING_ALGORITHMS,
       scopes_supported: [SERVICE_CALL_SCOPE],
       response_types_supported: [],
       service_documentation: `${issuer}/openapi.yaml`
