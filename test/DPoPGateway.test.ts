@@ -5,7 +5,7 @@
  */
 import { HttpClientRequest } from "@effect/platform"
 import { describe, expect, layer } from "@effect/vitest"
-import { Clock, Effect } from "effect"
+import { Clock, Effect, TestClock } from "effect"
 import { admin, makeTestServer, send, tokenRequest } from "../src/testing.js"
 import { accessTokenHash, clientKey, type ClientKey, createService, dpopProof, targetOf } from "./support/ClientKeys.js"
 import { describeWithPostgres, embeddedStorage, postgresStorage } from "./support/Databases.js"
@@ -107,6 +107,20 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
         expect(ok.status).toBe(200)
         const missing = yield* call(client.path, {})
         expect(missing.headers["www-authenticate"]).toBe(`Bearer realm="service"`)
+      }))
+
+    it.effect("refuses an expired bound token, or one for another service, with the DPoP challenge", () =>
+      Effect.gen(function*() {
+        const client = yield* boundClient
+        const other = yield* boundClient
+        const forOther = yield* call(client.path, {
+          authorization: `DPoP ${other.accessToken}`,
+          dpop: yield* callProof({ ...client, accessToken: other.accessToken }, {}, other.key)
+        })
+        expectRefused(forOther, "invalid_token")
+        yield* TestClock.adjust("3600 seconds")
+        const expired = yield* call(client.path, { authorization: `DPoP ${client.accessToken}`, dpop: yield* callProof(client) })
+        expectRefused(expired, "invalid_token")
       }))
   })
 

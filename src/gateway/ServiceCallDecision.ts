@@ -25,7 +25,7 @@ import { tracerEnabled } from "../observability/Tracing.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { verifyProof } from "../auth/DPoPProof.js"
 import { SeenJtis } from "../storage/SeenJtis.js"
-import { boundTokenAsBearer, dpopRefusal, proofMissing, unboundTokenAsDpop, wrongProofKey } from "./DPoPBinding.js"
+import { asDpopRefusal, boundTokenAsBearer, dpopRefusal, proofMissing, unboundTokenAsDpop, wrongProofKey } from "./DPoPBinding.js"
 import { type JsonObject, ServiceHandlers, traceparentOf, upstreamAttributes } from "./ServiceHandlers.js"
 import { type ProxyHandler, UpstreamGateway } from "./UpstreamGateway.js"
 
@@ -129,15 +129,17 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
   if (route.value.authType === "oauth") {
     if (presented._tag === "None") return answer(tokenRequired)
     if (presented._tag === "Malformed" || verified === undefined) return answer(malformedHeader)
+    // A token presented as DPoP is refused with the DPoP challenge (RFC 9449 §7.1).
+    const refuse = presented.dpop ? (refusal: Answer) => answer(asDpopRefusal(refusal)) : answer
     if (Either.isLeft(verified)) {
-      return answer(
+      return refuse(
         verified.left._tag === "InsufficientScope"
           ? errorAnswer(verified.left, challenge("insufficient_scope"))
           : errorAnswer(verified.left, challenge("invalid_token"))
       )
     }
-    if (!services.isForService(verified.right, address)) return answer(otherService)
-    if (!route.value.credentialLive) return answer(revoked)
+    if (!services.isForService(verified.right, address)) return refuse(otherService)
+    if (!route.value.credentialLive) return refuse(revoked)
     const jkt = verified.right.cnf?.jkt
     if (jkt !== undefined || presented.dpop) {
       if (jkt === undefined) return answer(unboundTokenAsDpop)
