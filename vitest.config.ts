@@ -24,6 +24,7 @@ export const PROCESS_FILES = [
   "Cli.test.ts",
   "CliCredentials.test.ts",
   "CliNewcomer.test.ts",
+  "CliPublicKey.test.ts",
   "CliTokens.test.ts",
   "ClientErrors.test.ts",
   "DatabaseOutage.test.ts",

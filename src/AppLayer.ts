@@ -14,6 +14,7 @@ import { Api } from "./api/Api.js"
 import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
 import { AuthFailureLimiter } from "./auth/AuthFailureLimiter.js"
 import { CallUse } from "./auth/CallUse.js"
+import { ClientAssertions } from "./auth/ClientAssertion.js"
 import { ClientCredentialsGrant } from "./auth/ClientCredentialsGrant.js"
 import { ClientSecrets } from "./auth/ClientSecrets.js"
 import { CredentialManager } from "./auth/CredentialManager.js"
@@ -43,6 +44,7 @@ import type { AdminTokenStore } from "./storage/AdminTokenStore.js"
 import type { AuditTrail } from "./storage/AuditTrail.js"
 import type { CredentialRepo } from "./storage/CredentialRepo.js"
 import type { FailureCounts } from "./storage/FailureCounts.js"
+import { SeenJtis } from "./storage/SeenJtis.js"
 import type { ServerKeyStore } from "./storage/ServerKeyStore.js"
 import type { SigningKeyStore } from "./storage/SigningKeyStore.js"
 import * as Storage from "./storage/Storage.js"
@@ -56,20 +58,19 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
   readonly secrets: Layer.Layer<ClientSecrets, never, RS>
   /** Handlers registered in code (`ServiceHandlers.layerWith`); echo and proxy by default. */
   readonly handlers?: Layer.Layer<ServiceHandlers, never, RH>
-  /** A port opened before the storage (`openEarlyPort`, as `npm start` does), which the server takes over. */
-  readonly earlyPort?: EarlyPort
 }) =>
   Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer, ServiceCallGate.layer).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         TokenService.layer,
         AuthFailureLimiter.layer,
+        ClientAssertions.layer,
         CallUse.layer,
         UpstreamGateway.layer,
         options.handlers ?? ServiceHandlers.layer
       )
     ),
-    Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets))
+    Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets, SeenJtis.layer))
   )
 
 /**

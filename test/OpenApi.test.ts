@@ -138,7 +138,8 @@ describe("openapi.yaml", () => {
     const tokenBody = spec.paths["/oauth/token"].post.requestBody.content["application/x-www-form-urlencoded"]
     expect(tokenBody.schema.oneOf).toEqual([
       { $ref: "#/components/schemas/TokenRequestClientSecretPost" },
-      { $ref: "#/components/schemas/TokenRequestClientSecretBasic" }
+      { $ref: "#/components/schemas/TokenRequestClientSecretBasic" },
+      { $ref: "#/components/schemas/TokenRequestPrivateKeyJwt" }
     ])
     expect(spec.components.schemas.TokenRequestClientSecretPost.required).toEqual(
       expect.arrayContaining(["client_id", "client_secret"])

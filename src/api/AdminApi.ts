@@ -20,7 +20,9 @@ import {
   CredentialInfo,
   EmptyObject,
   EnvironmentDocument,
+  KeyCredentialInput,
   NewCredential,
+  NewKeyCredential,
   ProfileDocument,
   ProfileSummary,
   RotatedKey,
@@ -239,15 +241,18 @@ export class ServicesApi extends HttpApiGroup.make("services")
     )
       .annotate(OpenApi.Summary, "Generate a credential")
       .setPath(ServicePath)
-      .setPayload(EmptyObject)
+      .setPayload(Schema.Union(EmptyObject, KeyCredentialInput))
       .addSuccess(NewCredential, { status: 201 })
+      // Each member its own status: a client decodes a 201 as either.
+      .addSuccess(NewKeyCredential, { status: 201 })
       .addError(InvalidRequestWire)
       .addError(NotFoundWire)
       .addError(CredentialLimitExceededWire)
       .annotate(
         OpenApi.Description,
-        "Generates a credential; the answer is the only time its client_secret is shown. Sets the " +
-          "service's auth_type to oauth."
+        "Generates a credential; the answer is the only time its client_secret is shown. With " +
+          "{\"public_key\": JWK or PEM} it creates a key credential instead (private_key_jwt): no secret, the " +
+          "key's type, kid and thumbprint answered. Either counts toward the limit of 2. Sets the service's auth_type to oauth."
       )
   )
   .add(

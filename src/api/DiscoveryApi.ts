@@ -32,6 +32,7 @@ export const AuthorizationServerMetadata = Schema.Struct({
     description: "bearer: an admin token (any role whose profiles cover the token's, or the introspector role) as " +
       "Authorization: Bearer."
   }),
+  dpop_signing_alg_values_supported: Schema.optional(Schema.Array(Schema.String)),
   scopes_supported: Schema.Array(Schema.String),
   response_types_supported: Schema.Array(Schema.String),
   service_documentation: Schema.optional(Schema.String)

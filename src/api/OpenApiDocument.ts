@@ -108,13 +108,20 @@ const describeClientAuthentication = (spec: Json): void => {
   const schemas = spec.components?.schemas ?? {}
   const request: Json | undefined = schemas.TokenRequest
   if (request === undefined) return
-  const { client_id, client_secret, ...others } = request.properties
+  const { client_assertion, client_assertion_type, client_id, client_secret, ...others } = request.properties
+  schemas.TokenRequestPrivateKeyJwt = {
+    ...request,
+    description: "private_key_jwt (RFC 7523), for a key credential: a client assertion in place of a secret; " +
+      "client_id optional (when sent, the assertion's own).",
+    required: [...request.required.slice(0, 1), "client_assertion_type", "client_assertion", ...request.required.slice(1)],
+    properties: { ...others, client_id: { ...client_id, description: "Optional: the assertion's iss and sub." }, client_assertion_type, client_assertion }
+  }
   schemas.TokenRequestClientSecretPost = {
     ...request,
     description: "client_secret_post: the client id and secret in the form, and no Authorization header.",
     required: [...request.required.slice(0, 1), "client_id", "client_secret", ...request.required.slice(1)],
     properties: {
-      ...request.properties,
+      ...others,
       client_id: { ...client_id, description: "Client id (starts with svc_)." },
       client_secret: { ...client_secret, description: "Client secret." }
     }
@@ -131,7 +138,8 @@ const describeClientAuthentication = (spec: Json): void => {
   body.schema = {
     oneOf: [
       { $ref: "#/components/schemas/TokenRequestClientSecretPost" },
-      { $ref: "#/components/schemas/TokenRequestClientSecretBasic" }
+      { $ref: "#/components/schemas/TokenRequestClientSecretBasic" },
+      { $ref: "#/components/schemas/TokenRequestPrivateKeyJwt" }
     ]
   }
   const target = { profile: "acme", environment: "production", service_uuid: "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10" }

@@ -9,6 +9,7 @@ import { SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessToke
 import {
   AdminTooManyAttemptsWire,
   InvalidClientWire,
+  InvalidDpopProofWire,
   InvalidRequestWire,
   InvalidTargetWire,
   PayloadTooLargeWire,
@@ -24,7 +25,14 @@ export const TokenRequest = Schema.Struct({
     description: "Client id (starts with svc_); required unless sent with HTTP Basic authentication."
   }),
   client_secret: Schema.optional(Schema.String).annotations({
-    description: "Client secret; required unless sent with HTTP Basic authentication."
+    description: "Client secret; required unless sent with HTTP Basic authentication, or a client assertion is sent."
+  }),
+  client_assertion_type: Schema.optional(Schema.Literal("urn:ietf:params:oauth:client-assertion-type:jwt-bearer")).annotations({
+    description: "private_key_jwt (RFC 7523), for a key credential: with client_assertion, in place of client_secret."
+  }),
+  client_assertion: Schema.optional(Schema.String).annotations({
+    description: "A JWT signed with the key credential's private key: iss = sub = the client id, aud = the issuer, " +
+      "exp at most 5 minutes ahead, a jti never used before."
   }),
   profile: Schema.optional(Schema.String).annotations({
     description: "Profile identifier; required unless `resource` names the service."
@@ -50,7 +58,7 @@ export const TokenRequest = Schema.Struct({
 
 export const TokenResponse = Schema.Struct({
   access_token: Schema.String.annotations({ description: "RS256 JWT for the requested service." }),
-  token_type: Schema.Literal("Bearer"),
+  token_type: Schema.Literal("Bearer", "DPoP").annotations({ description: "Bearer; DPoP when the request carried a DPoP proof (RFC 9449 §5)." }),
   expires_in: Schema.Literal(TOKEN_LIFETIME_SECONDS).annotations({
     jsonSchema: { type: "integer", enum: [TOKEN_LIFETIME_SECONDS], description: "Seconds until the token expires." }
   }),
@@ -112,6 +120,7 @@ export class TokenApi extends HttpApiGroup.make("token")
       .addError(UnsupportedGrantTypeWire)
       .addError(InvalidTargetWire)
       .addError(InvalidClientWire)
+      .addError(InvalidDpopProofWire)
       .addError(PayloadTooLargeWire)
       .addError(TooManyAttemptsWire)
       .addError(StorageUnavailableWire)

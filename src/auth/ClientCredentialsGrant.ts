@@ -9,11 +9,14 @@
  * One indexed read finds the service and the presented client's live credential together; the only
  * write of a success is `last_used_at`, at most once a minute per credential.
  */
-import { Context, Effect, Either, Layer, Option } from "effect"
+import { Context, Effect, Either, Layer, Option, type Redacted } from "effect"
 import { AppConfig } from "../config/AppConfig.js"
+import { SeenJtis } from "../storage/SeenJtis.js"
+import { verifyProof } from "./DPoPProof.js"
 import {
   INVALID_REQUEST_DESCRIPTION,
   InvalidClient,
+  InvalidDpopProof,
   InvalidRequest,
   InvalidTarget,
   TooManyAttempts,
@@ -26,7 +29,9 @@ import type { TokenResult } from "../observability/ServiceMetrics.js"
 import { CredentialRepo, type TokenTarget } from "../storage/CredentialRepo.js"
 import { resourceAddress, type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled } from "../observability/Tracing.js"
+import { isKeyVerifier } from "../domain/KeyCredential.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
+import { ClientAssertions } from "./ClientAssertion.js"
 import { ClientSecrets, type ClientSecretsShape } from "./ClientSecrets.js"
 import { clientCredentials, formFields, NO_STORE, tokenAnswer, type TokenFields } from "./TokenRequest.js"
 import { TokenService } from "./TokenService.js"
@@ -39,6 +44,8 @@ export interface TokenInput {
   /** The client's address, for brute-force protection. */
   readonly remoteAddress: string
   readonly nowMillis: number
+  /** The `DPoP` header (RFC 9449 §4.1), when sent: the token is then bound to the proof's key. */
+  readonly dpop?: string | undefined
 }
 
 /** What the decision needs besides the request: all synchronous, all in memory. */
@@ -60,6 +67,27 @@ export type TokenDecision =
   | { readonly _tag: "Refuse"; readonly clientId: string; readonly answer: Answer }
   /** Authenticated: sign a token for it, recording `last_used_at` first when `touch`. */
   | { readonly _tag: "Issue"; readonly clientId: ClientId; readonly address: ServiceAddress; readonly touch: boolean }
+  /** Authenticated, with a DPoP proof (`DPoPProof`): a token bound to its key, or 400 `invalid_dpop_proof`. */
+  | Bind
+  /** A key credential's assertion to verify (`ClientAssertions`): then `next`, or `Refuse` with `answer`. */
+  | {
+    readonly _tag: "Assert"
+    readonly assertion: Redacted.Redacted<string>
+    readonly verifier: string
+    readonly next: Issue | Bind
+    readonly answer: Answer
+  }
+
+type Issue = Extract<TokenDecision, { readonly _tag: "Issue" }>
+interface Bind {
+  readonly _tag: "Bind"
+  readonly proof: string
+  readonly issue: Issue
+}
+
+/** What an authenticated request gets: a token, or with a DPoP header a bound one. */
+const issueOrBind = (input: TokenInput, issue: Issue): Issue | Bind =>
+  input.dpop === undefined ? issue : { _tag: "Bind", proof: input.dpop, issue }
 
 /** A failure's answer: `no-store` always, and the Basic challenge when Basic authentication failed. */
 const failureAnswer = (error: InvalidRequest | UnsupportedGrantType | InvalidTarget | TooManyAttempts | InvalidClient): Answer =>
@@ -143,16 +171,27 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
 
   // Row 5. Always run the comparison, so an unknown client id costs what a wrong secret costs.
   const credential = Option.getOrUndefined(found.value.credential)
+  const { assertion } = client.right
+  if (assertion !== undefined) {
+    // private_key_jwt: only a key credential's key verifies an assertion (ClientAssertion.ts).
+    const refusal = failureAnswer(new InvalidClient({ basic }))
+    if (credential === undefined || !assertion.jwtBearer || !isKeyVerifier(credential.secretHash)) {
+      return { _tag: "Refuse", clientId: client.right.clientId, answer: refusal }
+    }
+    const touch = lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
+    const next = issueOrBind(input, { _tag: "Issue", clientId: credential.clientId, address, touch })
+    return { _tag: "Assert", assertion: assertion.assertion, verifier: credential.secretHash, next, answer: refusal }
+  }
   const authenticated = Option.isSome(clientSecret) && services.matches(clientSecret.value, credential?.secretHash)
   if (!authenticated || credential === undefined) {
     return { _tag: "Refuse", clientId: client.right.clientId, answer: failureAnswer(new InvalidClient({ basic })) }
   }
-  return {
+  return issueOrBind(input, {
     _tag: "Issue",
     clientId: credential.clientId,
     address,
     touch: lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
-  }
+  })
 }
 
 export interface ClientCredentialsGrantShape {
@@ -179,6 +218,9 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
       const secrets = yield* ClientSecrets
       const tokens = yield* TokenService
       const limiter = yield* AuthFailureLimiter
+      const assertions = yield* ClientAssertions
+      const seen = yield* SeenJtis
+      const tokenEndpoint = `${(yield* AppConfig).issuer}/oauth/token`
       const traced = yield* tracerEnabled
       const peek = repo.peek
 
@@ -199,6 +241,21 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
             const target = yield* repo.findTokenTarget(address, clientId)
             decision = decideToken(input, { ...services, tokenTarget: () => target })
           }
+          if (decision._tag === "Assert") {
+            const { clientId } = decision.next._tag === "Issue" ? decision.next : decision.next.issue
+            const valid = yield* assertions.verify(decision.assertion, clientId, decision.verifier, input.nowMillis)
+            decision = valid ? decision.next : { _tag: "Refuse", clientId, answer: decision.answer }
+          }
+          let jkt: string | undefined
+          if (decision._tag === "Bind") {
+            const proof = yield* verifyProof(seen, decision.proof, { method: "POST", url: tokenEndpoint, nowMillis: input.nowMillis })
+            if ("refused" in proof) {
+              const answer = errorAnswer(new InvalidDpopProof({ description: proof.refused }), NO_STORE)
+              return { answer, result: "invalid_request" as const }
+            }
+            jkt = proof.jkt
+            decision = decision.issue
+          }
           switch (decision._tag) {
             case "NeedsTarget":
               return yield* Effect.dieMessage("the token decision needed its target twice")
@@ -210,7 +267,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
             case "Issue": {
               if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(decision.address, Option.some(decision.clientId)))
               if (decision.touch) yield* repo.touchCredential(decision.clientId, new Date(input.nowMillis))
-              const issued = yield* tokens.issue(decision.clientId, decision.address)
+              const issued = yield* tokens.issue(decision.clientId, decision.address, jkt)
               return { answer: { status: 200, headers: NO_STORE, body: tokenAnswer(issued) }, result: "issued" as const }
             }
           }

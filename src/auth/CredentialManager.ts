@@ -7,7 +7,8 @@ import { Context, Effect, Layer, Redacted } from "effect"
 import type { AdminActorShape } from "../domain/AdminActor.js"
 import type { CredentialLimitExceeded, NotFound, StorageUnavailable } from "../domain/Errors.js"
 import type { ClientId, ProfileId } from "../domain/Identifiers.js"
-import type { CredentialChange, NewCredential, SaveProfileResult } from "../domain/Models.js"
+import { keyVerifier, type PublicJwk, publicKeyInfo } from "../domain/KeyCredential.js"
+import type { CredentialChange, NewCredential, NewKeyCredential, SaveProfileResult } from "../domain/Models.js"
 import { currentDate } from "../domain/Time.js"
 import { CredentialRepo, type StoredChange } from "../storage/CredentialRepo.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
@@ -17,6 +18,12 @@ type Failure = NotFound | CredentialLimitExceeded | StorageUnavailable
 
 export interface CredentialManagerShape {
   readonly addCredential: (address: ServiceAddress, actor: AdminActorShape) => Effect.Effect<NewCredential, Failure>
+  /** A key credential (private_key_jwt): no secret, its checked public key stored instead. */
+  readonly addKeyCredential: (
+    address: ServiceAddress,
+    publicKey: PublicJwk,
+    actor: AdminActorShape
+  ) => Effect.Effect<NewKeyCredential, Failure>
   readonly removeCredential: (
     address: ServiceAddress,
     clientId: ClientId,
@@ -58,6 +65,18 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
               continue
             }
             const generated = yield* secrets.generate
+            if (change.public_key !== undefined) {
+              const verifier = keyVerifier(change.public_key)
+              changes.push({ ...change, client_id: generated.clientId, secret_hash: verifier })
+              created.push({
+                environment: change.environment,
+                service_uuid: change.service_uuid,
+                client_id: generated.clientId,
+                created_at: now,
+                public_key: publicKeyInfo(verifier)!
+              })
+              continue
+            }
             changes.push({ ...change, client_id: generated.clientId, secret_hash: generated.secretHash })
             created.push({
               environment: change.environment,
@@ -83,8 +102,22 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
             ),
             ({ created: [credential] }) => ({
               client_id: credential!.client_id,
-              client_secret: credential!.client_secret,
+              client_secret: (credential as { readonly client_secret: string }).client_secret,
               created_at: credential!.created_at
+            })
+          ),
+        addKeyCredential: (address, publicKey, actor) =>
+          Effect.map(
+            apply(
+              address.profile,
+              [{ op: "add_credential", environment: address.environment, service_uuid: address.uuid, public_key: publicKey }],
+              actor,
+              false
+            ),
+            ({ created: [credential] }) => ({
+              client_id: credential!.client_id,
+              created_at: credential!.created_at,
+              public_key: (credential as NewKeyCredential).public_key
             })
           ),
         removeCredential: (address, clientId, actor) =>

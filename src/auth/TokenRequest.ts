@@ -6,12 +6,22 @@ import { Either, Option, Redacted } from "effect"
 import { TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import { InvalidRequest } from "../domain/Errors.js"
 import { decodeBasicCredentials, parseAuthorization } from "./AuthorizationHeader.js"
+import { assertedClientId, JWT_BEARER_ASSERTION } from "./ClientAssertion.js"
 import type { IssuedToken } from "./TokenService.js"
 
 /** Every answer of the token endpoint, success or failure, carries these (RFC 6749 §5.1). */
 export const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" } as const
 
-const FIELDS = ["grant_type", "client_id", "client_secret", "profile", "environment", "service_uuid"] as const
+const FIELDS = [
+  "grant_type",
+  "client_id",
+  "client_secret",
+  "profile",
+  "environment",
+  "service_uuid",
+  "client_assertion_type",
+  "client_assertion"
+] as const
 type Field = typeof FIELDS[number]
 export type TokenFields = Partial<Record<Field, string>> & {
   /** Every non-empty `resource` sent (RFC 8707); absent when none was. */
@@ -50,7 +60,8 @@ export const formFields = (text: string): Either.Either<TokenFields, InvalidRequ
 /** The 200 answer's body (RFC 6749 §5.1). */
 export const tokenAnswer = (issued: IssuedToken) => ({
   access_token: issued.accessToken,
-  token_type: "Bearer",
+  // A token bound to a DPoP key (RFC 9449 §5) is a DPoP token.
+  token_type: issued.claims.cnf === undefined ? "Bearer" : "DPoP",
   expires_in: TOKEN_LIFETIME_SECONDS,
   scope: issued.claims.scope
 })
@@ -64,14 +75,48 @@ export interface ClientCredentials {
   readonly clientId: string
   readonly clientSecret: Option.Option<Redacted.Redacted<string>>
   readonly basic: boolean
+  /** A client assertion (`private_key_jwt`, `ClientAssertion`), when the client sent one instead of a secret. */
+  readonly assertion?: ClientAssertionFields
+}
+
+export interface ClientAssertionFields {
+  readonly assertion: Redacted.Redacted<string>
+  /** Whether `client_assertion_type` is the JWT bearer type; any other type fails authentication. */
+  readonly jwtBearer: boolean
+}
+
+const TWO_METHODS = "Use exactly one client authentication method"
+
+/**
+ * `private_key_jwt` (RFC 7523 §2.2): `client_assertion_type` and `client_assertion` in place of a
+ * secret; `client_id` optional (when sent, the assertion must be its own). Sent with a secret or
+ * Basic: two methods, refused.
+ */
+const assertionCredentials = (
+  isBasic: boolean,
+  fields: TokenFields
+): Either.Either<ClientCredentials | undefined, InvalidRequest> => {
+  if (isBasic || fields.client_secret !== undefined) return Either.left(new InvalidRequest({ description: TWO_METHODS }))
+  const { client_assertion, client_assertion_type } = fields
+  if (client_assertion === undefined || client_assertion_type === undefined) return Either.right(undefined)
+  return Either.right({
+    // Which credential's key verifies it; unknown when the assertion is not a JWT (row 5 then fails).
+    clientId: fields.client_id ?? assertedClientId(client_assertion) ?? "",
+    clientSecret: Option.none(),
+    basic: false,
+    assertion: { assertion: Redacted.make(client_assertion), jwtBearer: client_assertion_type === JWT_BEARER_ASSERTION }
+  })
 }
 
 export const clientCredentials = (
   authorization: string | undefined,
-  fields: Pick<TokenFields, "client_id" | "client_secret">
+  fields: Pick<TokenFields, "client_id" | "client_secret" | "client_assertion" | "client_assertion_type">
 ): Either.Either<ClientCredentials | undefined, InvalidRequest> => {
   const credentials = authorization === undefined ? undefined : parseAuthorization(authorization)
   const isBasic = credentials?.scheme === "basic" || /^\s*basic(\s|$)/i.test(authorization ?? "")
+  if (fields.client_assertion !== undefined || fields.client_assertion_type !== undefined) {
+    return assertionCredentials(isBasic, fields)
+  }
   if (!isBasic) {
     return Either.right(
       fields.client_id === undefined || fields.client_secret === undefined
@@ -80,7 +125,7 @@ export const clientCredentials = (
     )
   }
   if (fields.client_secret !== undefined) {
-    return Either.left(new InvalidRequest({ description: "Use exactly one client authentication method" }))
+    return Either.left(new InvalidRequest({ description: TWO_METHODS }))
   }
   const decoded = credentials === undefined ? Either.left("malformed") : decodeBasicCredentials(credentials.value)
   if (Either.isLeft(decoded)) return Either.right({ clientId: "", clientSecret: Option.none(), basic: true })

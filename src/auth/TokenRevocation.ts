@@ -1,6 +1,7 @@
 /**
  * `POST /oauth/revoke` (RFC 7009): a client revokes one of its own access tokens. The client
- * authenticates as at the token endpoint (`client_secret_post` or `client_secret_basic`, never both;
+ * authenticates as at the token endpoint (`client_secret_post`, `client_secret_basic` or, for a key
+ * credential, `private_key_jwt`; never two at once;
  * a failure is the token endpoint's `401 invalid_client` and counts toward the same throttle); the
  * answer is then `200` with an empty body whatever the token was (valid, unknown, expired, already
  * revoked, or another client's, which is left alone), so the endpoint tells nobody anything about a
@@ -14,9 +15,11 @@ import { Context, Effect, Either, Layer, Option } from "effect"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import { INVALID_REQUEST_DESCRIPTION, InvalidClient, InvalidRequest, TooManyAttempts } from "../domain/Errors.js"
 import { isClientId } from "../domain/Identifiers.js"
+import { isKeyVerifier } from "../domain/KeyCredential.js"
 import { serviceAddress } from "../domain/ServiceAddress.js"
 import { CredentialRepo } from "../storage/CredentialRepo.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
+import { ClientAssertions } from "./ClientAssertion.js"
 import { ClientSecrets } from "./ClientSecrets.js"
 import { clientCredentials, formFieldsOf, NO_STORE } from "./TokenRequest.js"
 import { TokenService } from "./TokenService.js"
@@ -30,7 +33,9 @@ export interface FormInput {
   readonly nowMillis: number
 }
 
-const revocationFields = formFieldsOf(["token", "token_type_hint", "client_id", "client_secret"] as const)
+const REVOCATION_FIELDS = ["token", "token_type_hint", "client_id", "client_secret", "client_assertion", "client_assertion_type"] as const
+type RevocationField = typeof REVOCATION_FIELDS[number]
+const revocationFields = formFieldsOf(REVOCATION_FIELDS)
 
 /** The answer to every authenticated revocation: no body, nothing said about the token. */
 export const REVOKED: Answer = { status: 200, headers: NO_STORE, body: undefined }
@@ -54,22 +59,28 @@ export class TokenRevocation extends Context.Tag("service-auth/TokenRevocation")
       const secrets = yield* ClientSecrets
       const tokens = yield* TokenService
       const limiter = yield* AuthFailureLimiter
+      const assertions = yield* ClientAssertions
 
       const revoke = Effect.fn("TokenRevocation.revoke", { captureStackTrace: false })(function*(input: FormInput) {
         // Only a form body carries fields; JSON or anything else yields none, as at the token endpoint.
         const parsed = input.form === undefined ? Either.right({}) : revocationFields(new URLSearchParams(input.form))
         if (Either.isLeft(parsed)) return refusal(parsed.left)
-        const fields: Partial<Record<"token" | "client_id" | "client_secret", string>> = parsed.right
+        const fields: Partial<Record<RevocationField, string>> = parsed.right
         const client = clientCredentials(input.authorization, fields)
         if (Either.isLeft(client)) return refusal(client.left)
         if (fields.token === undefined || client.right === undefined) return missing
-        const { basic, clientId, clientSecret } = client.right
+        const { assertion, basic, clientId, clientSecret } = client.right
 
         const blocked = limiter.blockedAt(clientId, input.remoteAddress, input.nowMillis)
         if (Option.isSome(blocked)) return refusal(new TooManyAttempts({ retryAfterSeconds: blocked.value }))
         // Always compare, so an unknown client id costs what a wrong secret costs.
         const credential = isClientId(clientId) ? Option.getOrUndefined(yield* repo.findClientCredential(clientId)) : undefined
-        if (!(Option.isSome(clientSecret) && secrets.matches(clientSecret.value, credential?.secretHash)) || !isClientId(clientId)) {
+        // A secret never matches a key credential's verifier; an assertion is checked only against one.
+        const authenticated = assertion === undefined
+          ? Option.isSome(clientSecret) && secrets.matches(clientSecret.value, credential?.secretHash)
+          : credential !== undefined && assertion.jwtBearer && isKeyVerifier(credential.secretHash) &&
+            (yield* assertions.verify(assertion.assertion, clientId, credential.secretHash, input.nowMillis))
+        if (!authenticated || !isClientId(clientId)) {
           yield* limiter.recordFailure(clientId, input.remoteAddress)
           return refusal(new InvalidClient({ basic }))
         }

@@ -40,7 +40,9 @@ const VerifiedClaims = Schema.Struct({
   sub: ClientId,
   client_id: ClientId,
   jti: Schema.String,
-  nbf: Schema.optionalWith(Schema.Int, { exact: true })
+  nbf: Schema.optionalWith(Schema.Int, { exact: true }),
+  /** A DPoP-bound token's key (RFC 9449 §6.1): the proof key's thumbprint. */
+  cnf: Schema.optionalWith(Schema.Struct({ jkt: Schema.String }), { exact: true })
 })
 export type AccessTokenClaims = typeof VerifiedClaims.Type
 const decodeClaims = Schema.decodeUnknownOption(VerifiedClaims)
@@ -51,10 +53,11 @@ export interface IssuedToken {
 }
 
 export interface TokenServiceShape {
-  readonly issue: (clientId: ClientId, address: ServiceAddress) => Effect.Effect<IssuedToken>
+  /** A token for `clientId` to call `address`; bound to the DPoP key of thumbprint `jkt` when given. */
+  readonly issue: (clientId: ClientId, address: ServiceAddress, jkt?: string) => Effect.Effect<IssuedToken>
   readonly verify: (token: string) => Effect.Effect<AccessTokenClaims, InvalidToken | InsufficientScope>
   /** The one implementation of `issue`: at a given time (ms since the epoch), as a promise. */
-  readonly issueAt: (clientId: ClientId, address: ServiceAddress, nowMillis: number) => Promise<IssuedToken>
+  readonly issueAt: (clientId: ClientId, address: ServiceAddress, nowMillis: number, jkt?: string) => Promise<IssuedToken>
   /**
    * Whether verified claims are for the service at `address`: `data` names it, and `aud` is its
    * service-call URL (under this issuer; when ISSUER is not set, instances name themselves by their
@@ -131,7 +134,7 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
           ? claims.aud === `${config.issuer}${servicePath(address)}`
           : claims.aud.endsWith(servicePath(address)))
 
-      const issueAt = async (clientId: ClientId, address: ServiceAddress, nowMillis: number): Promise<IssuedToken> => {
+      const issueAt = async (clientId: ClientId, address: ServiceAddress, nowMillis: number, jkt?: string): Promise<IssuedToken> => {
         const iat = Math.floor(nowMillis / 1000)
         const claims: AccessTokenClaims = {
           data: { service_uuid: address.uuid, profile: address.profile, environment: address.environment },
@@ -144,15 +147,16 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
           aud: `${config.issuer}${servicePath(address)}`,
           sub: clientId,
           client_id: clientId,
-          jti: randomUUID()
+          jti: randomUUID(),
+          ...(jkt === undefined ? {} : { cnf: { jkt } })
         }
         return { accessToken: await sign(claims, nowMillis), claims }
       }
 
       const issue = Effect.fn("TokenService.issue", { captureStackTrace: false })(
-        function*(clientId: ClientId, address: ServiceAddress) {
+        function*(clientId: ClientId, address: ServiceAddress, jkt?: string) {
           const now = yield* Clock.currentTimeMillis
-          return yield* signing(Effect.promise(() => issueAt(clientId, address, now)))
+          return yield* signing(Effect.promise(() => issueAt(clientId, address, now, jkt)))
         }
       )
 

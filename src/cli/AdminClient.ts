@@ -29,6 +29,7 @@ import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domai
 import {
   type EnvironmentDocument,
   type NewCredential,
+  type NewKeyCredential,
   type ProfileDocument,
   type ServiceDocument,
   ServiceInput
@@ -103,6 +104,8 @@ export interface AdminClientShape {
   readonly deleteService: (address: ServiceAddress) => Effect.Effect<void, AdminCallError>
   readonly listCredentials: (address: ServiceAddress) => Effect.Effect<typeof CredentialList.Type, AdminCallError>
   readonly addCredential: (address: ServiceAddress) => Effect.Effect<NewCredential, AdminCallError>
+  /** A key credential (private_key_jwt): `publicKey` a JWK object or a PEM public key. */
+  readonly addKeyCredential: (address: ServiceAddress, publicKey: unknown) => Effect.Effect<NewKeyCredential, AdminCallError>
   readonly removeCredential: (address: ServiceAddress, clientId: ClientId) => Effect.Effect<void, AdminCallError>
   readonly listAuditEvents: (query: {
     readonly profile: Option.Option<ProfileId>
@@ -363,7 +366,14 @@ const makeAdminClient = (
       return yield* call((api) => api.services.listCredentials({ path }))
     }),
     addCredential: Effect.fn("AdminClient.addCredential")(function*(path: ServiceAddress) {
-      return yield* call((api) => api.services.createCredential({ path, payload: {} }))
+      const created = yield* call((api) => api.services.createCredential({ path, payload: {} }))
+      // A payload of {} always creates a secret credential.
+      return "client_secret" in created ? created : yield* Effect.dieMessage("a secret credential was answered without its secret")
+    }),
+    addKeyCredential: Effect.fn("AdminClient.addKeyCredential")(function*(path: ServiceAddress, publicKey: unknown) {
+      const payload = { public_key: publicKey as Record<string, unknown> | string }
+      const created = yield* call((api) => api.services.createCredential({ path, payload }))
+      return "public_key" in created ? created : yield* Effect.dieMessage("a key credential was answered with a secret")
     }),
     removeCredential: Effect.fn("AdminClient.removeCredential")(function*(address: ServiceAddress, clientId: ClientId) {
       yield* call((api) => api.services.deleteCredential({ path: { ...address, client_id: clientId } }))

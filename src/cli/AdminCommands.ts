@@ -10,7 +10,7 @@ import { Data, Effect, Option, Schema } from "effect"
 import { CredentialList, ProfileList } from "../api/AdminApi.js"
 import { AUDIT_PAGE_MAX, AuditEventPage } from "../domain/AuditEvents.js"
 import { type ClientId, type EnvironmentName, ProfileId, type ServiceUuid } from "../domain/Identifiers.js"
-import { EnvironmentDocument, NewCredential, ProfileDocument, ServiceDocument } from "../domain/Models.js"
+import { EnvironmentDocument, NewCredential, NewKeyCredential, ProfileDocument, ServiceDocument } from "../domain/Models.js"
 import { AdminClient } from "./AdminClient.js"
 import { commandGroup } from "./CommandGroup.js"
 import {
@@ -33,6 +33,7 @@ import {
   SECRET_SHOWN_ONCE,
   table
 } from "./Output.js"
+import { newKeyCredentialText, readPublicKeyFile } from "./PublicKeyFile.js"
 import { rotateCommand } from "./Rotation.js"
 import { tokens } from "./TokenCommands.js"
 
@@ -325,11 +326,23 @@ const credentialsList = Command.make(
 
 const credentialsAdd = Command.make(
   "add",
-  { ...serviceArgs, ...connection },
-  ({ environment, json, profile, url, uuid }) =>
+  {
+    ...serviceArgs,
+    publicKey: Options.file("public-key", { exists: "yes" }).pipe(
+      Options.optional,
+      Options.withDescription("A key credential (private_key_jwt): the client's public key, a JWK or PEM file. No secret.")
+    ),
+    ...connection
+  },
+  ({ environment, json, profile, publicKey, url, uuid }) =>
     runAdmin(
       url,
       Effect.gen(function*() {
+        if (Option.isSome(publicKey)) {
+          const key = yield* readPublicKeyFile(publicKey.value)
+          const created = yield* (yield* AdminClient).addKeyCredential({ profile, environment, uuid }, key)
+          return yield* printResult(json, { json: Schema.encodeSync(NewKeyCredential)(created), text: newKeyCredentialText(created) })
+        }
         const credential = yield* (yield* AdminClient).addCredential({ profile, environment, uuid })
         yield* printResult(json, {
           json: Schema.encodeSync(NewCredential)(credential),
@@ -340,7 +353,8 @@ const credentialsAdd = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "Generate a credential (a service holds at most two) and print its client secret, once. Sets the service's auth_type to oauth."
+    "Generate a credential (a service holds at most two) and print its client secret, once; with --public-key, a key " +
+      "credential (private_key_jwt) instead, without a secret. Sets the service's auth_type to oauth."
   )
 )
 

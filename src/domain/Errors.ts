@@ -223,6 +223,17 @@ export const AdminTooManyAttemptsWire = wireError(AdminTooManyAttempts, {
   make: () => new AdminTooManyAttempts({ retryAfterSeconds: 60 })
 })
 
+/** 400 `invalid_dpop_proof` (RFC 9449 §5): the token request's DPoP proof is invalid. */
+export class InvalidDpopProof extends Schema.TaggedError<InvalidDpopProof>()("InvalidDpopProof", { description: Schema.String }) {}
+export const InvalidDpopProofWire = wireError(InvalidDpopProof, {
+  code: "invalid_dpop_proof",
+  status: 400,
+  identifier: "InvalidDpopProofError",
+  summary: "The DPoP header does not hold a valid proof (RFC 9449 §4.3) for this request.",
+  describe: (e) => e.description,
+  make: (description) => new InvalidDpopProof({ description })
+})
+
 /** Every error's wire schema, by tag: how handlers that write their own answers encode it. */
 export const WIRE_ERRORS = {
   InvalidRequest: InvalidRequestWire,
@@ -240,7 +251,8 @@ export const WIRE_ERRORS = {
   InsufficientScope: InsufficientScopeWire,
   BadGateway: BadGatewayWire,
   TooManyAttempts: TooManyAttemptsWire,
-  AdminTooManyAttempts: AdminTooManyAttemptsWire
+  AdminTooManyAttempts: AdminTooManyAttemptsWire,
+  InvalidDpopProof: InvalidDpopProofWire
 } as const
 
 export type ServiceError = Schema.Schema.Type<(typeof WIRE_ERRORS)[keyof typeof WIRE_ERRORS]>

@@ -6,6 +6,7 @@
 import { Schema } from "effect"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "./Identifiers.js"
 import { SERVICE_NAME_MAX_LENGTH, UPSTREAM_URL_MAX_LENGTH } from "./Limits.js"
+import { type PublicJwk, PublicKeyInfo, publicKeyInfo } from "./KeyCredential.js"
 import { StorableText } from "./Text.js"
 
 /** A point in time: a `Date` inside the program, an RFC 3339 date-time on the wire. */
@@ -166,9 +167,18 @@ export const CredentialInfo = Schema.Struct({
     description: "The last time the credential was used: a successful token request, or a service call made with a token it " +
       "issued. Recorded at most once a minute, so up to a minute behind the latest use; never moves backwards; null when " +
       "never used. A client may cache its token for the whole hour: only a credential still for an hour and a minute has no live token left."
+  }),
+  public_key: Schema.optional(PublicKeyInfo).annotations({
+    description: "Only for a key credential (private_key_jwt): its public key's type, kid and thumbprint."
   })
 }).annotations({ identifier: "Credential" })
 export type CredentialInfo = typeof CredentialInfo.Type
+
+/** A credential as listed: with its `public_key` when its verifier is a key (`KeyCredential`). */
+export const withPublicKey = (info: CredentialInfo, verifier: string): CredentialInfo => {
+  const publicKey = publicKeyInfo(verifier)
+  return publicKey === undefined ? info : { ...info, public_key: publicKey }
+}
 
 export const ServiceDocument = Schema.Struct({
   uuid: ServiceUuid,
@@ -238,6 +248,38 @@ export const NewCredential = Schema.Struct({
 }).annotations({ identifier: "NewCredential" })
 export type NewCredential = typeof NewCredential.Type
 
+/** A key credential as answered at creation: no secret, its public key's type, kid and thumbprint. */
+export const NewKeyCredential = Schema.Struct({
+  client_id: ClientId,
+  created_at: Timestamp,
+  public_key: PublicKeyInfo
+}).annotations({ identifier: "NewKeyCredential" })
+export type NewKeyCredential = typeof NewKeyCredential.Type
+
+/**
+ * A public key as sent: a JWK, or a PEM public key (SPKI); checked by `parsePublicJwk` (RSA >= 2048
+ * bits, EC P-256, Ed25519; public members only).
+ */
+export const PublicJwkInput = Schema.Union(
+  Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
+    identifier: "PublicJwk",
+    description: "A public JWK (RFC 7517): RSA of at least 2048 bits, EC P-256 or Ed25519; public members only.",
+    jsonSchema: {
+      type: "object",
+      required: ["kty"],
+      properties: { kty: { type: "string", enum: ["RSA", "EC", "OKP"] }, kid: { type: "string" } },
+      description: "A public JWK (RFC 7517): RSA of at least 2048 bits, EC P-256 or Ed25519; public members only."
+    }
+  }),
+  Schema.String.annotations({ description: "A PEM public key (-----BEGIN PUBLIC KEY-----)." })
+)
+
+/** What an operator sends to create a key credential. */
+export const KeyCredentialInput = Schema.Struct({ public_key: PublicJwkInput }).annotations({
+  identifier: "KeyCredentialInput",
+  parseOptions: { onExcessProperty: "error" }
+})
+
 /**
  * A change of a profile's credentials: one shape from the profile editor to storage. On the wire
  * (`ProfileChange`, in a `save`) its fields are plain strings, checked by the handler into
@@ -247,7 +289,10 @@ export type NewCredential = typeof NewCredential.Type
 export const AddCredentialChange = Schema.Struct({
   op: Schema.Literal("add_credential"),
   environment: Schema.String,
-  service_uuid: Schema.String
+  service_uuid: Schema.String,
+  public_key: Schema.optional(PublicJwkInput).annotations({
+    description: "For a key credential (private_key_jwt): its public JWK. Without it, a secret is generated."
+  })
 })
 export const RemoveCredentialChange = Schema.Struct({
   op: Schema.Literal("remove_credential"),
@@ -261,7 +306,13 @@ export const ProfileChange = Schema.Union(AddCredentialChange, RemoveCredentialC
 export type ProfileChange = typeof ProfileChange.Type
 
 export type CredentialChange =
-  | { readonly op: "add_credential"; readonly environment: EnvironmentName; readonly service_uuid: ServiceUuid }
+  | {
+    readonly op: "add_credential"
+    readonly environment: EnvironmentName
+    readonly service_uuid: ServiceUuid
+    /** A key credential's checked public key (`parsePublicJwk`); absent for a secret credential. */
+    readonly public_key?: PublicJwk
+  }
   | {
     readonly op: "remove_credential"
     readonly environment: EnvironmentName
@@ -270,7 +321,10 @@ export type CredentialChange =
   }
 export type CredentialAddition = Extract<CredentialChange, { readonly op: "add_credential" }>
 export type CredentialRemoval = Extract<CredentialChange, { readonly op: "remove_credential" }>
-/** An addition with its generated credential: what storage writes (never the secret, only its digest). */
+/**
+ * An addition with its generated credential: what storage writes (never the secret, only its digest;
+ * for a key credential, its public key: `keyVerifier`).
+ */
 export type GeneratedAddition = CredentialAddition & { readonly client_id: ClientId; readonly secret_hash: string }
 
 export const SaveProfileRequest = Schema.Struct({
@@ -278,13 +332,22 @@ export const SaveProfileRequest = Schema.Struct({
 }).annotations({ identifier: "SaveProfileRequest", parseOptions: { onExcessProperty: "error" } })
 export type SaveProfileRequest = typeof SaveProfileRequest.Type
 
-export const CreatedCredential = Schema.Struct({
-  environment: EnvironmentName,
-  service_uuid: ServiceUuid,
-  client_id: ClientId,
-  client_secret: ClientSecretText,
-  created_at: Timestamp
-}).annotations({ identifier: "CreatedCredential" })
+export const CreatedCredential = Schema.Union(
+  Schema.Struct({
+    environment: EnvironmentName,
+    service_uuid: ServiceUuid,
+    client_id: ClientId,
+    client_secret: ClientSecretText,
+    created_at: Timestamp
+  }),
+  Schema.Struct({
+    environment: EnvironmentName,
+    service_uuid: ServiceUuid,
+    client_id: ClientId,
+    created_at: Timestamp,
+    public_key: PublicKeyInfo
+  })
+).annotations({ identifier: "CreatedCredential" })
 
 export const RemovedCredential = Schema.Struct({
   environment: EnvironmentName,

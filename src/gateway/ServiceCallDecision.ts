@@ -23,6 +23,10 @@ import { describeDefect } from "../observability/Defects.js"
 import { CredentialRepo, type ServiceRoute } from "../storage/CredentialRepo.js"
 import { type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled } from "../observability/Tracing.js"
+import { AppConfig } from "../config/AppConfig.js"
+import { verifyProof } from "../auth/DPoPProof.js"
+import { SeenJtis } from "../storage/SeenJtis.js"
+import { asDpopRefusal, boundTokenAsBearer, dpopRefusal, proofMissing, unboundTokenAsDpop, wrongProofKey } from "./DPoPBinding.js"
 import { type JsonObject, ServiceHandlers, traceparentOf, upstreamAttributes } from "./ServiceHandlers.js"
 import { whenAborted } from "./Upstream.js"
 import { type ProxyHandler, UpstreamGateway } from "./UpstreamGateway.js"
@@ -48,12 +52,15 @@ const revoked = errorAnswer(new InvalidToken({ description: "The access token ha
 type Presented =
   | { readonly _tag: "None" }
   | { readonly _tag: "Malformed" }
-  | { readonly _tag: "Bearer"; readonly token: string }
+  | { readonly _tag: "Bearer"; readonly token: string; readonly dpop: boolean }
 
 const presentedCredentials = (header: string | undefined): Presented => {
   if (header === undefined) return { _tag: "None" }
   const credentials = parseAuthorization(header)
-  return credentials?.scheme === "bearer" ? { _tag: "Bearer", token: credentials.value } : { _tag: "Malformed" }
+  // A token presented as `DPoP` (RFC 9449 §7.1) is verified as a Bearer one is, then its proof.
+  return credentials?.scheme === "bearer" || credentials?.scheme === "dpop"
+    ? { _tag: "Bearer", token: credentials.value, dpop: credentials.scheme === "dpop" }
+    : { _tag: "Malformed" }
 }
 
 export interface ServiceCallInput {
@@ -62,6 +69,8 @@ export interface ServiceCallInput {
   readonly uuid: string
   readonly authorization: string | undefined
   readonly nowMillis: number
+  /** The `DPoP` header (RFC 9449 §4.1), when sent. */
+  readonly dpop?: string | undefined
 }
 
 /** What the decision needs besides the request: all synchronous, all in memory. */
@@ -81,6 +90,15 @@ export type ServiceCallDecision =
   | { readonly _tag: "NeedsKey"; readonly token: string }
   /** The catalogue cache does not hold the route: read it (`findServiceRoute`), then decide again. */
   | { readonly _tag: "NeedsRoute"; readonly address: ServiceAddress; readonly clientId: Option.Option<ClientId> }
+  /** A DPoP-bound token: its proof to check (`DPoPProof`), then `call` (its use noted), or a 401. */
+  | {
+    readonly _tag: "Prove"
+    readonly call: ServiceCallAllowed
+    readonly caller: ClientId
+    readonly token: string
+    readonly jkt: string
+    readonly proof: string
+  }
   /** Let through: read the body, then call the service's handler. */
   | {
     readonly _tag: "Call"
@@ -113,17 +131,27 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
   if (route.value.authType === "oauth") {
     if (presented._tag === "None") return answer(tokenRequired)
     if (presented._tag === "Malformed" || verified === undefined) return answer(malformedHeader)
+    // A token presented as DPoP is refused with the DPoP challenge (RFC 9449 §7.1).
+    const refuse = presented.dpop ? (refusal: Answer) => answer(asDpopRefusal(refusal)) : answer
     if (Either.isLeft(verified)) {
-      return answer(
+      return refuse(
         verified.left._tag === "InsufficientScope"
           ? errorAnswer(verified.left, challenge("insufficient_scope"))
           : errorAnswer(verified.left, challenge("invalid_token"))
       )
     }
-    if (!services.isForService(verified.right, address)) return answer(otherService)
-    if (!route.value.credentialLive) return answer(revoked)
+    if (!services.isForService(verified.right, address)) return refuse(otherService)
+    if (!route.value.credentialLive) return refuse(revoked)
     // Revoked by its client (RFC 7009): read with the route, an O(1) lookup when there are any.
-    if (route.value.revokedTokens?.has(verified.right.jti) === true) return answer(revoked)
+    if (route.value.revokedTokens?.has(verified.right.jti) === true) return refuse(revoked)
+    const jkt = verified.right.cnf?.jkt
+    if (jkt !== undefined || presented.dpop) {
+      if (jkt === undefined) return answer(unboundTokenAsDpop)
+      if (!presented.dpop) return answer(boundTokenAsBearer)
+      if (input.dpop === undefined) return answer(proofMissing)
+      const call = { _tag: "Call", address, route: route.value, caller: verified.right.client_id, clientId } as const
+      return { _tag: "Prove", call, caller: verified.right.client_id, token: presented.token, jkt, proof: input.dpop }
+    }
     caller = verified.right.client_id
     services.noteCall(verified.right.client_id, input.nowMillis)
   }
@@ -166,6 +194,8 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
       const handlers = yield* ServiceHandlers
       const upstreams = yield* UpstreamGateway
       const { noteCall } = yield* CallUse
+      const seen = yield* SeenJtis
+      const { issuer } = yield* AppConfig
       const traced = yield* tracerEnabled
       const peek = repo.peek
       const services: ServiceCallServices = {
@@ -192,6 +222,15 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
           }
           if (decision._tag === "NeedsKey" || decision._tag === "NeedsRoute") {
             return yield* Effect.dieMessage("the service-call decision needed storage twice")
+          }
+          if (decision._tag === "Prove") {
+            const { address } = decision.call
+            const url = `${issuer}/service/${address.profile}/${address.environment}/json/${address.uuid}`
+            const proof = yield* verifyProof(seen, decision.proof, { method: "POST", url, nowMillis: input.nowMillis, accessToken: decision.token })
+            if ("refused" in proof) return { _tag: "Answer" as const, answer: dpopRefusal("invalid_dpop_proof", proof.refused) }
+            if (proof.jkt !== decision.jkt) return { _tag: "Answer" as const, answer: wrongProofKey }
+            noteCall(decision.caller, input.nowMillis)
+            decision = decision.call
           }
           if (traced && decision._tag === "Call") {
             yield* Effect.annotateCurrentSpan(spanAttributes(decision.address, decision.clientId))

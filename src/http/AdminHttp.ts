@@ -13,12 +13,14 @@ import { AdminActor } from "../domain/AdminActor.js"
 import { type AdminAction, authorize, authorizeOn, reaches } from "../domain/AdminRoles.js"
 import { AUDIT_PAGE_DEFAULT } from "../domain/AuditEvents.js"
 import { InvalidRequest, NotFound } from "../domain/Errors.js"
+import { parsePublicJwk, pemToJwk } from "../domain/KeyCredential.js"
 import { ClientId, EnvironmentName, type ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import {
   type CredentialChange,
   defaultHandler,
   EnvironmentDocument,
   NewCredential,
+  NewKeyCredential,
   ProfileDocument,
   ServiceDocument,
   type ServiceInput
@@ -40,6 +42,12 @@ const checked = <A, I>(schema: Schema.Schema<A, I>) => {
 }
 const checkEnvironment = checked(EnvironmentName)
 const checkUuid = (raw: string) => checked(ServiceUuid)(raw.toLowerCase())
+/** A key credential's public key (a JWK, or a PEM public key); undefined when none was sent (a secret credential). */
+const checkPublicKey = (raw: unknown) =>
+  raw === undefined ? Effect.succeed(undefined) : Either.mapLeft(
+    typeof raw === "string" ? Either.flatMap(pemToJwk(raw), parsePublicJwk) : parsePublicJwk(raw),
+    (problem) => new InvalidRequest({ description: problem })
+  )
 
 /** A JSON answer encoded by its schema, with the status the handler chose (201 created or 200). */
 const documentResponse = <A, I>(schema: Schema.Schema<A, I>, value: A, status: number) =>
@@ -101,7 +109,13 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
             const environment = yield* Effect.mapError(checkEnvironment(change.environment), at)
             const serviceUuid = yield* Effect.mapError(checkUuid(change.service_uuid), at)
             if (change.op === "add_credential") {
-              staged.push({ op: change.op, environment, service_uuid: serviceUuid })
+              const publicKey = yield* Effect.mapError(checkPublicKey(change.public_key), at)
+              staged.push({
+                op: change.op,
+                environment,
+                service_uuid: serviceUuid,
+                ...(publicKey === undefined ? {} : { public_key: publicKey })
+              })
               continue
             }
             const clientId = yield* Effect.mapError(checked(ClientId)(change.client_id), at)
@@ -175,11 +189,14 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
         Effect.zipRight(permitOn("profile.read", path.profile, serviceNotFound), getService(path)).pipe(
           Effect.map((service) => ({ credentials: service.credentials }))
         ))
-      .handle("createCredential", ({ path }) =>
-        Effect.zipRight(permitOn("catalogue.change", path.profile), AdminActor).pipe(
-          Effect.flatMap((actor) => manager.addCredential(path, actor)),
-          Effect.flatMap((credential) => documentResponse(NewCredential, credential, 201))
-        ))
+      .handle("createCredential", ({ path, payload }) =>
+        Effect.gen(function*() {
+          const publicKey = yield* checkPublicKey("public_key" in payload ? payload.public_key : undefined)
+          const actor = yield* Effect.zipRight(permitOn("catalogue.change", path.profile), AdminActor)
+          return publicKey === undefined
+            ? yield* documentResponse(NewCredential, yield* manager.addCredential(path, actor), 201)
+            : yield* documentResponse(NewKeyCredential, yield* manager.addKeyCredential(path, publicKey, actor), 201)
+        }))
       .handle("deleteCredential", ({ path: { client_id, ...address } }) =>
         Effect.gen(function*() {
           if (!Schema.is(ClientId)(client_id)) {

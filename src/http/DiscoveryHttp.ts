@@ -5,6 +5,7 @@ import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
 import { KeyService } from "../auth/KeyService.js"
 import { SERVICE_CALL_SCOPE } from "../domain/AccessTokens.js"
+import { SIGNING_ALGORITHMS } from "../domain/KeyCredential.js"
 import { CredentialRepo } from "../storage/CredentialRepo.js"
 
 /** How clients authenticate, at the token and the revocation endpoints alike. */
@@ -28,7 +29,10 @@ export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
       token_endpoint: `${issuer}/oauth/token`,
       jwks_uri: `${issuer}/.well-known/jwks.json`,
       grant_types_supported: ["client_credentials"],
-      token_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
+      token_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS, "private_key_jwt"],
+      token_endpoint_auth_signing_alg_values_supported: SIGNING_ALGORITHMS,
+      dpop_signing_alg_values_supported: SIGNING_ALGORITHMS,
+      // Revocation authenticates with a client secret only (a key credential revokes by deletion).
       revocation_endpoint: `${issuer}/oauth/revoke`,
       revocation_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
       introspection_endpoint: `${issuer}/oauth/introspect`,

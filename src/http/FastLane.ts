@@ -23,6 +23,7 @@ import { Context, Effect, Either, Layer, Option, Runtime, type Tracer } from "ef
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { AppConfig } from "../config/AppConfig.js"
 import { ClientCredentialsGrant, decideToken, type TokenInput } from "../auth/ClientCredentialsGrant.js"
+import { dpopHeader } from "../auth/DPoPProof.js"
 import { NO_STORE, tokenAnswer } from "../auth/TokenRequest.js"
 import { TokenService } from "../auth/TokenService.js"
 import type { ClientId } from "../domain/Identifiers.js"
@@ -155,6 +156,7 @@ const make = Effect.gen(function*() {
     readBody(request, response, next, (text) => {
       const input: TokenInput = {
         authorization: request.headers["authorization"],
+        dpop: dpopHeader(request.headers["dpop"]),
         form: mediaTypeOf(request.headers["content-type"]) === "application/x-www-form-urlencoded" ? text : undefined,
         remoteAddress: clientAddress(request),
         nowMillis: clock.unsafeCurrentTimeMillis()
@@ -245,6 +247,7 @@ const make = Effect.gen(function*() {
       environment: path[2]!,
       uuid: path[3]!,
       authorization: request.headers["authorization"],
+      dpop: dpopHeader(request.headers["dpop"]),
       nowMillis: clock.unsafeCurrentTimeMillis()
     }
     const proceed = (verdict: ReturnType<typeof decideServiceCall>) => {

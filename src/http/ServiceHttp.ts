@@ -7,6 +7,7 @@ import { HttpApiBuilder, type HttpServerRequest } from "@effect/platform"
 import { Clock, Effect, Either } from "effect"
 import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
+import { dpopHeader } from "../auth/DPoPProof.js"
 import { jsonObject, ServiceCallGate } from "../gateway/ServiceCallDecision.js"
 import { toServerResponse } from "./Answer.js"
 import { errorAnswer } from "../domain/Answer.js"
@@ -26,6 +27,7 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
         const verdict = yield* gate.decide({
           ...path,
           authorization: request.headers["authorization"],
+          dpop: dpopHeader(request.headers["dpop"]),
           nowMillis: yield* Clock.currentTimeMillis
         })
         if (verdict._tag === "Answer") return toServerResponse(verdict.answer)

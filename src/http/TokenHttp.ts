@@ -12,6 +12,7 @@ import { Api } from "../api/Api.js"
 import { ClientCredentialsGrant } from "../auth/ClientCredentialsGrant.js"
 import { TokenIntrospection } from "../auth/TokenIntrospection.js"
 import { type FormInput, TokenRevocation } from "../auth/TokenRevocation.js"
+import { dpopHeader } from "../auth/DPoPProof.js"
 import { NO_STORE } from "../auth/TokenRequest.js"
 import { toServerResponse } from "./Answer.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
@@ -28,6 +29,7 @@ export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
     if (form !== undefined && form._tag === "Left") return toServerResponse(errorAnswer(form.left, NO_STORE))
     const { answer } = yield* grants.answer({
       authorization: request.headers["authorization"],
+      dpop: dpopHeader(request.headers["dpop"]),
       form: form?.right,
       remoteAddress: Option.getOrElse(request.remoteAddress, () => "unknown"),
       nowMillis: yield* Clock.currentTimeMillis

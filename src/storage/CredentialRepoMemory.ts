@@ -8,7 +8,7 @@ import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId } from "../domain/Identifiers.js"
 import { laterUse } from "../domain/LastUse.js"
-import { answeredHandler, type CredentialInfo, type ServiceDocument } from "../domain/Models.js"
+import { answeredHandler, type CredentialInfo, type ServiceDocument, withPublicKey } from "../domain/Models.js"
 import { AuditTrail, makeMemoryLog } from "./AuditTrail.js"
 import { credentialEvents, deletionEvents, type RemovedCredential, revocationEvent, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey, type ServiceSnapshot } from "./CredentialChanges.js"
@@ -91,11 +91,9 @@ export const makeWithAuditTrail = Effect.sync(() => {
     name: service.name,
     auth_type: service.auth_type,
     handler: answeredHandler(service.handler),
-    credentials: liveCredentialsOf(address).map((c): CredentialInfo => ({
-      client_id: c.clientId,
-      created_at: c.createdAt,
-      last_used_at: c.lastUsedAt
-    }))
+    credentials: liveCredentialsOf(address).map((c): CredentialInfo =>
+      withPublicKey({ client_id: c.clientId, created_at: c.createdAt, last_used_at: c.lastUsedAt }, c.secretHash)
+    )
   })
 
   const repo = CredentialRepo.of({

@@ -12,7 +12,7 @@ import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { laterUse } from "../domain/LastUse.js"
-import { answeredHandler, type CredentialInfo, type ServiceDocument } from "../domain/Models.js"
+import { answeredHandler, type CredentialInfo, type ServiceDocument, withPublicKey } from "../domain/Models.js"
 import { insertAuditEvents } from "./AuditTrail.js"
 import { credentialEvents, deletionEvents, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
@@ -33,11 +33,11 @@ export const CATALOGUE_CHANNEL = "service_auth_cache"
  */
 export const SCOPES_CHANNEL = "service_auth_cache_scopes"
 
-const toCredentialInfo = (row: CredentialRow): CredentialInfo => ({
+const toCredentialInfo = (row: CredentialRow): CredentialInfo => withPublicKey({
   client_id: row.client_id,
   created_at: row.created_at,
   last_used_at: row.last_used_at
-})
+}, row.secret_hash)
 
 /**
  * The first statement of every write to the catalogue (docs/cache-coherence.md): counts the change

@@ -22,6 +22,8 @@ export const CredentialRow = Schema.Struct({
   environment: EnvironmentName,
   service_uuid: ServiceUuid,
   client_id: ClientId,
+  /** The credential's verifier: a secret's digest, or a key credential's public key (`KeyCredential`). */
+  secret_hash: Schema.String,
   created_at: Schema.DateFromSelf,
   last_used_at: Schema.NullOr(Schema.DateFromSelf)
 })
@@ -144,7 +146,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Request: ProfileKey,
     Result: CredentialRow,
     execute: (profile) =>
-      sql`SELECT environment, service_uuid, client_id, created_at, last_used_at FROM credentials
+      sql`SELECT environment, service_uuid, client_id, secret_hash, created_at, last_used_at FROM credentials
           WHERE profile = ${profile} AND deleted_at IS NULL ORDER BY position`
   }),
   serviceRows: SqlSchema.findAll({
@@ -158,7 +160,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Request: AddressKey,
     Result: CredentialRow,
     execute: ({ environment, profile, uuid }) =>
-      sql`SELECT environment, service_uuid, client_id, created_at, last_used_at FROM credentials
+      sql`SELECT environment, service_uuid, client_id, secret_hash, created_at, last_used_at FROM credentials
           WHERE profile = ${profile} AND environment = ${environment} AND service_uuid = ${uuid} AND deleted_at IS NULL
           ORDER BY position`
   }),

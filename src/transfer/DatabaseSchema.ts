@@ -19,6 +19,7 @@ export const TRANSIENT_TABLES: Readonly<Record<string, string>> = {
   revoked_tokens: "access tokens revoked by their clients, kept an hour at most (until each token's exp): not carried, " +
     "so a move within the hour after a revocation should be made with the source stopped for that hour, or the " +
     "credential rotated",
+  seen_jtis: "ids of client assertions and DPoP proofs of the last minutes: each expires with its JWT, within 5 minutes",
   [MIGRATIONS_TABLE]: "the migrations applied: the target is migrated by the importing service-auth itself"
 }
 

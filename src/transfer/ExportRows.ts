@@ -3,6 +3,7 @@
  * material checked for its form and never repeated in a message. Every exported table is here; the
  * tables left out are declared in `DatabaseSchema.ts`.
  */
+import { verifierKey } from "../domain/KeyCredential.js"
 import { Schema } from "effect"
 import { AuditAction, AuditDetails } from "../domain/AuditEvents.js"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
@@ -22,8 +23,11 @@ export const StoredTimestamp = Schema.String.pipe(
 )
 
 /** An HMAC-SHA256 digest in hexadecimal (`ClientSecrets`). */
+/** A credential's verifier: a secret's HMAC-SHA256 digest, or a key credential's public key (`KeyCredential`). */
 const SecretDigest = Schema.String.pipe(
-  Schema.pattern(/^[0-9a-f]{64}$/, { message: () => "must be an HMAC-SHA256 digest (64 hexadecimal digits)" })
+  Schema.filter((value) => /^[0-9a-f]{64}$/.test(value) || verifierKey(value) !== undefined, {
+    message: () => "must be an HMAC-SHA256 digest (64 hexadecimal digits) or jwk: and a public JWK"
+  })
 )
 
 /** Key material: whatever is wrong with it, the message never repeats it. */

@@ -1,0 +1,130 @@
+/**
+ * Key credentials (issue 35): a credential whose client proves itself with a signature
+ * (`private_key_jwt`, RFC 7523) instead of a shared secret. An operator gives its public key as a
+ * JWK: RSA of at least 2048 bits, EC P-256 or Ed25519, public members only.
+ *
+ * A credential keeps one verifier in storage (`secret_hash`): for a secret, the HMAC digest of the
+ * secret (64 hexadecimal digits); for a key, `jwk:` followed by the public JWK as JSON (its required
+ * members and `kid`). The two never look alike: a secret checked against a key's verifier fails, as
+ * an assertion checked against a secret's does. Keeping both in one column lets the catalogue, its
+ * cache, export and import carry key credentials without a second path.
+ */
+import { createHash, createPublicKey } from "node:crypto"
+import { Either, Schema } from "effect"
+
+/** The algorithms a client's key may sign with, per key type: asymmetric only, never `none` or HMAC. */
+export const ALLOWED_ALGORITHMS: Readonly<Record<PublicJwk["kty"], ReadonlyArray<string>>> = {
+  RSA: ["RS256", "PS256"],
+  EC: ["ES256"],
+  OKP: ["EdDSA"]
+}
+
+/** Every algorithm accepted for client assertions and DPoP proofs (the metadata lists them). */
+export const SIGNING_ALGORITHMS: ReadonlyArray<string> = ["RS256", "PS256", "ES256", "EdDSA"]
+
+/** A public key as stored and verified: the members RFC 7638 requires, and its `kid`. */
+export type PublicJwk = KeyMembers & { readonly kid: string }
+
+/** The members RFC 7638 requires of each key type. */
+export type KeyMembers =
+  | { readonly kty: "RSA"; readonly n: string; readonly e: string }
+  | { readonly kty: "EC"; readonly crv: "P-256"; readonly x: string; readonly y: string }
+  | { readonly kty: "OKP"; readonly crv: "Ed25519"; readonly x: string }
+
+/** What the admin API shows of a key credential's key. */
+export const PublicKeyInfo = Schema.Struct({
+  kty: Schema.Literal("RSA", "EC", "OKP").annotations({ description: "The key type." }),
+  kid: Schema.String.annotations({ description: "The JWK's kid, or its thumbprint when it had none." }),
+  thumbprint: Schema.String.annotations({ description: "The key's RFC 7638 SHA-256 thumbprint, base64url." })
+}).annotations({ identifier: "PublicKeyInfo" })
+export type PublicKeyInfo = typeof PublicKeyInfo.Type
+
+/** Members of a private key (RFC 7518 §6.3.2, §6.2.2, RFC 8037) and of a symmetric one. */
+const PRIVATE_MEMBERS = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"] as const
+
+const BASE64URL = /^[A-Za-z0-9_-]+$/
+const KID = /^[\x21-\x7e]{1,128}$/
+
+const text = (value: unknown): value is string => typeof value === "string" && BASE64URL.test(value)
+
+/** The RFC 7638 thumbprint (SHA-256, base64url) of a public key. */
+export const jwkThumbprint = (jwk: KeyMembers): string => {
+  const required = jwk.kty === "RSA"
+    ? { e: jwk.e, kty: jwk.kty, n: jwk.n }
+    : jwk.kty === "EC"
+    ? { crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y }
+    : { crv: jwk.crv, kty: jwk.kty, x: jwk.x }
+  return createHash("sha256").update(JSON.stringify(required)).digest("base64url")
+}
+
+/**
+ * Checks what an operator sent as a public key. Left with a message that names what is wrong (never
+ * the key material itself).
+ */
+export const parsePublicJwk = (input: unknown): Either.Either<PublicJwk, string> => {
+  if (typeof input !== "object" || input === null || Array.isArray(input)) return Either.left("public_key must be a JWK object")
+  const jwk = input as Record<string, unknown>
+  if (PRIVATE_MEMBERS.some((member) => member in jwk)) {
+    return Either.left("public_key must hold public members only (no d, p, q, dp, dq, qi, oth or k)")
+  }
+  if (jwk.kid !== undefined && (typeof jwk.kid !== "string" || !KID.test(jwk.kid))) {
+    return Either.left("public_key.kid must be 1-128 visible ASCII characters")
+  }
+  if (jwk.use !== undefined && jwk.use !== "sig") return Either.left("public_key.use must be sig when present")
+  return Either.map(publicKeyOf(jwk), (key) => ({ ...key, kid: typeof jwk.kid === "string" ? jwk.kid : jwkThumbprint(key) }))
+}
+
+const publicKeyOf = (jwk: Record<string, unknown>): Either.Either<KeyMembers, string> => {
+  let key: KeyMembers
+  if (jwk.kty === "RSA" && text(jwk.n) && text(jwk.e)) key = { kty: "RSA", n: jwk.n, e: jwk.e }
+  else if (jwk.kty === "EC" && jwk.crv === "P-256" && text(jwk.x) && text(jwk.y)) key = { kty: "EC", crv: "P-256", x: jwk.x, y: jwk.y }
+  else if (jwk.kty === "OKP" && jwk.crv === "Ed25519" && text(jwk.x)) key = { kty: "OKP", crv: "Ed25519", x: jwk.x }
+  else return Either.left("public_key must be an RSA, EC P-256 or Ed25519 public JWK")
+  try {
+    const imported = createPublicKey({ key: key as never, format: "jwk" })
+    if (key.kty === "RSA" && (imported.asymmetricKeyDetails?.modulusLength ?? 0) < 2048) {
+      return Either.left("public_key must be an RSA key of at least 2048 bits")
+    }
+  } catch {
+    return Either.left("public_key is not a valid public key")
+  }
+  return Either.right(key)
+}
+
+/**
+ * A PEM public key (`-----BEGIN PUBLIC KEY-----`, SPKI) as a JWK: what the editor and the CLI accept
+ * besides a JWK. Left when it is not one.
+ */
+export const pemToJwk = (pem: string): Either.Either<Record<string, unknown>, string> => {
+  if (/PRIVATE KEY/.test(pem)) return Either.left("the PEM holds a private key: give the public key only")
+  try {
+    return Either.right(createPublicKey({ key: pem, format: "pem" }).export({ format: "jwk" }) as Record<string, unknown>)
+  } catch {
+    return Either.left("not a PEM public key")
+  }
+}
+
+const KEY_VERIFIER_PREFIX = "jwk:"
+
+/** The verifier stored for a key credential. */
+export const keyVerifier = (jwk: PublicJwk): string => `${KEY_VERIFIER_PREFIX}${JSON.stringify(jwk)}`
+
+/** Whether a stored verifier is a key's (not a secret's digest). */
+export const isKeyVerifier = (verifier: string): boolean => verifier.startsWith(KEY_VERIFIER_PREFIX)
+
+/** The key of a key credential's verifier; undefined for a secret's digest (or a verifier that is not a key). */
+export const verifierKey = (verifier: string): PublicJwk | undefined => {
+  if (!isKeyVerifier(verifier)) return undefined
+  try {
+    const parsed = parsePublicJwk(JSON.parse(verifier.slice(KEY_VERIFIER_PREFIX.length)))
+    return Either.getOrUndefined(parsed)
+  } catch {
+    return undefined
+  }
+}
+
+/** What the admin API shows of a credential's key; undefined for a secret credential. */
+export const publicKeyInfo = (verifier: string | null | undefined): PublicKeyInfo | undefined => {
+  const key = verifier == null ? undefined : verifierKey(verifier)
+  return key === undefined ? undefined : { kty: key.kty, kid: key.kid, thumbprint: jwkThumbprint(key) }
+}
