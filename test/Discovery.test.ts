@@ -108,7 +108,7 @@ describe("GET /.well-known/oauth-authorization-server (RFC 8414)", () => {
           dpop_signing_alg_values_supported: ["RS256", "PS256", "ES256", "EdDSA"],
           scopes_supported: ["service:call"],
           revocation_endpoint: `${ISSUER}/oauth/revoke`,
-          revocation_endpoint_auth_methods_supported: ["client_secret_post", "client_secret_basic"],
+          revocation_endpoint_auth_methods_supported: ["client_secret_post", "client_secret_basic", "private_key_jwt"],
           introspection_endpoint: `${ISSUER}/oauth/introspect`,
           introspection_endpoint_auth_methods_supported: ["bearer"]
         })

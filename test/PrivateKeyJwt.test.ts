@@ -8,7 +8,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Clock, Context, Effect, Layer, TestClock } from "effect"
 import * as oauth from "oauth4webapi"
 import { exportJWK, exportSPKI, importJWK } from "jose"
-import { decodeJwt, oauthError } from "./support/Http.js"
+import { decodeJwt, oauthError, request } from "./support/Http.js"
 import { admin, makeTestServer, serverPort, tokenRequest } from "../src/testing.js"
 import {
   addKeyCredential,
@@ -26,6 +26,7 @@ import {
 import { describeWithPostgres, embeddedStorage, postgresStorage } from "./support/Databases.js"
 
 const ISSUER = "http://issuer.test"
+const FORM = "application/x-www-form-urlencoded"
 const INVALID_CLIENT = oauthError("invalid_client", "Invalid client credentials")
 const TWO_METHODS = { error: "invalid_request", error_description: "Use exactly one client authentication method" }
 
@@ -146,6 +147,31 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
         // the same jti in a new assertion too
         const jti = decodeJwt(jwt).payload.jti
         expectRefused(yield* withAssertion(client, yield* signed(client, { jti })))
+      }))
+
+    it.effect("revokes its token at /oauth/revoke with an assertion; a replayed one or a secret is 401 there too", () =>
+      Effect.gen(function*() {
+        const client = yield* keyClient("EC")
+        const token = (yield* withAssertion(client, yield* signed(client))).body.access_token as string
+        const { profile, environment, uuid } = client.service
+        const call = () =>
+          request("POST", `/service/${profile}/${environment}/json/${uuid}`, {
+            body: "{}",
+            contentType: "application/json",
+            headers: { authorization: `Bearer ${token}` }
+          })
+        const revoke = (fields: Record<string, string>) =>
+          request("POST", "/oauth/revoke", { body: new URLSearchParams({ token, ...fields }).toString(), contentType: FORM })
+        expect((yield* call()).status).toBe(200)
+        const jwt = yield* signed(client)
+        const revoked = yield* revoke({ client_assertion_type: JWT_BEARER, client_assertion: jwt })
+        expect({ status: revoked.status, text: revoked.text }).toEqual({ status: 200, text: "" })
+        expect((yield* call()).body).toEqual(oauthError("invalid_token", "The access token has been revoked"))
+        // The same assertion again, and a secret for a key credential: the token endpoint's 401.
+        for (const fields of [{ client_assertion_type: JWT_BEARER, client_assertion: jwt }, { client_id: client.clientId, client_secret: "x".repeat(43) }]) {
+          const refused = yield* revoke(fields)
+          expect({ status: refused.status, body: refused.body }).toEqual({ status: 401, body: INVALID_CLIENT })
+        }
       }))
 
     it.effect("refuses an assertion for a secret credential", () =>

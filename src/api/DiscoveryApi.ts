@@ -25,7 +25,7 @@ export const AuthorizationServerMetadata = Schema.Struct({
   token_endpoint_auth_signing_alg_values_supported: Schema.optional(Schema.Array(Schema.String)),
   revocation_endpoint: Schema.String.annotations({ description: "POST /oauth/revoke (RFC 7009)." }),
   revocation_endpoint_auth_methods_supported: Schema.Array(Schema.String).annotations({
-    description: "As at the token endpoint: client_secret_post and client_secret_basic."
+    description: "As at the token endpoint: client_secret_post, client_secret_basic and private_key_jwt."
   }),
   introspection_endpoint: Schema.String.annotations({ description: "POST /oauth/introspect (RFC 7662)." }),
   introspection_endpoint_auth_methods_supported: Schema.Array(Schema.String).annotations({

@@ -9,7 +9,7 @@ import { SIGNING_ALGORITHMS } from "../domain/KeyCredential.js"
 import { CredentialRepo } from "../storage/CredentialRepo.js"
 
 /** How clients authenticate, at the token and the revocation endpoints alike. */
-const CLIENT_AUTH_METHODS = ["client_secret_post", "client_secret_basic"]
+const CLIENT_AUTH_METHODS = ["client_secret_post", "client_secret_basic", "private_key_jwt"]
 
 export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
   Effect.gen(function*() {
@@ -29,10 +29,10 @@ export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
       token_endpoint: `${issuer}/oauth/token`,
       jwks_uri: `${issuer}/.well-known/jwks.json`,
       grant_types_supported: ["client_credentials"],
-      token_endpoint_auth_methods_supported: [...CLIENT_AUTH_METHODS, "private_key_jwt"],
+      token_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
       token_endpoint_auth_signing_alg_values_supported: SIGNING_ALGORITHMS,
       dpop_signing_alg_values_supported: SIGNING_ALGORITHMS,
-      // Revocation authenticates with a client secret only (a key credential revokes by deletion).
+      // Revocation authenticates the client as the token endpoint does.
       revocation_endpoint: `${issuer}/oauth/revoke`,
       revocation_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
       introspection_endpoint: `${issuer}/oauth/introspect`,
