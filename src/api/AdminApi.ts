@@ -18,6 +18,7 @@ import { AdminActor } from "../domain/AdminActor.js"
 import { AUDIT_PAGE_DEFAULT, AUDIT_PAGE_MAX, AuditEventPage, decodeCursor, encodeCursor } from "../domain/AuditEvents.js"
 import {
   CredentialInfo,
+  CredentialInput,
   EmptyObject,
   EnvironmentDocument,
   NewCredential,
@@ -30,6 +31,7 @@ import {
   ServiceInput,
   SigningKeyInfo
 } from "../domain/Models.js"
+import { ProfileInput } from "../domain/Policies.js"
 import {
   AdminTooManyAttemptsWire,
   ConflictWire,
@@ -104,9 +106,13 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
   .add(
     HttpApiEndpoint.put("putProfile", "/admin/profiles/:profile")
       .annotate(OpenApi.Summary, "Create a profile")
-      .annotate(OpenApi.Description, "Creates the profile if it does not exist (201); answers it as it is otherwise (200). No body, or `{}`.")
+      .annotate(
+        OpenApi.Description,
+        "Creates the profile if it does not exist (201); answers it as it is otherwise (200). No body, `{}`, or " +
+          "`{\"credential_max_lifetime_days\": N}` (1-3650; null removes it) to set its credential policy."
+      )
       .setPath(ProfilePath)
-      .setPayload(EmptyObject)
+      .setPayload(ProfileInput)
       .addSuccess(ProfileDocument.annotations({ description: "The profile existed." }))
       .addSuccess(...created(ProfileDocument, "The profile was created."))
       .addError(InvalidRequestWire)
@@ -239,7 +245,7 @@ export class ServicesApi extends HttpApiGroup.make("services")
     )
       .annotate(OpenApi.Summary, "Generate a credential")
       .setPath(ServicePath)
-      .setPayload(EmptyObject)
+      .setPayload(CredentialInput)
       .addSuccess(NewCredential, { status: 201 })
       .addError(InvalidRequestWire)
       .addError(NotFoundWire)
@@ -247,7 +253,9 @@ export class ServicesApi extends HttpApiGroup.make("services")
       .annotate(
         OpenApi.Description,
         "Generates a credential; the answer is the only time its client_secret is shown. Sets the " +
-          "service's auth_type to oauth."
+          "service's auth_type to oauth. No body, `{}`, or `{\"expires_at\": \"<RFC 3339>\"}`: at expiry the " +
+          "credential and its tokens are refused as if it were deleted. Under the profile's " +
+          "credential_max_lifetime_days, a credential expires at most that many days ahead (absent: exactly)."
       )
   )
   .add(

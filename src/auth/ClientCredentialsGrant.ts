@@ -100,7 +100,11 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
   if (Option.isNone(target) || target.value.authType !== "oauth") return targetNotFound
 
   // Row 5. Always run the comparison, so an unknown client id costs what a wrong secret costs.
-  const credential = Option.getOrUndefined(target.value.credential)
+  // An expired credential is refused as a deleted one, on every instance at once: by the clock.
+  const found = Option.getOrUndefined(target.value.credential)
+  const credential = found !== undefined && (found.expiresAt == null || input.nowMillis < found.expiresAt.getTime())
+    ? found
+    : undefined
   const authenticated = Option.isSome(clientSecret) && services.matches(clientSecret.value, credential?.secretHash)
   if (!authenticated || credential === undefined) {
     return { _tag: "Refuse", clientId: client.right.clientId, answer: failureAnswer(new InvalidClient({ basic })) }

@@ -25,6 +25,8 @@ export const AUDIT_ACTIONS = [
   "service.deleted",
   "credential.added",
   "credential.removed",
+  /** A credential reached its `expires_at`: recorded once, by the server (actor `credential-expiry`, source `server`). */
+  "credential.expired",
   "key.rotated",
   /** An admin token stored (`POST /admin/tokens`); details `name`, `role`, `profiles`, never the token. */
   "admin_token.created",
@@ -47,7 +49,8 @@ export const AuditDetails = Schema.Record({
     "Facts about the change: `service.created`/`service.changed`: `name`, `auth_type`, `handler` (its type); " +
     "`profile.saved`: `added`, `removed` (counts); a `credential.removed` implied by a deletion: `cause` " +
     "(`profile.deleted`, `environment.deleted` or `service.deleted`); `admin_token.created`/`admin_token.revoked`: " +
-    "`name`, `role`, `profiles` (a list of profile names; absent for an admin token)."
+    "`name`, `role`, `profiles` (a list of profile names; absent for an admin token); `credential.expired`: " +
+    "`expires_at`."
 })
 export type AuditDetails = typeof AuditDetails.Type
 

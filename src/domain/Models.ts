@@ -6,6 +6,7 @@
 import { Schema } from "effect"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "./Identifiers.js"
 import { SERVICE_NAME_MAX_LENGTH, UPSTREAM_URL_MAX_LENGTH } from "./Limits.js"
+import { CredentialMaxLifetimeDays, RateLimit } from "./Policies.js"
 import { StorableText } from "./Text.js"
 
 /** A point in time: a `Date` inside the program, an RFC 3339 date-time on the wire. */
@@ -159,9 +160,16 @@ export const answeredHandler = (stored: StoredHandler): ServiceHandlerConfig => 
 
 export const defaultHandler: StoredHandler = { type: "echo" }
 
+/** When a credential stops working (as if deleted); null when it never does. */
+const ExpiresAt = Schema.NullOr(Timestamp).annotations({
+  description: "When the credential expires: from then on it is refused as if deleted (its tokens too), until it is " +
+    "deleted; null when it never expires."
+})
+
 export const CredentialInfo = Schema.Struct({
   client_id: ClientId,
   created_at: Timestamp.annotations({ description: "When the credential was generated." }),
+  expires_at: ExpiresAt,
   last_used_at: Schema.NullOr(Timestamp).annotations({
     description: "The last time the credential was used: a successful token request, or a service call made with a token it " +
       "issued. Recorded at most once a minute, so up to a minute behind the latest use; never moves backwards; null when " +
@@ -170,11 +178,13 @@ export const CredentialInfo = Schema.Struct({
 }).annotations({ identifier: "Credential" })
 export type CredentialInfo = typeof CredentialInfo.Type
 
+
 export const ServiceDocument = Schema.Struct({
   uuid: ServiceUuid,
   name: Schema.String.annotations({ description: "A name for people; not unique." }),
   auth_type: AuthType,
   handler: ServiceHandlerConfig,
+  rate_limit: Schema.optional(RateLimit).annotations({ description: "The per-client rate limit; absent when none." }),
   credentials: Schema.Array(CredentialInfo)
 }).annotations({ identifier: "Service" })
 export type ServiceDocument = typeof ServiceDocument.Type
@@ -191,9 +201,11 @@ export const ProfileSummary = Schema.Struct({
 }).annotations({ identifier: "ProfileSummary" })
 export type ProfileSummary = typeof ProfileSummary.Type
 
+
 export const ProfileDocument = Schema.Struct({
   profile: ProfileId,
   created_at: Timestamp,
+  credential_max_lifetime_days: Schema.optional(CredentialMaxLifetimeDays),
   environments: Schema.Array(EnvironmentDocument)
 }).annotations({ identifier: "Profile" })
 export type ProfileDocument = typeof ProfileDocument.Type
@@ -222,9 +234,26 @@ export const ServiceInput = Schema.Struct({
     description: "A name for people, 1-200 characters; defaults to the current name, or empty."
   }),
   auth_type: AuthType,
-  handler: Schema.optional(ServiceHandlerInput)
+  handler: Schema.optional(ServiceHandlerInput),
+  rate_limit: Schema.optional(Schema.NullOr(RateLimit)).annotations({
+    description: "The per-client rate limit; absent or null for none (a PUT replaces it, like the handler)."
+  })
 }).annotations({ identifier: "ServiceInput", parseOptions: { onExcessProperty: "error" } })
 export type ServiceInput = typeof ServiceInput.Type
+
+
+/** What `POST …/credentials` may send: when the new credential expires, or nothing. */
+export const CredentialInput = Schema.Struct({
+  expires_at: Schema.optional(Timestamp).annotations({
+    description: "When the credential expires (RFC 3339, in the future; at most the profile's " +
+      "credential_max_lifetime_days ahead). Absent: the policy's maximum, or never when the profile has none."
+  })
+}).annotations({
+  identifier: "CredentialInput",
+  parseOptions: { onExcessProperty: "error" },
+  description: "`{}` (or no body), or when the new credential expires."
+})
+export type CredentialInput = typeof CredentialInput.Type
 
 const ClientSecretText = Schema.String.annotations({
   description: "The client secret (256 random bits, base64url). Shown only in this answer: store it now."
@@ -234,7 +263,8 @@ const ClientSecretText = Schema.String.annotations({
 export const NewCredential = Schema.Struct({
   client_id: ClientId,
   client_secret: ClientSecretText,
-  created_at: Timestamp
+  created_at: Timestamp,
+  expires_at: Schema.optional(Timestamp).annotations({ description: "When it expires; absent when it never does." })
 }).annotations({ identifier: "NewCredential" })
 export type NewCredential = typeof NewCredential.Type
 
@@ -247,7 +277,10 @@ export type NewCredential = typeof NewCredential.Type
 export const AddCredentialChange = Schema.Struct({
   op: Schema.Literal("add_credential"),
   environment: Schema.String,
-  service_uuid: Schema.String
+  service_uuid: Schema.String,
+  expires_at: Schema.optional(Schema.String).annotations({
+    description: "When the new credential expires (RFC 3339, in the future), as for POST …/credentials."
+  })
 })
 export const RemoveCredentialChange = Schema.Struct({
   op: Schema.Literal("remove_credential"),
@@ -261,7 +294,12 @@ export const ProfileChange = Schema.Union(AddCredentialChange, RemoveCredentialC
 export type ProfileChange = typeof ProfileChange.Type
 
 export type CredentialChange =
-  | { readonly op: "add_credential"; readonly environment: EnvironmentName; readonly service_uuid: ServiceUuid }
+  | {
+    readonly op: "add_credential"
+    readonly environment: EnvironmentName
+    readonly service_uuid: ServiceUuid
+    readonly expires_at?: Date | undefined
+  }
   | {
     readonly op: "remove_credential"
     readonly environment: EnvironmentName
@@ -271,7 +309,12 @@ export type CredentialChange =
 export type CredentialAddition = Extract<CredentialChange, { readonly op: "add_credential" }>
 export type CredentialRemoval = Extract<CredentialChange, { readonly op: "remove_credential" }>
 /** An addition with its generated credential: what storage writes (never the secret, only its digest). */
-export type GeneratedAddition = CredentialAddition & { readonly client_id: ClientId; readonly secret_hash: string }
+export type GeneratedAddition = Omit<CredentialAddition, "expires_at"> & {
+  readonly client_id: ClientId
+  readonly secret_hash: string
+  /** The expiry asked for, or given by the profile's policy; null or absent: never. */
+  readonly expires_at?: Date | null | undefined
+}
 
 export const SaveProfileRequest = Schema.Struct({
   changes: Schema.Array(ProfileChange).pipe(Schema.maxItems(100))
@@ -283,7 +326,8 @@ export const CreatedCredential = Schema.Struct({
   service_uuid: ServiceUuid,
   client_id: ClientId,
   client_secret: ClientSecretText,
-  created_at: Timestamp
+  created_at: Timestamp,
+  expires_at: Schema.optional(Timestamp).annotations({ description: "When it expires; absent when it never does." })
 }).annotations({ identifier: "CreatedCredential" })
 
 export const RemovedCredential = Schema.Struct({

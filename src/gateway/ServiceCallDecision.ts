@@ -23,6 +23,7 @@ import { CredentialRepo, type ServiceRoute } from "../storage/CredentialRepo.js"
 import { type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled } from "../observability/Tracing.js"
 import { type JsonObject, ServiceHandlers, traceparentOf, upstreamAttributes } from "./ServiceHandlers.js"
+import { RateLimits, type RateLimitsShape } from "./RateLimits.js"
 import { type ProxyHandler, UpstreamGateway } from "./UpstreamGateway.js"
 
 const REALM = `Bearer realm="service"`
@@ -59,6 +60,8 @@ export interface ServiceCallInput {
   readonly environment: string
   readonly uuid: string
   readonly authorization: string | undefined
+  /** The client's address: who a service without OAuth counts a rate limit against. */
+  readonly remoteAddress: string
   readonly nowMillis: number
 }
 
@@ -71,6 +74,8 @@ export interface ServiceCallServices {
   readonly serviceRoute: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<ServiceRoute> | undefined
   /** A call let through with a token: a use of its credential (`CallUse`), noted in memory. */
   readonly noteCall: (clientId: ClientId, nowMillis: number) => void
+  /** Counts a call to a service with a rate limit (`RateLimits`). */
+  readonly admit: RateLimitsShape["admit"]
 }
 
 export type ServiceCallDecision =
@@ -87,6 +92,8 @@ export type ServiceCallDecision =
     /** The verified token's client id; null for a service without OAuth. */
     readonly caller: string | null
     readonly clientId: Option.Option<ClientId>
+    /** The rate limit's fields, which every answer of the call carries; undefined for a service without one. */
+    readonly rateHeaders: Readonly<Record<string, string>> | undefined
   }
 
 const answer = (answer: Answer): ServiceCallDecision => ({ _tag: "Answer", answer })
@@ -119,12 +126,25 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
       )
     }
     if (!services.isForService(verified.right, address)) return answer(otherService)
-    if (!route.value.credentialLive) return answer(revoked)
+    // An expired credential is refused as a deleted one, on every instance at once: by the clock.
+    const expiresAt = route.value.credentialExpiresAt
+    if (!route.value.credentialLive || (expiresAt != null && input.nowMillis >= expiresAt)) return answer(revoked)
     caller = verified.right.client_id
-    services.noteCall(verified.right.client_id, input.nowMillis)
   }
-  return { _tag: "Call", address, route: route.value, caller, clientId }
+  const limit = route.value.rateLimit
+  let rateHeaders: Readonly<Record<string, string>> | undefined = undefined
+  if (limit != null) {
+    const verdict = services.admit(address, limit, caller ?? input.remoteAddress, input.nowMillis)
+    if (!verdict.allowed) return answer(verdict.answer)
+    rateHeaders = verdict.headers
+  }
+  if (caller !== null) services.noteCall(caller as ClientId, input.nowMillis)
+  return { _tag: "Call", address, route: route.value, caller, clientId, rateHeaders }
 }
+
+/** A call's answer with its rate limit's fields, when its service has one: what both entries write. */
+export const withRateHeaders = (allowed: ServiceCallAllowed, answer: Answer): Answer =>
+  allowed.rateHeaders === undefined ? answer : { ...answer, headers: { ...answer.headers, ...allowed.rateHeaders } }
 
 export type ServiceCallVerdict = Extract<ServiceCallDecision, { readonly _tag: "Answer" | "Call" }>
 
@@ -164,6 +184,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
       const handlers = yield* ServiceHandlers
       const upstreams = yield* UpstreamGateway
       const { noteCall } = yield* CallUse
+      const { admit } = yield* RateLimits
       const traced = yield* tracerEnabled
       const peek = repo.peek
       const services: ServiceCallServices = {
@@ -171,7 +192,8 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
         isUnknownKey: tokens.isUnknownKey,
         isForService: tokens.isForService,
         serviceRoute: peek === undefined ? () => undefined : peek.serviceRoute,
-        noteCall
+        noteCall,
+        admit
       }
 
       const complete = (input: ServiceCallInput, first: ServiceCallDecision) =>

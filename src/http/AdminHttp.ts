@@ -21,7 +21,8 @@ import {
   NewCredential,
   ProfileDocument,
   ServiceDocument,
-  type ServiceInput
+  type ServiceInput,
+  Timestamp
 } from "../domain/Models.js"
 import { currentDate } from "../domain/Time.js"
 import { storedHandlerOf } from "../gateway/UpstreamHeaders.js"
@@ -79,10 +80,12 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
           const profiles = yield* repo.listProfiles
           return { profiles: profiles.filter((summary) => reaches(caller, summary.profile)) }
         }))
-      .handle("putProfile", ({ path: { profile } }) =>
+      .handle("putProfile", ({ path: { profile }, payload }) =>
         Effect.gen(function*() {
           yield* permitOn("profile.create", profile)
-          const created = yield* repo.putProfile(profile, yield* currentDate, yield* AdminActor)
+          const lifetimeDays = payload.credential_max_lifetime_days
+          if (lifetimeDays !== undefined) yield* permitOn("catalogue.change", profile)
+          const created = yield* repo.putProfile(profile, yield* currentDate, yield* AdminActor, lifetimeDays)
           return yield* documentResponse(ProfileDocument, yield* getProfile(profile), created ? 201 : 200)
         }))
       .handle("getProfile", ({ path: { profile } }) => Effect.zipRight(permitOn("profile.read", profile), getProfile(profile)))
@@ -100,7 +103,11 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
             const environment = yield* Effect.mapError(checkEnvironment(change.environment), at)
             const serviceUuid = yield* Effect.mapError(checkUuid(change.service_uuid), at)
             if (change.op === "add_credential") {
-              staged.push({ op: change.op, environment, service_uuid: serviceUuid })
+              const expiresAt = change.expires_at === undefined
+                ? undefined
+                : yield* Effect.mapError(checked(Timestamp)(change.expires_at), (error) =>
+                  at(new InvalidRequest({ description: `expires_at: ${error.description}` })))
+              staged.push({ op: change.op, environment, service_uuid: serviceUuid, expires_at: expiresAt })
               continue
             }
             const clientId = yield* Effect.mapError(checked(ClientId)(change.client_id), at)
@@ -152,7 +159,7 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
         yield* permitOn("catalogue.change", address.profile)
         const created = yield* repo.putService(
           address,
-          { name: input.name ?? address.uuid, auth_type: input.auth_type, handler },
+          { name: input.name ?? address.uuid, auth_type: input.auth_type, handler, rate_limit: input.rate_limit ?? null },
           mode,
           yield* currentDate,
           yield* AdminActor
@@ -174,9 +181,9 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
         Effect.zipRight(permitOn("profile.read", path.profile, serviceNotFound), getService(path)).pipe(
           Effect.map((service) => ({ credentials: service.credentials }))
         ))
-      .handle("createCredential", ({ path }) =>
+      .handle("createCredential", ({ path, payload }) =>
         Effect.zipRight(permitOn("catalogue.change", path.profile), AdminActor).pipe(
-          Effect.flatMap((actor) => manager.addCredential(path, actor)),
+          Effect.flatMap((actor) => manager.addCredential(path, actor, payload.expires_at)),
           Effect.flatMap((credential) => documentResponse(NewCredential, credential, 201))
         ))
       .handle("deleteCredential", ({ path: { client_id, ...address } }) =>

@@ -28,6 +28,7 @@ import { TokenService } from "../auth/TokenService.js"
 import type { ClientId } from "../domain/Identifiers.js"
 import {
   decideServiceCall,
+  withRateHeaders,
   jsonObject,
   SERVICE_ANSWER_HEADERS,
   type ServiceCallAllowed,
@@ -246,6 +247,7 @@ const make = Effect.gen(function*() {
       environment: path[2]!,
       uuid: path[3]!,
       authorization: request.headers["authorization"],
+      remoteAddress: clientAddress(request),
       nowMillis: clock.unsafeCurrentTimeMillis()
     }
     const proceed = (verdict: ReturnType<typeof decideServiceCall>) => {
@@ -258,7 +260,9 @@ const make = Effect.gen(function*() {
       if (callSpan !== undefined) {
         for (const [key, value] of Object.entries(spanAttributes(verdict.address, verdict.clientId))) callSpan.attribute(key, value)
       }
-      readBody(request, response, next, (text) => callHandler(request, response, verdict, text, callSpan, done, failed))
+      // A service with a rate limit: every answer of the call carries its fields.
+      const answered = verdict.rateHeaders === undefined ? done : (answer: Answer) => done(withRateHeaders(verdict, answer))
+      readBody(request, response, next, (text) => callHandler(request, response, verdict, text, callSpan, answered, failed))
     }
     const decision = decideServiceCall(input, callSpan === undefined ? gate.services : {
       ...gate.services,

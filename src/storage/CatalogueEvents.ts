@@ -75,3 +75,25 @@ export const credentialEvents = (
     auditEvent(actor, now, { action: "profile.saved", profile, details: { added, removed: changes.length - added } })
   ]
 }
+
+/** Who records a credential's expiry: the server itself, not an admin. */
+export const EXPIRY_ACTOR: AdminActorShape = { name: "credential-expiry", source: "server" }
+
+/** A credential that reached its `expires_at`. */
+export interface ExpiredCredential extends RemovedCredential {
+  readonly profile: string
+  readonly expires_at: Date
+}
+
+/** One `credential.expired` per credential, in client id order. */
+export const expiryEvents = (now: Date, expired: ReadonlyArray<ExpiredCredential>): Array<AuditEvent> =>
+  [...expired].sort((a, b) => (a.client_id < b.client_id ? -1 : 1)).map((credential) =>
+    auditEvent(EXPIRY_ACTOR, now, {
+      action: "credential.expired",
+      profile: credential.profile,
+      environment: credential.environment,
+      service_uuid: credential.service_uuid,
+      client_id: credential.client_id,
+      details: { expires_at: credential.expires_at.toISOString() }
+    })
+  )

@@ -172,7 +172,13 @@ export const withReadCache = (
     for (const credential of service.credentials) {
       const clientId = Option.some(credential.clientId)
       storeTarget(mark, targetKey(service, clientId), service, Option.some({ authType: service.authType, credential: Option.some(credential) }))
-      storeRoute(mark, routeKey(service, clientId), service, Option.some({ authType: service.authType, handler: service.handler, credentialLive: true }))
+      storeRoute(mark, routeKey(service, clientId), service, Option.some({
+        authType: service.authType,
+        handler: service.handler,
+        credentialLive: true,
+        credentialExpiresAt: credential.expiresAt === null ? null : credential.expiresAt.getTime(),
+        rateLimit: service.rateLimit
+      }))
     }
   }
 
