@@ -6,54 +6,24 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, type Layer, TestClock } from "effect"
-import { request as httpRequest } from "node:http"
 import {
   admin,
   createFixture,
   type Fixture,
   fixtureOf,
   issueToken,
-  type JsonResponse,
   makeTestServer,
   send,
-  serverPort,
   type TestStorage,
   tokenRequest
 } from "../src/testing.js"
 import { HttpClientRequest } from "@effect/platform"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
+import { callThroughApp } from "./support/AppEntry.js"
 import { callPath, callService, expectEcho, expectInvalidToken, serverNow } from "./support/Tokens.js"
 
 const DAY = 86_400_000
 
-/** A service call through the HttpApi app: a chunked body is never the fast lane's. */
-export const callThroughApp = (path: string, token: string | undefined, headers: Record<string, string> = {}) =>
-  Effect.flatMap(serverPort, (port) =>
-    Effect.promise(() =>
-      new Promise<JsonResponse>((resolve, reject) => {
-        const outgoing = httpRequest({
-          host: "127.0.0.1",
-          port,
-          method: "POST",
-          path,
-          headers: {
-            "content-type": "application/json",
-            "transfer-encoding": "chunked",
-            ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
-            ...headers
-          }
-        }, (response) => {
-          const chunks: Array<Buffer> = []
-          response.on("data", (chunk: Buffer) => chunks.push(chunk))
-          response.on("end", () => {
-            const text = Buffer.concat(chunks).toString("utf8")
-            resolve({ status: response.statusCode ?? 0, headers: response.headers as Record<string, string>, body: text === "" ? undefined : JSON.parse(text), text })
-          })
-        })
-        outgoing.on("error", reject)
-        outgoing.end("{}")
-      })
-    ))
 
 const iso = (millis: number) => new Date(millis).toISOString()
 
