@@ -102,7 +102,8 @@ export interface AdminClientShape {
   ) => Effect.Effect<ServiceDocument, AdminCallError>
   readonly deleteService: (address: ServiceAddress) => Effect.Effect<void, AdminCallError>
   readonly listCredentials: (address: ServiceAddress) => Effect.Effect<typeof CredentialList.Type, AdminCallError>
-  readonly addCredential: (address: ServiceAddress) => Effect.Effect<NewCredential, AdminCallError>
+  /** `expiresAt`: when it expires (RFC 3339, as typed); absent: the profile's policy, or never. */
+  readonly addCredential: (address: ServiceAddress, expiresAt?: string) => Effect.Effect<NewCredential, AdminCallError>
   readonly removeCredential: (address: ServiceAddress, clientId: ClientId) => Effect.Effect<void, AdminCallError>
   readonly listAuditEvents: (query: {
     readonly profile: Option.Option<ProfileId>
@@ -362,8 +363,9 @@ const makeAdminClient = (
     listCredentials: Effect.fn("AdminClient.listCredentials")(function*(path: ServiceAddress) {
       return yield* call((api) => api.services.listCredentials({ path }))
     }),
-    addCredential: Effect.fn("AdminClient.addCredential")(function*(path: ServiceAddress) {
-      return yield* call((api) => api.services.createCredential({ path, payload: {} }))
+    addCredential: Effect.fn("AdminClient.addCredential")(function*(path: ServiceAddress, expiresAt?: string) {
+      const payload = expiresAt === undefined ? {} : { expires_at: new Date(expiresAt) }
+      return yield* call((api) => api.services.createCredential({ path, payload }))
     }),
     removeCredential: Effect.fn("AdminClient.removeCredential")(function*(address: ServiceAddress, clientId: ClientId) {
       yield* call((api) => api.services.deleteCredential({ path: { ...address, client_id: clientId } }))

@@ -5,34 +5,17 @@
  * positional in the order profile, environment, service uuid, client id; `--url` and `--json` are
  * on every command. To add a command: a method on `AdminClient`, a handler here, an entry below.
  */
-import { Command, Options, Prompt } from "@effect/cli"
+import { Command, Options } from "@effect/cli"
 import { Data, Effect, Option, Schema } from "effect"
-import { CredentialList, ProfileList } from "../api/AdminApi.js"
+import { ProfileList } from "../api/AdminApi.js"
 import { AUDIT_PAGE_MAX, AuditEventPage } from "../domain/AuditEvents.js"
-import { type ClientId, type EnvironmentName, ProfileId, type ServiceUuid } from "../domain/Identifiers.js"
-import { EnvironmentDocument, NewCredential, ProfileDocument, ServiceDocument } from "../domain/Models.js"
+import { type EnvironmentName, ProfileId } from "../domain/Identifiers.js"
+import { EnvironmentDocument, ProfileDocument, ServiceDocument } from "../domain/Models.js"
 import { AdminClient } from "./AdminClient.js"
 import { commandGroup } from "./CommandGroup.js"
-import {
-  clientIdArg,
-  CommandFailed,
-  connection,
-  environmentArg,
-  isInteractive,
-  profileArg,
-  runAdmin,
-  serviceUuidArg
-} from "./CommandLine.js"
-import {
-  formatLastUsed,
-  formatTime,
-  newCredentialText,
-  note,
-  printResult,
-  record,
-  SECRET_SHOWN_ONCE,
-  table
-} from "./Output.js"
+import { CommandFailed, connection, environmentArg, profileArg, runAdmin, serviceUuidArg } from "./CommandLine.js"
+import { formatTime, note, printResult, record, table } from "./Output.js"
+import { credentials } from "./CredentialCommands.js"
 import { rotateCommand } from "./Rotation.js"
 import { tokens } from "./TokenCommands.js"
 
@@ -288,105 +271,6 @@ const services = commandGroup(
   "services",
   "List, create and delete an environment's services.",
   [servicesList, servicesCreate, servicesDelete]
-)
-
-// --- credentials ------------------------------------------------------------------------------
-
-const serviceArgs = { profile: profileArg, environment: environmentArg, uuid: serviceUuidArg }
-
-const credentialsList = Command.make(
-  "list",
-  { ...serviceArgs, ...connection },
-  ({ environment, json, profile, url, uuid }) =>
-    runAdmin(
-      url,
-      Effect.gen(function*() {
-        const list = yield* (yield* AdminClient).listCredentials({ profile, environment, uuid })
-        yield* printResult(json, {
-          json: Schema.encodeSync(CredentialList)(list),
-          text: table(
-            ["client id", "created", "last used"],
-            list.credentials.map((credential) => [
-              credential.client_id,
-              formatTime(credential.created_at),
-              formatLastUsed(credential.last_used_at)
-            ]),
-            "no credentials"
-          )
-        })
-      })
-    )
-).pipe(
-  Command.withDescription(
-    "List a service's credentials (at most two) with their last use: a token request, or a service call with one of " +
-      "their tokens, recorded at most once a minute. Secrets are never shown."
-  )
-)
-
-const credentialsAdd = Command.make(
-  "add",
-  { ...serviceArgs, ...connection },
-  ({ environment, json, profile, url, uuid }) =>
-    runAdmin(
-      url,
-      Effect.gen(function*() {
-        const credential = yield* (yield* AdminClient).addCredential({ profile, environment, uuid })
-        yield* printResult(json, {
-          json: Schema.encodeSync(NewCredential)(credential),
-          text: newCredentialText(credential)
-        })
-        yield* note(SECRET_SHOWN_ONCE)
-      })
-    )
-).pipe(
-  Command.withDescription(
-    "Generate a credential (a service holds at most two) and print its client secret, once. Sets the service's auth_type to oauth."
-  )
-)
-
-/** Asks on a terminal; refuses, rather than waiting for an answer that cannot come, anywhere else. */
-const confirmRemoval = Effect.fn("confirmRemoval")(function*(clientId: ClientId, uuid: ServiceUuid) {
-  if (!(yield* isInteractive)) {
-    return yield* new CommandFailed({
-      message: `not removing ${clientId} without confirmation (no terminal to ask on): pass --yes`
-    })
-  }
-  const confirmed = yield* Prompt.confirm({
-    message: `Remove credential ${clientId} of service ${uuid}? Its tokens are refused at once.`,
-    initial: false
-  }).pipe(Effect.catchAll(() => Effect.succeed(false)))
-  if (!confirmed) return yield* new CommandFailed({ message: `${clientId} was not removed` })
-})
-
-const credentialsRemove = Command.make(
-  "remove",
-  {
-    ...serviceArgs,
-    clientId: clientIdArg,
-    yes: Options.boolean("yes").pipe(
-      Options.withAlias("y"),
-      Options.withDescription("Remove without asking (needed when not on a terminal).")
-    ),
-    ...connection
-  },
-  ({ clientId, environment, json, profile, url, uuid, yes }) =>
-    runAdmin(
-      url,
-      Effect.gen(function*() {
-        if (!yes) yield* confirmRemoval(clientId, uuid)
-        yield* (yield* AdminClient).removeCredential({ profile, environment, uuid }, clientId)
-        yield* printResult(json, {
-          json: { profile, environment, service_uuid: uuid, client_id: clientId, deleted: true },
-          text: `removed ${clientId}; its tokens are refused from now on`
-        })
-      })
-    )
-).pipe(Command.withDescription("Remove a credential (asks first unless --yes); its tokens die at once."))
-
-const credentials = commandGroup(
-  "credentials",
-  "List, add and remove a service's credentials (rotate: replace one without downtime).",
-  [credentialsList, credentialsAdd, credentialsRemove]
 )
 
 // --- audit ------------------------------------------------------------------------------------
