@@ -149,6 +149,11 @@ const expiry = (storage: Layer.Layer<TestStorage, unknown>) =>
         const removed = yield* admin.put(`/admin/profiles/${fixture.profile}`, { credential_max_lifetime_days: null })
         expect(removed.status).toBe(200)
         expect(Object.keys(removed.body).sort()).toEqual(["created_at", "environments", "profile"])
+        // Each change of the policy is audited; a PUT that changes nothing is not.
+        expect((yield* admin.put(`/admin/profiles/${fixture.profile}`, { credential_max_lifetime_days: null })).status).toBe(200)
+        const trail = yield* admin.get(`/admin/audit?profile=${fixture.profile}`)
+        const changes = trail.body.events.filter((event: { action: string }) => event.action === "profile.changed")
+        expect(changes.map((event: { details: unknown }) => event.details)).toEqual([null, { credential_max_lifetime_days: 30 }])
       }))
 
     it.effect("the gauges count credentials that expire within 7 and 30 days, not those expired", () =>

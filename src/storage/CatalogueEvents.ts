@@ -48,7 +48,30 @@ export const serviceEvent = (
     profile: address.profile,
     environment: address.environment,
     service_uuid: address.uuid,
-    details: { name: fields.name, auth_type: fields.auth_type, handler: fields.handler.type }
+    details: {
+      name: fields.name,
+      auth_type: fields.auth_type,
+      handler: fields.handler.type,
+      // Only when set, so that the events of services without one are as they always were.
+      ...(fields.rate_limit == null ? {} : { rate_limit: `${fields.rate_limit.requests}/${fields.rate_limit.per_seconds}s` })
+    }
+  })
+
+/**
+ * A profile created (`profile.created`), or its credential policy changed (`profile.changed`):
+ * `credential_max_lifetime_days` in the details when set.
+ */
+export const profileEvent = (
+  actor: AdminActorShape,
+  now: Date,
+  action: "profile.created" | "profile.changed",
+  profile: string,
+  lifetimeDays: number | null | undefined
+): AuditEvent =>
+  auditEvent(actor, now, {
+    action,
+    profile,
+    ...(lifetimeDays == null ? {} : { details: { credential_max_lifetime_days: lifetimeDays } })
   })
 
 /** Credential changes, one event each, then the `save` that made them when it was one. */

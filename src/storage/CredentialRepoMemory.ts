@@ -10,7 +10,14 @@ import type { ClientId, EnvironmentName, ProfileId } from "../domain/Identifiers
 import { laterUse } from "../domain/LastUse.js"
 import { answeredHandler, type CredentialInfo, type ServiceDocument } from "../domain/Models.js"
 import { AuditTrail, makeMemoryLog } from "./AuditTrail.js"
-import { credentialEvents, deletionEvents, expiryEvents, type RemovedCredential, serviceEvent } from "./CatalogueEvents.js"
+import {
+  credentialEvents,
+  deletionEvents,
+  expiryEvents,
+  profileEvent,
+  type RemovedCredential,
+  serviceEvent
+} from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey, type ServiceSnapshot } from "./CredentialChanges.js"
 import { CredentialRepo, type ServiceFields } from "./CredentialRepo.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
@@ -171,11 +178,14 @@ export const makeWithAuditTrail = Effect.sync(() => {
       Effect.sync(() => {
         const existing = profiles.get(profile)
         if (existing !== undefined) {
-          if (lifetimeDays !== undefined) existing.lifetimeDays = lifetimeDays
+          if (lifetimeDays !== undefined && existing.lifetimeDays !== lifetimeDays) {
+            existing.lifetimeDays = lifetimeDays
+            log.append([profileEvent(actor, now, "profile.changed", profile, lifetimeDays)])
+          }
           return false
         }
         profiles.set(profile, { createdAt: now, lifetimeDays: lifetimeDays ?? null, environments: new Map() })
-        log.append([auditEvent(actor, now, { action: "profile.created", profile })])
+        log.append([profileEvent(actor, now, "profile.created", profile, lifetimeDays)])
         return true
       }),
 

@@ -15,7 +15,7 @@ import { laterUse } from "../domain/LastUse.js"
 import { answeredHandler, type CredentialInfo, type ServiceDocument } from "../domain/Models.js"
 import { insertAuditEvents } from "./AuditTrail.js"
 import { expiryOperations } from "./CredentialExpirySql.js"
-import { credentialEvents, deletionEvents, serviceEvent } from "./CatalogueEvents.js"
+import { credentialEvents, deletionEvents, profileEvent, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
 import { announcedScopes, type CatalogueScope, writeScopes } from "./CatalogueScope.js"
 import { CredentialRepo, type CredentialRepoShape, type LiveService } from "./CredentialRepo.js"
@@ -189,12 +189,12 @@ export const make = Effect.gen(function*() {
           VALUES (${profile}, ${now}, ${lifetimeDays ?? null})
           ON CONFLICT (profile) DO NOTHING RETURNING profile`
         if (inserted.length === 0) {
-          if (lifetimeDays !== undefined) {
-            yield* sql`UPDATE profiles SET credential_max_lifetime_days = ${lifetimeDays} WHERE profile = ${profile}`
-          }
+          const changed = lifetimeDays === undefined ? [] : yield* sql`UPDATE profiles SET credential_max_lifetime_days = ${lifetimeDays}
+            WHERE profile = ${profile} AND credential_max_lifetime_days IS DISTINCT FROM ${lifetimeDays} RETURNING profile`
+          if (changed.length > 0) yield* record([profileEvent(actor, now, "profile.changed", profile, lifetimeDays)])
           return false
         }
-        yield* record([auditEvent(actor, now, { action: "profile.created", profile })])
+        yield* record([profileEvent(actor, now, "profile.created", profile, lifetimeDays)])
         return true
       }).pipe(catalogueWrite(writeScopes.created()), storageOperation),
 
