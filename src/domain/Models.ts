@@ -6,7 +6,7 @@
 import { Schema } from "effect"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "./Identifiers.js"
 import { SERVICE_NAME_MAX_LENGTH, UPSTREAM_URL_MAX_LENGTH } from "./Limits.js"
-import { CredentialMaxLifetimeDays, RateLimit } from "./Policies.js"
+import { CredentialMaxLifetimeDays, emptyObjectOr, RateLimit } from "./Policies.js"
 import { StorableText } from "./Text.js"
 
 /** A point in time: a `Date` inside the program, an RFC 3339 date-time on the wire. */
@@ -243,15 +243,21 @@ export type ServiceInput = typeof ServiceInput.Type
 
 
 /** What `POST …/credentials` may send: when the new credential expires, or nothing. */
-export const CredentialInput = Schema.Struct({
-  expires_at: Schema.optional(Timestamp).annotations({
-    description: "When the credential expires (RFC 3339, in the future; at most the profile's " +
-      "credential_max_lifetime_days ahead). Absent: the policy's maximum, or never when the profile has none."
-  })
-}).annotations({
+const EXPIRES_AT_INPUT = "When the credential expires (RFC 3339, in the future; at most the profile's " +
+  "credential_max_lifetime_days ahead). Absent: the policy's maximum, or never when the profile has none."
+const CREDENTIAL_INPUT_DESCRIPTION = "`{}` (or no body), or when the new credential expires."
+const ExpiresAtInput = Timestamp.annotations({
+  message: () => "expires_at must be an RFC 3339 date-time, e.g. 2027-01-01T00:00:00Z"
+})
+export const CredentialInput = emptyObjectOr(Schema.Struct({ expires_at: Schema.optional(ExpiresAtInput) }), ["expires_at"], {
   identifier: "CredentialInput",
-  parseOptions: { onExcessProperty: "error" },
-  description: "`{}` (or no body), or when the new credential expires."
+  description: CREDENTIAL_INPUT_DESCRIPTION,
+  jsonSchema: {
+    type: "object",
+    properties: { expires_at: { type: "string", format: "date-time", description: EXPIRES_AT_INPUT } },
+    additionalProperties: false,
+    description: CREDENTIAL_INPUT_DESCRIPTION
+  }
 })
 export type CredentialInput = typeof CredentialInput.Type
 

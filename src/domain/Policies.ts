@@ -34,13 +34,47 @@ export const CredentialMaxLifetimeDays = Schema.Int.pipe(Schema.between(1, MAX_L
 })
 
 /** What `PUT /admin/profiles/{profile}` may send: the credential policy, or nothing. */
-export const ProfileInput = Schema.Struct({
-  credential_max_lifetime_days: Schema.optional(Schema.NullOr(CredentialMaxLifetimeDays)).annotations({
-    description: "Sets the policy (null removes it); absent leaves it as it is."
-  })
-}).annotations({
-  identifier: "ProfileInput",
-  parseOptions: { onExcessProperty: "error" },
-  description: "`{}` (or no body), or the profile's credential policy."
-})
+/**
+ * A body that used to be `EmptyObject` and now may carry a few optional fields: anything that is
+ * not an object of those fields is refused in `EmptyObject`'s words, so that what was refused
+ * before answers exactly as it did; the fields themselves are then checked by `fields`.
+ */
+export const emptyObjectOr = <A, I>(
+  fields: Schema.Schema<A, I>,
+  names: ReadonlyArray<string>,
+  annotations: { readonly identifier: string; readonly description: string; readonly jsonSchema: object }
+) =>
+  Schema.compose(
+    Schema.Unknown.pipe(Schema.filter((value) =>
+      value === null
+        ? "Expected {}"
+        : typeof value === "object" && !Array.isArray(value) && Object.keys(value).every((key) => names.includes(key))
+        ? true
+        : "the body must be an empty JSON object"
+    )),
+    fields,
+    { strict: false }
+  ).annotations(annotations)
+
+const PROFILE_INPUT_DESCRIPTION = "`{}` (or no body), or the profile's credential policy."
+export const ProfileInput = emptyObjectOr(
+  Schema.Struct({ credential_max_lifetime_days: Schema.optional(Schema.NullOr(CredentialMaxLifetimeDays)) }),
+  ["credential_max_lifetime_days"],
+  {
+    identifier: "ProfileInput",
+    description: PROFILE_INPUT_DESCRIPTION,
+    jsonSchema: {
+      type: "object",
+      properties: {
+        credential_max_lifetime_days: {
+          anyOf: [{ type: "integer", minimum: 1, maximum: 3650 }, { type: "null" }],
+          description: "Sets the policy, the longest lifetime of a new credential in days (null removes it); " +
+            "absent leaves it as it is."
+        }
+      },
+      additionalProperties: false,
+      description: PROFILE_INPUT_DESCRIPTION
+    }
+  }
+)
 export type ProfileInput = typeof ProfileInput.Type
