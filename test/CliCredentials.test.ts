@@ -174,7 +174,12 @@ describe("service-auth admin CLI", () => {
     const bad = await cli(["credentials", "list", "--expiring", "soon"])
     expect(bad.code).not.toBe(0)
     const missing = await cli(["credentials", "list"])
-    expect(missing.code).toBe(1)
+    expect(missing).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: "service-auth: credentials list needs <profile> <environment> <service-uuid>, or --expiring PERIOD " +
+        "(see service-auth credentials list --help)\n"
+    })
     for (const profile of profiles) await cliJson(["profiles", "delete", profile])
   }, CLI_TEST_DEADLINE_MS)
 })

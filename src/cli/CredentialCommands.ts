@@ -8,7 +8,7 @@ import { Duration, Effect, Option, Schema } from "effect"
 import { CredentialList } from "../api/AdminApi.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { NewCredential } from "../domain/Models.js"
-import { AdminClient } from "./AdminClient.js"
+import { AdminClient, type AdminCallError, type AdminSetupError } from "./AdminClient.js"
 import { commandGroup } from "./CommandGroup.js"
 import {
   clientIdArg,
@@ -89,6 +89,10 @@ const expiringCredentials = (within: number) =>
     return { found, now }
   })
 
+/** A command line short of its arguments, refused as the library refuses one (exit 2). */
+const MISSING_SERVICE = "credentials list needs <profile> <environment> <service-uuid>, or --expiring PERIOD " +
+  "(see service-auth credentials list --help)"
+
 const credentialsList = Command.make(
   "list",
   {
@@ -99,7 +103,14 @@ const credentialsList = Command.make(
     ...connection
   },
   ({ environment, expiring, json, profile, url, uuid }) =>
-    runAdmin(
+    Option.isNone(expiring) && (Option.isNone(profile) || Option.isNone(environment) || Option.isNone(uuid))
+      ? Effect.zipRight(
+        note(MISSING_SERVICE),
+        Effect.fail<ValidationError.ValidationError | AdminCallError | AdminSetupError>(
+          ValidationError.missingValue(HelpDoc.p(MISSING_SERVICE))
+        )
+      )
+      : runAdmin(
       url,
       Effect.gen(function*() {
         if (Option.isSome(expiring)) {
@@ -113,9 +124,7 @@ const credentialsList = Command.make(
             )
           })
         }
-        if (Option.isNone(profile) || Option.isNone(environment) || Option.isNone(uuid)) {
-          return yield* new CommandFailed({ message: "credentials list: give PROFILE ENVIRONMENT SERVICE-UUID, or --expiring PERIOD" })
-        }
+        if (Option.isNone(profile) || Option.isNone(environment) || Option.isNone(uuid)) return
         const list = yield* (yield* AdminClient).listCredentials({
           profile: profile.value,
           environment: environment.value,
