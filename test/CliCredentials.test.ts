@@ -173,12 +173,22 @@ describe("service-auth admin CLI", () => {
     expect(text.stdout).toMatch(new RegExp(`^${profiles[0]} +production +\\S+ +${added[0]} +\\S+Z$`, "m"))
     const bad = await cli(["credentials", "list", "--expiring", "soon"])
     expect(bad.code).not.toBe(0)
+    // The policy and a rate limit from the command line too.
+    const policy = await cliJson(["profiles", "create", profiles[0]!, "--credential-max-lifetime-days", "90"])
+    expect(policy.credential_max_lifetime_days).toBe(90)
+    expect((await cliJson(["profiles", "create", profiles[0]!, "--credential-max-lifetime-days", "0"]))).not.toHaveProperty(
+      "credential_max_lifetime_days"
+    )
+    const limited = await cliJson(["services", "create", profiles[0]!, "production", "--rate-limit", "100/60"])
+    expect(limited.rate_limit).toEqual({ requests: 100, per_seconds: 60 })
+    const badLimit = await cli(["services", "create", profiles[0]!, "production", "--rate-limit", "lots"])
+    expect(badLimit.code).toBe(1)
+    expect(badLimit.stderr).toBe("service-auth: --rate-limit must be N/SECONDS, e.g. 100/60\n")
     const missing = await cli(["credentials", "list"])
     expect(missing).toEqual({
       code: 2,
       stdout: "",
-      stderr: "service-auth: credentials list needs <profile> <environment> <service-uuid>, or --expiring PERIOD " +
-        "(see service-auth credentials list --help)\n"
+      stderr: "service-auth: Missing argument <profile> (see service-auth credentials list --help)\n"
     })
     for (const profile of profiles) await cliJson(["profiles", "delete", profile])
   }, CLI_TEST_DEADLINE_MS)

@@ -88,8 +88,10 @@ export interface AdminClientShape {
   readonly listProfiles: () => Effect.Effect<typeof ProfileList.Type, AdminCallError>
   readonly getProfile: (profile: ProfileId) => Effect.Effect<ProfileDocument, AdminCallError>
   /** `created` is false when the profile already existed (200 rather than 201). */
+  /** `lifetimeDays`: sets the profile's credential_max_lifetime_days (null removes it; absent leaves it). */
   readonly putProfile: (
-    profile: ProfileId
+    profile: ProfileId,
+    lifetimeDays?: number | null
   ) => Effect.Effect<{ readonly created: boolean; readonly profile: ProfileDocument }, AdminCallError>
   readonly deleteProfile: (profile: ProfileId) => Effect.Effect<void, AdminCallError>
   readonly putEnvironment: (
@@ -333,9 +335,10 @@ const makeAdminClient = (
     getProfile: Effect.fn("AdminClient.getProfile")(function*(profile: ProfileId) {
       return yield* call((api) => api.profiles.getProfile({ path: { profile } }))
     }),
-    putProfile: Effect.fn("AdminClient.putProfile")(function*(profile: ProfileId) {
+    putProfile: Effect.fn("AdminClient.putProfile")(function*(profile: ProfileId, lifetimeDays?: number | null) {
+      const payload = lifetimeDays === undefined ? {} : { credential_max_lifetime_days: lifetimeDays }
       const answer = created(
-        yield* call((api) => api.profiles.putProfile({ path: { profile }, payload: {}, withResponse: true }))
+        yield* call((api) => api.profiles.putProfile({ path: { profile }, payload, withResponse: true }))
       )
       return { created: answer.created, profile: answer.body }
     }),

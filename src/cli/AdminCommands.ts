@@ -25,6 +25,9 @@ const describeService = (service: ServiceDocument) =>
     ["name", service.name === "" ? "-" : service.name],
     ["auth_type", service.auth_type],
     ["handler", describeHandler(service.handler)],
+    ...(service.rate_limit === undefined
+      ? []
+      : [["rate_limit", `${service.rate_limit.requests} calls per ${service.rate_limit.per_seconds} s per client`] as const]),
     ["credentials", service.credentials.map((credential) => credential.client_id).join(", ") || "-"]
   ])
 
@@ -78,11 +81,22 @@ const profilesList = Command.make("list", { ...connection }, ({ json, url }) =>
     })
   )).pipe(Command.withDescription("List the profiles."))
 
-const profilesCreate = Command.make("create", { profile: profileArg, ...connection }, ({ json, profile, url }) =>
+const profilesCreate = Command.make("create", {
+  profile: profileArg,
+  lifetime: Options.integer("credential-max-lifetime-days").pipe(
+    Options.withPseudoName("DAYS"),
+    Options.withDescription(
+      "Set the profile's policy (also on an existing profile): its new credentials expire within DAYS (1-3650); 0 removes it."
+    ),
+    Options.optional
+  ),
+  ...connection
+}, ({ json, lifetime, profile, url }) =>
   runAdmin(
     url,
     Effect.gen(function*() {
-      const answer = yield* (yield* AdminClient).putProfile(profile)
+      const days = Option.getOrUndefined(lifetime)
+      const answer = yield* (yield* AdminClient).putProfile(profile, days === 0 ? null : days)
       yield* printResult(json, {
         json: Schema.encodeSync(ProfileDocument)(answer.profile),
         text: answer.created ? `created profile ${profile}` : `profile ${profile} already exists`
@@ -221,9 +235,14 @@ const servicesCreate = Command.make(
       ),
       Options.repeated
     ),
+    rateLimit: Options.text("rate-limit").pipe(
+      Options.withPseudoName("N/SECONDS"),
+      Options.withDescription("Each client may make at most N calls per SECONDS seconds (per instance), e.g. 100/60."),
+      Options.optional
+    ),
     ...connection
   },
-  ({ authType, environment, headers, json, name, profile, proxy, timeoutMs, url }) =>
+  ({ authType, environment, headers, json, name, profile, proxy, rateLimit, timeoutMs, url }) =>
     runAdmin(
       url,
       Effect.gen(function*() {
@@ -236,10 +255,17 @@ const servicesCreate = Command.make(
           ...Option.match(timeoutMs, { onNone: () => ({}), onSome: (timeout_ms) => ({ timeout_ms }) }),
           ...(headers.length === 0 ? {} : { headers: yield* staticHeaders(headers) })
         }
+        const limit = Option.map(rateLimit, (text) => /^(\d+)\/(\d+)s?$/.exec(text.trim()))
+        if (Option.isSome(limit) && limit.value === null) {
+          return yield* new InvalidServiceOption({ message: "--rate-limit must be N/SECONDS, e.g. 100/60" })
+        }
         const service = yield* (yield* AdminClient).createService(
           { profile, environment },
           {
             auth_type: authType,
+            ...(Option.isSome(limit) && limit.value !== null
+              ? { rate_limit: { requests: Number(limit.value[1]), per_seconds: Number(limit.value[2]) } }
+              : {}),
             ...Option.match(name, { onNone: () => ({}), onSome: (name) => ({ name }) }),
             ...(handler === undefined ? {} : { handler })
           }

@@ -89,9 +89,17 @@ const expiringCredentials = (within: number) =>
     return { found, now }
   })
 
-/** A command line short of its arguments, refused as the library refuses one (exit 2). */
-const MISSING_SERVICE = "credentials list needs <profile> <environment> <service-uuid>, or --expiring PERIOD " +
-  "(see service-auth credentials list --help)"
+/**
+ * A command line short of its arguments (without --expiring), refused in the library's words, as
+ * before they became optional (exit 2).
+ */
+const missingArgument = (name: string) => {
+  const problem = `Missing argument <${name}> (see service-auth credentials list --help)`
+  return Effect.zipRight(
+    note(problem),
+    Effect.fail<ValidationError.ValidationError | AdminCallError | AdminSetupError>(ValidationError.missingValue(HelpDoc.p(problem)))
+  )
+}
 
 const credentialsList = Command.make(
   "list",
@@ -103,13 +111,12 @@ const credentialsList = Command.make(
     ...connection
   },
   ({ environment, expiring, json, profile, url, uuid }) =>
-    Option.isNone(expiring) && (Option.isNone(profile) || Option.isNone(environment) || Option.isNone(uuid))
-      ? Effect.zipRight(
-        note(MISSING_SERVICE),
-        Effect.fail<ValidationError.ValidationError | AdminCallError | AdminSetupError>(
-          ValidationError.missingValue(HelpDoc.p(MISSING_SERVICE))
-        )
-      )
+    Option.isNone(expiring) && Option.isNone(profile)
+      ? missingArgument("profile")
+      : Option.isNone(expiring) && Option.isNone(environment)
+      ? missingArgument("environment")
+      : Option.isNone(expiring) && Option.isNone(uuid)
+      ? missingArgument("service-uuid")
       : runAdmin(
       url,
       Effect.gen(function*() {
