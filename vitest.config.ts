@@ -28,6 +28,7 @@ export const PROCESS_FILES = [
   "CliTokens.test.ts",
   "ClientErrors.test.ts",
   "DatabaseOutage.test.ts",
+  "ExpiryProcesses.test.ts",
   "FastLane.test.ts",
   "GeneratedClient.test.ts",
   "GracefulShutdown.test.ts",

@@ -41,6 +41,11 @@ export const CONNECTIONS = Math.round(positive("BENCH_CONNECTIONS", 50))
 export const WARMUP_SECONDS = process.env.BENCH_WARMUP_SECONDS === "0" ? 0 : positive("BENCH_WARMUP_SECONDS", 2)
 export const DATABASE_URL = process.env.DATABASE_URL || process.env.BENCH_DATABASE_URL || undefined
 export const ADMIN_TOKEN = `bench-${crypto.randomUUID()}`
+/**
+ * BENCH_RATE_LIMIT=1: the benchmarked service has a per-client rate limit it never reaches
+ * (1,000,000 calls a second), so the ratios measure what counting costs a call.
+ */
+export const RATE_LIMITED = process.env.BENCH_RATE_LIMIT === "1"
 
 /** /proc reports CPU time in clock ticks (USER_HZ), nearly always 100 a second. */
 const CLOCK_TICK_US = (() => {
@@ -402,7 +407,8 @@ const main = async () => {
     await admin(ours.base, "PUT", `/admin/profiles/${profile}/environments/${environment}`)
     const service = await admin(ours.base, "POST", `/admin/profiles/${profile}/environments/${environment}/services`, {
       name: "bench",
-      auth_type: "oauth"
+      auth_type: "oauth",
+      ...(RATE_LIMITED ? { rate_limit: { requests: 1_000_000, per_seconds: 1 } } : {})
     })
     const servicePath = `/admin/profiles/${profile}/environments/${environment}/services/${service.uuid}`
     const credential = await admin(ours.base, "POST", `${servicePath}/credentials`)

@@ -17,11 +17,13 @@ import { CallUse } from "./auth/CallUse.js"
 import { ClientAssertions } from "./auth/ClientAssertion.js"
 import { ClientCredentialsGrant } from "./auth/ClientCredentialsGrant.js"
 import { ClientSecrets } from "./auth/ClientSecrets.js"
+import * as CredentialExpiry from "./auth/CredentialExpiry.js"
 import { CredentialManager } from "./auth/CredentialManager.js"
 import { KeyEncryption } from "./auth/KeyEncryption.js"
 import { KeyService } from "./auth/KeyService.js"
 import { TokenService } from "./auth/TokenService.js"
 import { ServiceCallGate } from "./gateway/ServiceCallDecision.js"
+import { RateLimits } from "./gateway/RateLimits.js"
 import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
 import { UpstreamGateway } from "./gateway/UpstreamGateway.js"
 import { adminChallenge } from "./http/AdminChallenge.js"
@@ -59,13 +61,14 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
   /** Handlers registered in code (`ServiceHandlers.layerWith`); echo and proxy by default. */
   readonly handlers?: Layer.Layer<ServiceHandlers, never, RH>
 }) =>
-  Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer, ServiceCallGate.layer).pipe(
+  Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer, ServiceCallGate.layer, CredentialExpiry.layer).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         TokenService.layer,
         AuthFailureLimiter.layer,
         ClientAssertions.layer,
         CallUse.layer,
+        RateLimits.layer,
         UpstreamGateway.layer,
         options.handlers ?? ServiceHandlers.layer
       )

@@ -230,7 +230,7 @@ describe("admin API: profiles and environments", () => {
                 name: "billing",
                 auth_type: "oauth",
                 handler: { type: "echo" },
-                credentials: [{ client_id: fixture.clientId, created_at: TIMESTAMP, last_used_at: null }]
+                credentials: [{ client_id: fixture.clientId, created_at: TIMESTAMP, expires_at: null, last_used_at: null }]
               }]
             }]
           }
@@ -422,7 +422,7 @@ describe("admin API: services", () => {
         const fixture = yield* createFixture()
         const updated = yield* admin.put(fixture.servicePath, { name: "renamed", auth_type: "oauth" })
         expectStatus(updated, 200)
-        expect(updated.body.credentials).toEqual([{ client_id: fixture.clientId, created_at: TIMESTAMP, last_used_at: null }])
+        expect(updated.body.credentials).toEqual([{ client_id: fixture.clientId, created_at: TIMESTAMP, expires_at: null, last_used_at: null }])
         expect((yield* tokenRequest(fixture.tokenFields)).status).toBe(200)
       }))
 
@@ -534,8 +534,8 @@ describe("admin API: credentials", () => {
         expectStatus(response, 200)
         expect(response.body).toEqual({
           credentials: [
-            { client_id: first.clientId, created_at: TIMESTAMP, last_used_at: null },
-            { client_id: second.clientId, created_at: TIMESTAMP, last_used_at: null }
+            { client_id: first.clientId, created_at: TIMESTAMP, expires_at: null, last_used_at: null },
+            { client_id: second.clientId, created_at: TIMESTAMP, expires_at: null, last_used_at: null }
           ]
         })
         expect(response.text).not.toContain(first.clientSecret)
@@ -592,7 +592,7 @@ describe("admin API: credentials", () => {
         const document = yield* admin.get(paths.profile(service.profile))
         expect(findService(document.body, service.environment, service.uuid)).toMatchObject({
           auth_type: "oauth",
-          credentials: [{ client_id: credential.clientId, created_at: TIMESTAMP, last_used_at: null }]
+          credentials: [{ client_id: credential.clientId, created_at: TIMESTAMP, expires_at: null, last_used_at: null }]
         })
         yield* expectTokenStatus(tokenFieldsFor(service, credential), 200)
       }))

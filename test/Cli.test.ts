@@ -305,7 +305,7 @@ describe("help that fits a terminal", () => {
     const narrow = await helpOnTerminal("--help", 60)
     expect(narrow.output).toMatch(ANSI)
     expect(stripAnsi(narrow.output).split("\n").filter((line) => line.length > 60)).toEqual([])
-    expect(stripAnsi(narrow.output)).toContain("  - credentials list [--url URL] [--json] <profile>")
+    expect(stripAnsi(narrow.output)).toContain("  - credentials list [--expiring PERIOD] [--url URL]\n    [--json] [<profile>]")
     const plain = await helpOnTerminal(SUBCOMMAND_HELP.join(" "), 120, { NO_COLOR: "1" })
     expect(plain.code).toBe(0)
     expect(plain.output).not.toMatch(ANSI)

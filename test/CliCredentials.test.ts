@@ -58,11 +58,11 @@ describe("service-auth admin CLI", () => {
     // credentials list: never a secret.
     const credentials = await cli(["credentials", "list", ...target(uuid)])
     expect(credentials.code).toBe(0)
-    expect(credentials.stdout).toMatch(new RegExp(`^${firstId} +\\S+Z +\\d{4}-\\d\\d-\\d\\dT\\S+Z$`, "m"))
+    expect(credentials.stdout).toMatch(new RegExp(`^${firstId} +\\S+Z +\\d{4}-\\d\\d-\\d\\dT\\S+Z +never$`, "m"))
     expect(credentials.stdout + credentials.stderr).not.toContain(firstSecret)
     const credentialsJson = await cliJson(["credentials", "list", ...target(uuid)])
     expect(credentialsJson).toEqual({
-      credentials: [{ client_id: firstId, created_at: expect.any(String), last_used_at: expect.any(String) }]
+      credentials: [{ client_id: firstId, created_at: expect.any(String), expires_at: null, last_used_at: expect.any(String) }]
     })
     expect(JSON.stringify(credentialsJson)).not.toContain(firstSecret)
 
@@ -149,5 +149,47 @@ describe("service-auth admin CLI", () => {
     expect(both.code).toBe(1)
     expect(both.stderr).toContain("--force and --idle exclude each other")
     await cliJson(["profiles", "delete", profile])
+  }, CLI_TEST_DEADLINE_MS)
+
+  it("shows expiry: add --expires-at, list, and list --expiring across profiles", async () => {
+    const profiles = [uniqueProfile(), uniqueProfile()]
+    const expiries = [new Date(Date.now() + 5 * 86_400_000), new Date(Date.now() + 60 * 86_400_000)]
+    const added: Array<string> = []
+    for (const [index, profile] of profiles.entries()) {
+      await cliJson(["profiles", "create", profile])
+      await cliJson(["environments", "create", profile, "production"])
+      const { uuid } = await cliJson(["services", "create", profile, "production"])
+      const credential = await cliJson(["credentials", "add", profile, "production", uuid, "--expires-at", expiries[index]!.toISOString()])
+      expect(credential.expires_at).toBe(expiries[index]!.toISOString())
+      added.push(credential.client_id)
+      const listed = await cli(["credentials", "list", profile, "production", uuid])
+      expect(listed.stdout).toMatch(new RegExp(`^${credential.client_id} +\\S+Z +never +${expiries[index]!.toISOString().replace(/\.\d{3}Z$/, "Z")}$`, "m"))
+    }
+    const soon = await cliJson(["credentials", "list", "--expiring", "30d"])
+    const ids = soon.credentials.map((c: { client_id: string }) => c.client_id)
+    expect(ids).toContain(added[0])
+    expect(ids).not.toContain(added[1])
+    const text = await cli(["credentials", "list", "--expiring", "30d"])
+    expect(text.stdout).toMatch(new RegExp(`^${profiles[0]} +production +\\S+ +${added[0]} +\\S+Z$`, "m"))
+    const bad = await cli(["credentials", "list", "--expiring", "soon"])
+    expect(bad.code).not.toBe(0)
+    // The policy and a rate limit from the command line too.
+    const policy = await cliJson(["profiles", "create", profiles[0]!, "--credential-max-lifetime-days", "90"])
+    expect(policy.credential_max_lifetime_days).toBe(90)
+    expect((await cliJson(["profiles", "create", profiles[0]!, "--credential-max-lifetime-days", "0"]))).not.toHaveProperty(
+      "credential_max_lifetime_days"
+    )
+    const limited = await cliJson(["services", "create", profiles[0]!, "production", "--rate-limit", "100/60"])
+    expect(limited.rate_limit).toEqual({ requests: 100, per_seconds: 60 })
+    const badLimit = await cli(["services", "create", profiles[0]!, "production", "--rate-limit", "lots"])
+    expect(badLimit.code).toBe(1)
+    expect(badLimit.stderr).toBe("service-auth: --rate-limit must be N/SECONDS, e.g. 100/60\n")
+    const missing = await cli(["credentials", "list"])
+    expect(missing).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: "service-auth: Missing argument <profile> (see service-auth credentials list --help)\n"
+    })
+    for (const profile of profiles) await cliJson(["profiles", "delete", profile])
   }, CLI_TEST_DEADLINE_MS)
 })

@@ -165,8 +165,8 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
                     auth_type: "oauth",
                     handler: PROXY,
                     credentials: [
-                      { client_id: olderId, created_at: T1, last_used_at: null },
-                      { client_id: newerId, created_at: T2, last_used_at: null }
+                      { client_id: olderId, created_at: T1, expires_at: null, last_used_at: null },
+                      { client_id: newerId, created_at: T2, expires_at: null, last_used_at: null }
                     ]
                   },
                   { uuid: secondUuid, name: "second", auth_type: "none", handler: ECHO, credentials: [] }
@@ -293,14 +293,15 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           yield* repo.applyCredentialChanges(address.profile, [add(address.environment, address.uuid, clientId)], T1, TEST_ACTOR)
           const service = Option.getOrThrow(yield* repo.getService(address))
           expect(service.auth_type).toBe("oauth")
-          expect(service.credentials).toEqual([{ client_id: clientId, created_at: T1, last_used_at: null }])
+          expect(service.credentials).toEqual([{ client_id: clientId, created_at: T1, expires_at: null, last_used_at: null }])
           expect(service.credentials[0]!.created_at.getTime()).toBe(T1.getTime())
           const target = Option.getOrThrow(yield* repo.findTokenTarget(address, Option.some(clientId)))
           expect(target.authType).toBe("oauth")
           expect(Option.getOrThrow(target.credential)).toEqual({
             clientId,
             secretHash: hashOf(clientId),
-            lastUsedAt: null
+            lastUsedAt: null,
+            expiresAt: null
           })
         }))
 
@@ -498,7 +499,7 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
 
           const target = Option.getOrThrow(yield* repo.findTokenTarget(address, Option.some(clientId!)))
           expect(target.authType).toBe("oauth")
-          expect(Option.getOrThrow(target.credential)).toEqual({ clientId, secretHash: hashOf(clientId!), lastUsedAt: null })
+          expect(Option.getOrThrow(target.credential)).toEqual({ clientId, secretHash: hashOf(clientId!), lastUsedAt: null, expiresAt: null })
 
           const ofSibling = Option.getOrThrow(yield* repo.findTokenTarget(address, Option.some(siblingId!)))
           expect(ofSibling.authType).toBe("oauth")
@@ -527,8 +528,8 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           yield* repo.touchCredential(used!, T3)
           const service = Option.getOrThrow(yield* repo.getService(address))
           expect(service.credentials).toEqual([
-            { client_id: used, created_at: T1, last_used_at: T3 },
-            { client_id: unused, created_at: T1, last_used_at: null }
+            { client_id: used, created_at: T1, expires_at: null, last_used_at: T3 },
+            { client_id: unused, created_at: T1, expires_at: null, last_used_at: null }
           ])
           expect(service.credentials[0]!.last_used_at?.getTime()).toBe(T3.getTime())
         }))
@@ -561,7 +562,9 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           expect(Option.getOrThrow(yield* repo.findServiceRoute(address, Option.some(clientId!)))).toEqual({
             authType: "oauth",
             handler: PROXY,
-            credentialLive: true
+            credentialLive: true,
+            credentialExpiresAt: null,
+            rateLimit: null
           })
           const notLive = [Option.none(), Option.some(siblingId!), Option.some(newClientId())]
           for (const candidate of notLive) {

@@ -20,6 +20,8 @@ import {
   type Service,
   headerLines,
   serviceUpdate,
+  rateLimitFields,
+  expiryMark,
   stageAdd,
   stageRemoval,
   summaryText,
@@ -181,7 +183,12 @@ describe("staged credential changes", () => {
   })
 
   test("normalizeDoc copes with whatever the server sent", () => {
-    expect(normalizeDoc(null, "acme")).toEqual({ profile: "acme", created_at: null, environments: [] })
+    expect(normalizeDoc(null, "acme")).toEqual({
+      profile: "acme",
+      created_at: null,
+      credential_max_lifetime_days: null,
+      environments: []
+    })
     const normalized = normalizeDoc(
       {
         profile: "acme",
@@ -196,8 +203,33 @@ describe("staged credential changes", () => {
       name: "",
       auth_type: "none",
       handler: undefined,
-      credentials: [{ client_id: "svc_x", created_at: null, last_used_at: null }]
+      rate_limit: null,
+      credentials: [{ client_id: "svc_x", created_at: null, expires_at: null, last_used_at: null }]
     })
+  })
+
+  test("a service update keeps the stored rate limit unless given another (null: none)", () => {
+    const s = { ...service(1), rate_limit: { requests: 5, per_seconds: 60 } }
+    expect(serviceUpdate(s, "S", "echo", "").rate_limit).toEqual({ requests: 5, per_seconds: 60 })
+    expect(serviceUpdate(s, "S", "echo", "", {}, { requests: 1, per_seconds: 1 }).rate_limit).toEqual({ requests: 1, per_seconds: 1 })
+    expect(serviceUpdate(s, "S", "echo", "", {}, null)).not.toHaveProperty("rate_limit")
+    expect(rateLimitFields("", " ")).toEqual({ rateLimit: null })
+    expect(rateLimitFields("10", "60")).toEqual({ rateLimit: { requests: 10, per_seconds: 60 } })
+    expect(rateLimitFields("0", "60").error).toBeDefined()
+    expect(rateLimitFields("10", "3601").error).toBeDefined()
+  })
+
+  test("expiry marks: expired, within 30 days, or none; a staged addition carries its expiry", () => {
+    const now = Date.parse("2026-01-01T00:00:00Z")
+    expect(expiryMark(null, now)).toBeNull()
+    expect(expiryMark("2025-12-31T23:59:59Z", now)).toBe("expired")
+    expect(expiryMark("2026-01-20T00:00:00Z", now)).toBe("soon")
+    expect(expiryMark("2026-03-01T00:00:00Z", now)).toBeNull()
+    const staged = stageAdd(emptyChanges("acme"), "prod", service(0))!
+    const withExpiry = { ...staged.changes, adds: [{ ...staged.add, expires_at: "2026-02-01T00:00:00.000Z" }] }
+    expect(saveRequest(withExpiry).changes).toEqual([
+      { op: "add_credential", environment: "prod", service_uuid: UUID, expires_at: "2026-02-01T00:00:00.000Z" }
+    ])
   })
 
   test("a service update renames, sets the handler and keeps the authentication", () => {

@@ -622,7 +622,7 @@ describe("POST /oauth/token: last_used_at", () => {
       Effect.gen(function*() {
         const fixture = yield* createFixture()
         const before = yield* credentialsOf(fixture)
-        expect(before).toEqual([{ client_id: fixture.clientId, created_at: expect.any(String), last_used_at: null }])
+        expect(before).toEqual([{ client_id: fixture.clientId, created_at: expect.any(String), expires_at: null, last_used_at: null }])
 
         expectToken(yield* tokenRequest(fixture.tokenFields))
         const now = yield* Clock.currentTimeMillis
@@ -646,7 +646,7 @@ describe("POST /oauth/token: last_used_at", () => {
         )
         expectError(yield* tokenRequest(without(fixture.tokenFields, "grant_type")), 400, MISSING)
         expect(yield* credentialsOf(fixture)).toEqual([
-          { client_id: fixture.clientId, created_at: expect.any(String), last_used_at: null }
+          { client_id: fixture.clientId, created_at: expect.any(String), expires_at: null, last_used_at: null }
         ])
       }))
 

@@ -158,10 +158,13 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     try {
       const profile = `acme-${randomBytes(4).toString("hex")}`
       expect((await adminCall(server, "PUT", `/admin/profiles/${profile}`)).status).toBe(201)
+      // Issue 37's columns move too: the profile's policy, the service's rate limit, a credential's expiry.
+      expect((await adminCall(server, "PUT", `/admin/profiles/${profile}`, { credential_max_lifetime_days: 365 })).status).toBe(200)
       expect((await adminCall(server, "PUT", `/admin/profiles/${profile}/environments/production`)).status).toBe(201)
       const service = await adminCall(server, "POST", `/admin/profiles/${profile}/environments/production/services`, {
         name: "billing",
-        auth_type: "oauth"
+        auth_type: "oauth",
+        rate_limit: { requests: 100, per_seconds: 60 }
       })
       const credentials = `/admin/profiles/${profile}/environments/production/services/${service.body.uuid}/credentials`
       const created = await adminCall(server, "POST", credentials)
@@ -219,7 +222,7 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     expect(text).not.toContain(target.secret)
     expect(text).not.toContain(spare.secret)
     const document = JSON.parse(text)
-    expect(document).toMatchObject({ format: "service-auth-export", version: 2, schema_version: expect.any(Number) })
+    expect(document).toMatchObject({ format: "service-auth-export", version: 3, schema_version: expect.any(Number) })
     expect(Object.keys(document.tables)).toEqual([
       "profiles",
       "environments",
@@ -236,6 +239,10 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     expect(document.tables.signing_keys.map((k: { kid: string }) => k.kid)).toEqual([kidOf(token), kidOf(rotatedToken)])
     expect(Object.keys(document.tables.signing_keys[0]).sort()).toEqual(["active_from", "created_at", "kid", "private_key", "public_jwk"])
     expect(document.tables.credentials[0].created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/)
+    expect(document.tables.profiles[0].credential_max_lifetime_days).toBe(365)
+    expect(document.tables.services[0].rate_limit).toEqual({ requests: 100, per_seconds: 60 })
+    expect(document.tables.credentials[0].expires_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/)
+    expect(document.tables.credentials[0].expiry_recorded).toBe(false)
     // Oldest first, without ids.
     expect(document.tables.audit_events.map((e: { action: string }) => e.action)).toEqual([
       "profile.created",
@@ -558,7 +565,7 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     const cases: ReadonlyArray<[string, string, RegExp]> = [
       ["truncated", text.slice(0, text.length / 2), /: not JSON \(.*\); nothing was imported$/],
       ["not an export", JSON.stringify({ hello: "world" }), /: not a service-auth export \("format" is not "service-auth-export"\)/],
-      ["another version", JSON.stringify({ ...document, version: 3 }), /: export format version 3 is not one this service-auth reads \(1, 2\)/],
+      ["another version", JSON.stringify({ ...document, version: 4 }), /: export format version 4 is not one this service-auth reads \(1, 2, 3\)/],
       ["a missing field", JSON.stringify({ ...document, tables: { ...document.tables, credentials: [{ ...document.tables.credentials[0], secret_hash: undefined }] } }), /: tables\.credentials\[0\]\.secret_hash: is missing; nothing was imported$/],
       ["an unknown table", JSON.stringify({ ...document, tables: { ...document.tables, audit: [] } }), /: tables\.audit: is not a field of this format/],
       ["a bad key", JSON.stringify({ ...document, tables: { ...document.tables, server_keys: [...document.tables.server_keys, { name: "signing_key", value: badPem, created_at: document.exported_at }] } }), /: the file's signing key is not usable/],

@@ -19,6 +19,7 @@ import * as Jose from "jose"
 import { type ChildProcess, spawn } from "node:child_process"
 import { request as httpRequest } from "node:http"
 import { fileURLToPath } from "node:url"
+import { callThroughApp as callAppEntry } from "./support/AppEntry.js"
 import { admin, createFixture, type Fixture, issueToken, type JsonResponse, makeTestServer, send, serverPort } from "../src/testing.js"
 import { exportDatabase } from "../src/transfer/ExportDatabase.js"
 import { describeWithPostgres, isolatedPostgresStorage } from "./support/Databases.js"
@@ -117,21 +118,7 @@ const callOptions = (port: number, fixture: Fixture, token: string | undefined, 
 
 /** A service call through the HttpApi app. */
 const callThroughApp = (fixture: Fixture, token: string | undefined, body = "{}", headers: Record<string, string> = {}) =>
-  Effect.flatMap(serverPort, (port) =>
-    Effect.promise(() =>
-      new Promise<JsonResponse>((resolve, reject) => {
-        const outgoing = httpRequest(callOptions(port, fixture, token, { "transfer-encoding": "chunked", ...headers }), (response) => {
-          const chunks: Array<Buffer> = []
-          response.on("data", (chunk: Buffer) => chunks.push(chunk))
-          response.on("end", () => {
-            const text = Buffer.concat(chunks).toString("utf8")
-            resolve({ status: response.statusCode ?? 0, headers: response.headers as Record<string, string>, body: text === "" ? undefined : JSON.parse(text), text })
-          })
-        })
-        outgoing.on("error", reject)
-        outgoing.end(body)
-      })
-    ))
+  callAppEntry(callPath(fixture), token, headers, body)
 
 type Caller = (fixture: Fixture, token: string | undefined, body?: string, headers?: Record<string, string>) => Effect.Effect<JsonResponse, never, any>
 const throughLane: Caller = (fixture, token, body = "{}", headers = {}) =>

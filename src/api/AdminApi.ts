@@ -18,6 +18,7 @@ import { AdminActor } from "../domain/AdminActor.js"
 import { AUDIT_PAGE_DEFAULT, AUDIT_PAGE_MAX, AuditEventPage, decodeCursor, encodeCursor } from "../domain/AuditEvents.js"
 import {
   CredentialInfo,
+  CredentialInput,
   EmptyObject,
   EnvironmentDocument,
   KeyCredentialInput,
@@ -32,6 +33,7 @@ import {
   ServiceInput,
   SigningKeyInfo
 } from "../domain/Models.js"
+import { ProfileInput } from "../domain/Policies.js"
 import {
   AdminTooManyAttemptsWire,
   ConflictWire,
@@ -106,9 +108,13 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
   .add(
     HttpApiEndpoint.put("putProfile", "/admin/profiles/:profile")
       .annotate(OpenApi.Summary, "Create a profile")
-      .annotate(OpenApi.Description, "Creates the profile if it does not exist (201); answers it as it is otherwise (200). No body, or `{}`.")
+      .annotate(
+        OpenApi.Description,
+        "Creates the profile if it does not exist (201); answers it as it is otherwise (200). No body, `{}`, or " +
+          "`{\"credential_max_lifetime_days\": N}` (1-3650; null removes it) to set its credential policy."
+      )
       .setPath(ProfilePath)
-      .setPayload(EmptyObject)
+      .setPayload(ProfileInput)
       .addSuccess(ProfileDocument.annotations({ description: "The profile existed." }))
       .addSuccess(...created(ProfileDocument, "The profile was created."))
       .addError(InvalidRequestWire)
@@ -241,7 +247,7 @@ export class ServicesApi extends HttpApiGroup.make("services")
     )
       .annotate(OpenApi.Summary, "Generate a credential")
       .setPath(ServicePath)
-      .setPayload(Schema.Union(EmptyObject, KeyCredentialInput))
+      .setPayload(Schema.Union(CredentialInput, KeyCredentialInput))
       .addSuccess(NewCredential, { status: 201 })
       // Each member its own status: a client decodes a 201 as either.
       .addSuccess(NewKeyCredential, { status: 201 })
@@ -252,7 +258,10 @@ export class ServicesApi extends HttpApiGroup.make("services")
         OpenApi.Description,
         "Generates a credential; the answer is the only time its client_secret is shown. With " +
           "{\"public_key\": JWK or PEM} it creates a key credential instead (private_key_jwt): no secret, the " +
-          "key's type, kid and thumbprint answered. Either counts toward the limit of 2. Sets the service's auth_type to oauth."
+          "key's type, kid and thumbprint answered. Either counts toward the limit of 2. Sets the service's auth_type " +
+          "to oauth. `{\"expires_at\": \"<RFC 3339>\"}` (with either): at expiry the credential and its tokens are " +
+          "refused as if it were deleted. Under the profile's credential_max_lifetime_days, a credential expires at " +
+          "most that many days ahead (absent: exactly)."
       )
   )
   .add(

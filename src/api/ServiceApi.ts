@@ -12,6 +12,7 @@ import {
   InvalidTokenWire,
   NotFoundWire,
   PayloadTooLargeWire,
+  RateLimitedWire,
   StorageUnavailableWire
 } from "../domain/Errors.js"
 
@@ -34,6 +35,7 @@ export class ServiceApi extends HttpApiGroup.make("service")
       .addError(NotFoundWire)
       .addError(PayloadTooLargeWire)
       .addError(BadGatewayWire)
+      .addError(RateLimitedWire)
       .addError(StorageUnavailableWire)
       .annotate(OpenApi.Summary, "Call a hosted service")
       .annotate(
@@ -47,7 +49,10 @@ export class ServiceApi extends HttpApiGroup.make("service")
           "A proxy service passes on its upstream's 400, 404, 409, 422 and 429 answers with a JSON object body " +
           "(status, body, and 429's Retry-After) as they are, so those statuses may carry the upstream's own body; " +
           "503 temporarily_unavailable with Retry-After while the upstream's circuit breaker is open (5 failures " +
-          "in a row) or UPSTREAM_MAX_CONCURRENCY calls to it are in flight."
+          "in a row) or UPSTREAM_MAX_CONCURRENCY calls to it are in flight. A service with a rate_limit answers " +
+          "429 rate_limited with Retry-After once a client has made its calls of the window (checked after the token, " +
+          "before the body), and every answer of a call let through carries the IETF draft's RateLimit-Policy " +
+          "(\"default\";q=<requests>;w=<seconds>) and RateLimit (\"default\";r=<left>;t=<seconds to reset>)."
       )
   )
   .annotate(OpenApi.Title, "Service calls")

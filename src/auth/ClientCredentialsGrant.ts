@@ -170,7 +170,11 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
   if (Option.isNone(found) || found.value.authType !== "oauth") return notFound
 
   // Row 5. Always run the comparison, so an unknown client id costs what a wrong secret costs.
-  const credential = Option.getOrUndefined(found.value.credential)
+  // An expired credential is refused as a deleted one, on every instance at once: by the clock.
+  const stored = Option.getOrUndefined(found.value.credential)
+  const credential = stored !== undefined && (stored.expiresAt == null || input.nowMillis < stored.expiresAt.getTime())
+    ? stored
+    : undefined
   const { assertion } = client.right
   if (assertion !== undefined) {
     // private_key_jwt: only a key credential's key verifies an assertion (ClientAssertion.ts).

@@ -3,9 +3,9 @@
  * all-or-nothing save. Secrets exist in plain text only in the answer that creates them. Each takes
  * the admin who asks, which the repository records in the audit trail with the change.
  */
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
 import type { AdminActorShape } from "../domain/AdminActor.js"
-import type { CredentialLimitExceeded, NotFound, StorageUnavailable } from "../domain/Errors.js"
+import { type CredentialLimitExceeded, InvalidRequest, type NotFound, type StorageUnavailable } from "../domain/Errors.js"
 import type { ClientId, ProfileId } from "../domain/Identifiers.js"
 import { keyVerifier, type PublicJwk, publicKeyInfo } from "../domain/KeyCredential.js"
 import type { CredentialChange, NewCredential, NewKeyCredential, SaveProfileResult } from "../domain/Models.js"
@@ -14,15 +14,47 @@ import { CredentialRepo, type StoredChange } from "../storage/CredentialRepo.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
 import { ClientSecrets } from "./ClientSecrets.js"
 
-type Failure = NotFound | CredentialLimitExceeded | StorageUnavailable
+type Failure = NotFound | CredentialLimitExceeded | InvalidRequest | StorageUnavailable
+
+const DAY_MS = 86_400_000
+
+/**
+ * When a new credential expires: as asked, in the future and within the profile's policy
+ * (`credential_max_lifetime_days`); when not asked, the policy's maximum, or never.
+ */
+export const expiryOf = (
+  requested: Date | undefined,
+  now: Date,
+  maxDays: number | null,
+  field = "expires_at"
+): Effect.Effect<Date | null, InvalidRequest> => {
+  if (requested === undefined) return Effect.succeed(maxDays === null ? null : new Date(now.getTime() + maxDays * DAY_MS))
+  if (requested.getTime() <= now.getTime()) {
+    return Effect.fail(new InvalidRequest({ description: `${field} must be in the future` }))
+  }
+  if (maxDays !== null && requested.getTime() > now.getTime() + maxDays * DAY_MS) {
+    return Effect.fail(
+      new InvalidRequest({
+        description: `${field} must be at most ${maxDays} days ahead (the profile's credential_max_lifetime_days)`
+      })
+    )
+  }
+  return Effect.succeed(requested)
+}
 
 export interface CredentialManagerShape {
-  readonly addCredential: (address: ServiceAddress, actor: AdminActorShape) => Effect.Effect<NewCredential, Failure>
-  /** A key credential (private_key_jwt): no secret, its checked public key stored instead. */
+  /** `expiresAt`: when it expires (checked against the profile's policy); absent: the policy's maximum, or never. */
+  readonly addCredential: (
+    address: ServiceAddress,
+    actor: AdminActorShape,
+    expiresAt?: Date
+  ) => Effect.Effect<NewCredential, Failure>
+  /** A key credential (private_key_jwt): no secret, its checked public key stored instead; expiring as above. */
   readonly addKeyCredential: (
     address: ServiceAddress,
     publicKey: PublicJwk,
-    actor: AdminActorShape
+    actor: AdminActorShape,
+    expiresAt?: Date
   ) => Effect.Effect<NewKeyCredential, Failure>
   readonly removeCredential: (
     address: ServiceAddress,
@@ -55,35 +87,49 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
       ) =>
         Effect.gen(function*() {
           const now = yield* currentDate
+          // The policy is read only for additions; a profile that does not exist fails in storage.
+          const maxDays = staged.some((change) => change.op === "add_credential")
+            ? Option.getOrNull(yield* repo.credentialLifetime(profile))
+            : null
           const created: Array<SaveProfileResult["created"][number]> = []
           const removed: Array<SaveProfileResult["removed"][number]> = []
           const changes: Array<StoredChange> = []
-          for (const change of staged) {
+          for (const [index, change] of staged.entries()) {
             if (change.op === "remove_credential") {
               changes.push(change)
               removed.push({ environment: change.environment, service_uuid: change.service_uuid, client_id: change.client_id })
               continue
             }
+            const expiresAt = yield* expiryOf(change.expires_at, now, maxDays, save ? `changes.${index}.expires_at` : "expires_at")
             const generated = yield* secrets.generate
+            const stored = {
+              op: change.op,
+              environment: change.environment,
+              service_uuid: change.service_uuid,
+              client_id: generated.clientId,
+              expires_at: expiresAt
+            }
             if (change.public_key !== undefined) {
               const verifier = keyVerifier(change.public_key)
-              changes.push({ ...change, client_id: generated.clientId, secret_hash: verifier })
+              changes.push({ ...stored, secret_hash: verifier })
               created.push({
                 environment: change.environment,
                 service_uuid: change.service_uuid,
                 client_id: generated.clientId,
                 created_at: now,
+                ...(expiresAt === null ? {} : { expires_at: expiresAt }),
                 public_key: publicKeyInfo(verifier)!
               })
               continue
             }
-            changes.push({ ...change, client_id: generated.clientId, secret_hash: generated.secretHash })
+            changes.push({ ...stored, secret_hash: generated.secretHash })
             created.push({
               environment: change.environment,
               service_uuid: change.service_uuid,
               client_id: generated.clientId,
               client_secret: Redacted.value(generated.secret),
-              created_at: now
+              created_at: now,
+              ...(expiresAt === null ? {} : { expires_at: expiresAt })
             })
           }
           yield* repo.applyCredentialChanges(profile, changes, now, actor, { save })
@@ -92,31 +138,39 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
 
       return CredentialManager.of({
         saveProfile: (profile, staged, actor) => apply(profile, staged, actor, true),
-        addCredential: (address, actor) =>
+        addCredential: (address, actor, expiresAt) =>
           Effect.map(
             apply(
               address.profile,
-              [{ op: "add_credential", environment: address.environment, service_uuid: address.uuid }],
+              [{ op: "add_credential", environment: address.environment, service_uuid: address.uuid, expires_at: expiresAt }],
               actor,
               false
             ),
             ({ created: [credential] }) => ({
               client_id: credential!.client_id,
               client_secret: (credential as { readonly client_secret: string }).client_secret,
-              created_at: credential!.created_at
+              created_at: credential!.created_at,
+              ...(credential!.expires_at === undefined ? {} : { expires_at: credential!.expires_at })
             })
           ),
-        addKeyCredential: (address, publicKey, actor) =>
+        addKeyCredential: (address, publicKey, actor, expiresAt) =>
           Effect.map(
             apply(
               address.profile,
-              [{ op: "add_credential", environment: address.environment, service_uuid: address.uuid, public_key: publicKey }],
+              [{
+                op: "add_credential",
+                environment: address.environment,
+                service_uuid: address.uuid,
+                public_key: publicKey,
+                expires_at: expiresAt
+              }],
               actor,
               false
             ),
             ({ created: [credential] }) => ({
               client_id: credential!.client_id,
               created_at: credential!.created_at,
+              ...(credential!.expires_at === undefined ? {} : { expires_at: credential!.expires_at }),
               public_key: (credential as NewKeyCredential).public_key
             })
           ),

@@ -89,8 +89,10 @@ export interface AdminClientShape {
   readonly listProfiles: () => Effect.Effect<typeof ProfileList.Type, AdminCallError>
   readonly getProfile: (profile: ProfileId) => Effect.Effect<ProfileDocument, AdminCallError>
   /** `created` is false when the profile already existed (200 rather than 201). */
+  /** `lifetimeDays`: sets the profile's credential_max_lifetime_days (null removes it; absent leaves it). */
   readonly putProfile: (
-    profile: ProfileId
+    profile: ProfileId,
+    lifetimeDays?: number | null
   ) => Effect.Effect<{ readonly created: boolean; readonly profile: ProfileDocument }, AdminCallError>
   readonly deleteProfile: (profile: ProfileId) => Effect.Effect<void, AdminCallError>
   readonly putEnvironment: (
@@ -103,9 +105,14 @@ export interface AdminClientShape {
   ) => Effect.Effect<ServiceDocument, AdminCallError>
   readonly deleteService: (address: ServiceAddress) => Effect.Effect<void, AdminCallError>
   readonly listCredentials: (address: ServiceAddress) => Effect.Effect<typeof CredentialList.Type, AdminCallError>
-  readonly addCredential: (address: ServiceAddress) => Effect.Effect<NewCredential, AdminCallError>
-  /** A key credential (private_key_jwt): `publicKey` a JWK object or a PEM public key. */
-  readonly addKeyCredential: (address: ServiceAddress, publicKey: unknown) => Effect.Effect<NewKeyCredential, AdminCallError>
+  /** `expiresAt`: when it expires (RFC 3339, as typed); absent: the profile's policy, or never. */
+  readonly addCredential: (address: ServiceAddress, expiresAt?: string) => Effect.Effect<NewCredential, AdminCallError>
+  /** A key credential (private_key_jwt): `publicKey` a JWK object or a PEM public key; expiring as above. */
+  readonly addKeyCredential: (
+    address: ServiceAddress,
+    publicKey: unknown,
+    expiresAt?: string
+  ) => Effect.Effect<NewKeyCredential, AdminCallError>
   readonly removeCredential: (address: ServiceAddress, clientId: ClientId) => Effect.Effect<void, AdminCallError>
   readonly listAuditEvents: (query: {
     readonly profile: Option.Option<ProfileId>
@@ -335,9 +342,10 @@ const makeAdminClient = (
     getProfile: Effect.fn("AdminClient.getProfile")(function*(profile: ProfileId) {
       return yield* call((api) => api.profiles.getProfile({ path: { profile } }))
     }),
-    putProfile: Effect.fn("AdminClient.putProfile")(function*(profile: ProfileId) {
+    putProfile: Effect.fn("AdminClient.putProfile")(function*(profile: ProfileId, lifetimeDays?: number | null) {
+      const payload = lifetimeDays === undefined ? {} : { credential_max_lifetime_days: lifetimeDays }
       const answer = created(
-        yield* call((api) => api.profiles.putProfile({ path: { profile }, payload: {}, withResponse: true }))
+        yield* call((api) => api.profiles.putProfile({ path: { profile }, payload, withResponse: true }))
       )
       return { created: answer.created, profile: answer.body }
     }),
@@ -365,13 +373,17 @@ const makeAdminClient = (
     listCredentials: Effect.fn("AdminClient.listCredentials")(function*(path: ServiceAddress) {
       return yield* call((api) => api.services.listCredentials({ path }))
     }),
-    addCredential: Effect.fn("AdminClient.addCredential")(function*(path: ServiceAddress) {
-      const created = yield* call((api) => api.services.createCredential({ path, payload: {} }))
-      // A payload of {} always creates a secret credential.
+    addCredential: Effect.fn("AdminClient.addCredential")(function*(path: ServiceAddress, expiresAt?: string) {
+      const payload = expiresAt === undefined ? {} : { expires_at: new Date(expiresAt) }
+      const created = yield* call((api) => api.services.createCredential({ path, payload }))
+      // A payload without a public key always creates a secret credential.
       return "client_secret" in created ? created : yield* Effect.dieMessage("a secret credential was answered without its secret")
     }),
-    addKeyCredential: Effect.fn("AdminClient.addKeyCredential")(function*(path: ServiceAddress, publicKey: unknown) {
-      const payload = { public_key: publicKey as Record<string, unknown> | string }
+    addKeyCredential: Effect.fn("AdminClient.addKeyCredential")(function*(path: ServiceAddress, publicKey: unknown, expiresAt?: string) {
+      const payload = {
+        public_key: publicKey as Record<string, unknown> | string,
+        ...(expiresAt === undefined ? {} : { expires_at: new Date(expiresAt) })
+      }
       const created = yield* call((api) => api.services.createCredential({ path, payload }))
       return "public_key" in created ? created : yield* Effect.dieMessage("a key credential was answered with a secret")
     }),

@@ -5,35 +5,17 @@
  * positional in the order profile, environment, service uuid, client id; `--url` and `--json` are
  * on every command. To add a command: a method on `AdminClient`, a handler here, an entry below.
  */
-import { Command, Options, Prompt } from "@effect/cli"
+import { Command, Options } from "@effect/cli"
 import { Data, Effect, Option, Schema } from "effect"
-import { CredentialList, ProfileList } from "../api/AdminApi.js"
+import { ProfileList } from "../api/AdminApi.js"
 import { AUDIT_PAGE_MAX, AuditEventPage } from "../domain/AuditEvents.js"
-import { type ClientId, type EnvironmentName, ProfileId, type ServiceUuid } from "../domain/Identifiers.js"
-import { EnvironmentDocument, NewCredential, NewKeyCredential, ProfileDocument, ServiceDocument } from "../domain/Models.js"
+import { type EnvironmentName, ProfileId } from "../domain/Identifiers.js"
+import { EnvironmentDocument, ProfileDocument, ServiceDocument } from "../domain/Models.js"
 import { AdminClient } from "./AdminClient.js"
 import { commandGroup } from "./CommandGroup.js"
-import {
-  clientIdArg,
-  CommandFailed,
-  connection,
-  environmentArg,
-  isInteractive,
-  profileArg,
-  runAdmin,
-  serviceUuidArg
-} from "./CommandLine.js"
-import {
-  formatLastUsed,
-  formatTime,
-  newCredentialText,
-  note,
-  printResult,
-  record,
-  SECRET_SHOWN_ONCE,
-  table
-} from "./Output.js"
-import { newKeyCredentialText, readPublicKeyFile } from "./PublicKeyFile.js"
+import { CommandFailed, connection, environmentArg, profileArg, runAdmin, serviceUuidArg } from "./CommandLine.js"
+import { formatTime, note, printResult, record, table } from "./Output.js"
+import { credentials } from "./CredentialCommands.js"
 import { rotateCommand } from "./Rotation.js"
 import { tokens } from "./TokenCommands.js"
 
@@ -43,6 +25,9 @@ const describeService = (service: ServiceDocument) =>
     ["name", service.name === "" ? "-" : service.name],
     ["auth_type", service.auth_type],
     ["handler", describeHandler(service.handler)],
+    ...(service.rate_limit === undefined
+      ? []
+      : [["rate_limit", `${service.rate_limit.requests} calls per ${service.rate_limit.per_seconds} s per client`] as const]),
     ["credentials", service.credentials.map((credential) => credential.client_id).join(", ") || "-"]
   ])
 
@@ -96,11 +81,22 @@ const profilesList = Command.make("list", { ...connection }, ({ json, url }) =>
     })
   )).pipe(Command.withDescription("List the profiles."))
 
-const profilesCreate = Command.make("create", { profile: profileArg, ...connection }, ({ json, profile, url }) =>
+const profilesCreate = Command.make("create", {
+  profile: profileArg,
+  lifetime: Options.integer("credential-max-lifetime-days").pipe(
+    Options.withPseudoName("DAYS"),
+    Options.withDescription(
+      "Set the profile's policy (also on an existing profile): its new credentials expire within DAYS (1-3650); 0 removes it."
+    ),
+    Options.optional
+  ),
+  ...connection
+}, ({ json, lifetime, profile, url }) =>
   runAdmin(
     url,
     Effect.gen(function*() {
-      const answer = yield* (yield* AdminClient).putProfile(profile)
+      const days = Option.getOrUndefined(lifetime)
+      const answer = yield* (yield* AdminClient).putProfile(profile, days === 0 ? null : days)
       yield* printResult(json, {
         json: Schema.encodeSync(ProfileDocument)(answer.profile),
         text: answer.created ? `created profile ${profile}` : `profile ${profile} already exists`
@@ -239,9 +235,14 @@ const servicesCreate = Command.make(
       ),
       Options.repeated
     ),
+    rateLimit: Options.text("rate-limit").pipe(
+      Options.withPseudoName("N/SECONDS"),
+      Options.withDescription("Each client may make at most N calls per SECONDS seconds (per instance), e.g. 100/60."),
+      Options.optional
+    ),
     ...connection
   },
-  ({ authType, environment, headers, json, name, profile, proxy, timeoutMs, url }) =>
+  ({ authType, environment, headers, json, name, profile, proxy, rateLimit, timeoutMs, url }) =>
     runAdmin(
       url,
       Effect.gen(function*() {
@@ -254,10 +255,17 @@ const servicesCreate = Command.make(
           ...Option.match(timeoutMs, { onNone: () => ({}), onSome: (timeout_ms) => ({ timeout_ms }) }),
           ...(headers.length === 0 ? {} : { headers: yield* staticHeaders(headers) })
         }
+        const limit = Option.map(rateLimit, (text) => /^(\d+)\/(\d+)s?$/.exec(text.trim()))
+        if (Option.isSome(limit) && limit.value === null) {
+          return yield* new InvalidServiceOption({ message: "--rate-limit must be N/SECONDS, e.g. 100/60" })
+        }
         const service = yield* (yield* AdminClient).createService(
           { profile, environment },
           {
             auth_type: authType,
+            ...(Option.isSome(limit) && limit.value !== null
+              ? { rate_limit: { requests: Number(limit.value[1]), per_seconds: Number(limit.value[2]) } }
+              : {}),
             ...Option.match(name, { onNone: () => ({}), onSome: (name) => ({ name }) }),
             ...(handler === undefined ? {} : { handler })
           }
@@ -289,118 +297,6 @@ const services = commandGroup(
   "services",
   "List, create and delete an environment's services.",
   [servicesList, servicesCreate, servicesDelete]
-)
-
-// --- credentials ------------------------------------------------------------------------------
-
-const serviceArgs = { profile: profileArg, environment: environmentArg, uuid: serviceUuidArg }
-
-const credentialsList = Command.make(
-  "list",
-  { ...serviceArgs, ...connection },
-  ({ environment, json, profile, url, uuid }) =>
-    runAdmin(
-      url,
-      Effect.gen(function*() {
-        const list = yield* (yield* AdminClient).listCredentials({ profile, environment, uuid })
-        yield* printResult(json, {
-          json: Schema.encodeSync(CredentialList)(list),
-          text: table(
-            ["client id", "created", "last used"],
-            list.credentials.map((credential) => [
-              credential.client_id,
-              formatTime(credential.created_at),
-              formatLastUsed(credential.last_used_at)
-            ]),
-            "no credentials"
-          )
-        })
-      })
-    )
-).pipe(
-  Command.withDescription(
-    "List a service's credentials (at most two) with their last use: a token request, or a service call with one of " +
-      "their tokens, recorded at most once a minute. Secrets are never shown."
-  )
-)
-
-const credentialsAdd = Command.make(
-  "add",
-  {
-    ...serviceArgs,
-    publicKey: Options.file("public-key", { exists: "yes" }).pipe(
-      Options.optional,
-      Options.withDescription("A key credential (private_key_jwt): the client's public key, a JWK or PEM file. No secret.")
-    ),
-    ...connection
-  },
-  ({ environment, json, profile, publicKey, url, uuid }) =>
-    runAdmin(
-      url,
-      Effect.gen(function*() {
-        if (Option.isSome(publicKey)) {
-          const key = yield* readPublicKeyFile(publicKey.value)
-          const created = yield* (yield* AdminClient).addKeyCredential({ profile, environment, uuid }, key)
-          return yield* printResult(json, { json: Schema.encodeSync(NewKeyCredential)(created), text: newKeyCredentialText(created) })
-        }
-        const credential = yield* (yield* AdminClient).addCredential({ profile, environment, uuid })
-        yield* printResult(json, {
-          json: Schema.encodeSync(NewCredential)(credential),
-          text: newCredentialText(credential)
-        })
-        yield* note(SECRET_SHOWN_ONCE)
-      })
-    )
-).pipe(
-  Command.withDescription(
-    "Generate a credential (a service holds at most two) and print its client secret, once; with --public-key, a key " +
-      "credential (private_key_jwt) instead, without a secret. Sets the service's auth_type to oauth."
-  )
-)
-
-/** Asks on a terminal; refuses, rather than waiting for an answer that cannot come, anywhere else. */
-const confirmRemoval = Effect.fn("confirmRemoval")(function*(clientId: ClientId, uuid: ServiceUuid) {
-  if (!(yield* isInteractive)) {
-    return yield* new CommandFailed({
-      message: `not removing ${clientId} without confirmation (no terminal to ask on): pass --yes`
-    })
-  }
-  const confirmed = yield* Prompt.confirm({
-    message: `Remove credential ${clientId} of service ${uuid}? Its tokens are refused at once.`,
-    initial: false
-  }).pipe(Effect.catchAll(() => Effect.succeed(false)))
-  if (!confirmed) return yield* new CommandFailed({ message: `${clientId} was not removed` })
-})
-
-const credentialsRemove = Command.make(
-  "remove",
-  {
-    ...serviceArgs,
-    clientId: clientIdArg,
-    yes: Options.boolean("yes").pipe(
-      Options.withAlias("y"),
-      Options.withDescription("Remove without asking (needed when not on a terminal).")
-    ),
-    ...connection
-  },
-  ({ clientId, environment, json, profile, url, uuid, yes }) =>
-    runAdmin(
-      url,
-      Effect.gen(function*() {
-        if (!yes) yield* confirmRemoval(clientId, uuid)
-        yield* (yield* AdminClient).removeCredential({ profile, environment, uuid }, clientId)
-        yield* printResult(json, {
-          json: { profile, environment, service_uuid: uuid, client_id: clientId, deleted: true },
-          text: `removed ${clientId}; its tokens are refused from now on`
-        })
-      })
-    )
-).pipe(Command.withDescription("Remove a credential (asks first unless --yes); its tokens die at once."))
-
-const credentials = commandGroup(
-  "credentials",
-  "List, add and remove a service's credentials (rotate: replace one without downtime).",
-  [credentialsList, credentialsAdd, credentialsRemove]
 )
 
 // --- audit ------------------------------------------------------------------------------------

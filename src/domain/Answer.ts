@@ -19,7 +19,7 @@ export const errorAnswer = (error: ServiceError, headers: Readonly<Record<string
   const { body, status } = wireOf(error)
   const retry = error._tag === "StorageUnavailable"
     ? { "retry-after": "1" }
-    : error._tag === "TooManyAttempts" || error._tag === "AdminTooManyAttempts"
+    : error._tag === "TooManyAttempts" || error._tag === "AdminTooManyAttempts" || error._tag === "RateLimited"
     ? { "retry-after": String(error.retryAfterSeconds) }
     : {}
   return { status, headers: { ...retry, ...headers }, body }

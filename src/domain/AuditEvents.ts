@@ -16,6 +16,8 @@ import { Timestamp } from "./Models.js"
 export const AUDIT_ACTIONS = [
   "profile.created",
   "profile.deleted",
+  /** The profile's credential policy changed (`PUT /admin/profiles/{profile}` with credential_max_lifetime_days). */
+  "profile.changed",
   /** A `save` of the profile editor; each of its changes is recorded too (`credential.*`). */
   "profile.saved",
   "environment.created",
@@ -25,6 +27,8 @@ export const AUDIT_ACTIONS = [
   "service.deleted",
   "credential.added",
   "credential.removed",
+  /** A credential reached its `expires_at`: recorded once, by the server (actor `credential-expiry`, source `server`). */
+  "credential.expired",
   "key.rotated",
   /** An admin token stored (`POST /admin/tokens`); details `name`, `role`, `profiles`, never the token. */
   "admin_token.created",
@@ -53,7 +57,9 @@ export const AuditDetails = Schema.Record({
     "`profile.saved`: `added`, `removed` (counts); a `credential.removed` implied by a deletion: `cause` " +
     "(`profile.deleted`, `environment.deleted` or `service.deleted`); `admin_token.created`/`admin_token.revoked`: " +
     "`name`, `role`, `profiles` (a list of profile names; absent for an admin token); `token.revoked`: `jti` " +
-    "(the revoked token's id, never the token)."
+    "(the revoked token's id, never the token); `credential.expired`: `expires_at`; " +
+    "`profile.created`/`profile.changed`: `credential_max_lifetime_days` (absent: none); " +
+    "`service.*`: `rate_limit` (`<requests>/<seconds>s`) when set."
 })
 export type AuditDetails = typeof AuditDetails.Type
 

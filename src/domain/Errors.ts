@@ -211,6 +211,20 @@ export const TooManyAttemptsWire = wireError(TooManyAttempts, {
   make: () => new TooManyAttempts({ retryAfterSeconds: 60 })
 })
 
+/** 429 `rate_limited`: a client used up its calls of a service's window (`rate_limit`), answered with Retry-After. */
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {
+  description: Schema.String,
+  retryAfterSeconds: Schema.Int
+}) {}
+export const RateLimitedWire = wireError(RateLimited, {
+  code: "rate_limited",
+  status: 429,
+  identifier: "RateLimitedError",
+  summary: "The client made all the calls the service's rate_limit allows in its window; see Retry-After and RateLimit.",
+  describe: (error) => error.description,
+  make: (description) => new RateLimited({ description, retryAfterSeconds: 1 })
+})
+
 /** 429 `too_many_attempts`: Too many failed admin authentications from one address, answered with Retry-After. */
 export const ADMIN_TOO_MANY_ATTEMPTS_DESCRIPTION = "Too many failed admin authentication attempts from this address; retry later"
 export class AdminTooManyAttempts extends Schema.TaggedError<AdminTooManyAttempts>()("AdminTooManyAttempts", { retryAfterSeconds: Schema.Int }) {}
@@ -252,7 +266,8 @@ export const WIRE_ERRORS = {
   BadGateway: BadGatewayWire,
   TooManyAttempts: TooManyAttemptsWire,
   AdminTooManyAttempts: AdminTooManyAttemptsWire,
-  InvalidDpopProof: InvalidDpopProofWire
+  InvalidDpopProof: InvalidDpopProofWire,
+  RateLimited: RateLimitedWire
 } as const
 
 export type ServiceError = Schema.Schema.Type<(typeof WIRE_ERRORS)[keyof typeof WIRE_ERRORS]>

@@ -7,6 +7,7 @@ import { Schema } from "effect"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "./Identifiers.js"
 import { SERVICE_NAME_MAX_LENGTH, UPSTREAM_URL_MAX_LENGTH } from "./Limits.js"
 import { type PublicJwk, PublicKeyInfo, publicKeyInfo } from "./KeyCredential.js"
+import { CredentialMaxLifetimeDays, emptyObjectOr, RateLimit } from "./Policies.js"
 import { StorableText } from "./Text.js"
 
 /** A point in time: a `Date` inside the program, an RFC 3339 date-time on the wire. */
@@ -160,9 +161,16 @@ export const answeredHandler = (stored: StoredHandler): ServiceHandlerConfig => 
 
 export const defaultHandler: StoredHandler = { type: "echo" }
 
+/** When a credential stops working (as if deleted); null when it never does. */
+const ExpiresAt = Schema.NullOr(Timestamp).annotations({
+  description: "When the credential expires: from then on it is refused as if deleted (its tokens too), until it is " +
+    "deleted; null when it never expires."
+})
+
 export const CredentialInfo = Schema.Struct({
   client_id: ClientId,
   created_at: Timestamp.annotations({ description: "When the credential was generated." }),
+  expires_at: ExpiresAt,
   last_used_at: Schema.NullOr(Timestamp).annotations({
     description: "The last time the credential was used: a successful token request, or a service call made with a token it " +
       "issued. Recorded at most once a minute, so up to a minute behind the latest use; never moves backwards; null when " +
@@ -185,6 +193,7 @@ export const ServiceDocument = Schema.Struct({
   name: Schema.String.annotations({ description: "A name for people; not unique." }),
   auth_type: AuthType,
   handler: ServiceHandlerConfig,
+  rate_limit: Schema.optional(RateLimit).annotations({ description: "The per-client rate limit; absent when none." }),
   credentials: Schema.Array(CredentialInfo)
 }).annotations({ identifier: "Service" })
 export type ServiceDocument = typeof ServiceDocument.Type
@@ -201,9 +210,11 @@ export const ProfileSummary = Schema.Struct({
 }).annotations({ identifier: "ProfileSummary" })
 export type ProfileSummary = typeof ProfileSummary.Type
 
+
 export const ProfileDocument = Schema.Struct({
   profile: ProfileId,
   created_at: Timestamp,
+  credential_max_lifetime_days: Schema.optional(CredentialMaxLifetimeDays),
   environments: Schema.Array(EnvironmentDocument)
 }).annotations({ identifier: "Profile" })
 export type ProfileDocument = typeof ProfileDocument.Type
@@ -232,9 +243,32 @@ export const ServiceInput = Schema.Struct({
     description: "A name for people, 1-200 characters; defaults to the current name, or empty."
   }),
   auth_type: AuthType,
-  handler: Schema.optional(ServiceHandlerInput)
+  handler: Schema.optional(ServiceHandlerInput),
+  rate_limit: Schema.optional(Schema.NullOr(RateLimit)).annotations({
+    description: "The per-client rate limit; absent or null for none (a PUT replaces it, like the handler)."
+  })
 }).annotations({ identifier: "ServiceInput", parseOptions: { onExcessProperty: "error" } })
 export type ServiceInput = typeof ServiceInput.Type
+
+
+/** What `POST …/credentials` may send: when the new credential expires, or nothing. */
+const EXPIRES_AT_INPUT = "When the credential expires (RFC 3339, in the future; at most the profile's " +
+  "credential_max_lifetime_days ahead). Absent: the policy's maximum, or never when the profile has none."
+const CREDENTIAL_INPUT_DESCRIPTION = "`{}` (or no body), or when the new credential expires."
+const ExpiresAtInput = Timestamp.annotations({
+  message: () => "expires_at must be an RFC 3339 date-time, e.g. 2027-01-01T00:00:00Z"
+})
+export const CredentialInput = emptyObjectOr(Schema.Struct({ expires_at: Schema.optional(ExpiresAtInput) }), ["expires_at"], {
+  identifier: "CredentialInput",
+  description: CREDENTIAL_INPUT_DESCRIPTION,
+  jsonSchema: {
+    type: "object",
+    properties: { expires_at: { type: "string", format: "date-time", description: EXPIRES_AT_INPUT } },
+    additionalProperties: false,
+    description: CREDENTIAL_INPUT_DESCRIPTION
+  }
+})
+export type CredentialInput = typeof CredentialInput.Type
 
 const ClientSecretText = Schema.String.annotations({
   description: "The client secret (256 random bits, base64url). Shown only in this answer: store it now."
@@ -244,7 +278,8 @@ const ClientSecretText = Schema.String.annotations({
 export const NewCredential = Schema.Struct({
   client_id: ClientId,
   client_secret: ClientSecretText,
-  created_at: Timestamp
+  created_at: Timestamp,
+  expires_at: Schema.optional(Timestamp).annotations({ description: "When it expires; absent when it never does." })
 }).annotations({ identifier: "NewCredential" })
 export type NewCredential = typeof NewCredential.Type
 
@@ -252,6 +287,7 @@ export type NewCredential = typeof NewCredential.Type
 export const NewKeyCredential = Schema.Struct({
   client_id: ClientId,
   created_at: Timestamp,
+  expires_at: Schema.optional(Timestamp).annotations({ description: "When it expires; absent when it never does." }),
   public_key: PublicKeyInfo
 }).annotations({ identifier: "NewKeyCredential" })
 export type NewKeyCredential = typeof NewKeyCredential.Type
@@ -275,7 +311,10 @@ export const PublicJwkInput = Schema.Union(
 )
 
 /** What an operator sends to create a key credential. */
-export const KeyCredentialInput = Schema.Struct({ public_key: PublicJwkInput }).annotations({
+export const KeyCredentialInput = Schema.Struct({
+  public_key: PublicJwkInput,
+  expires_at: Schema.optional(ExpiresAtInput)
+}).annotations({
   identifier: "KeyCredentialInput",
   parseOptions: { onExcessProperty: "error" }
 })
@@ -292,6 +331,9 @@ export const AddCredentialChange = Schema.Struct({
   service_uuid: Schema.String,
   public_key: Schema.optional(PublicJwkInput).annotations({
     description: "For a key credential (private_key_jwt): its public JWK. Without it, a secret is generated."
+  }),
+  expires_at: Schema.optional(Schema.String).annotations({
+    description: "When the new credential expires (RFC 3339, in the future), as for POST …/credentials."
   })
 })
 export const RemoveCredentialChange = Schema.Struct({
@@ -312,6 +354,7 @@ export type CredentialChange =
     readonly service_uuid: ServiceUuid
     /** A key credential's checked public key (`parsePublicJwk`); absent for a secret credential. */
     readonly public_key?: PublicJwk
+    readonly expires_at?: Date | undefined
   }
   | {
     readonly op: "remove_credential"
@@ -325,26 +368,34 @@ export type CredentialRemoval = Extract<CredentialChange, { readonly op: "remove
  * An addition with its generated credential: what storage writes (never the secret, only its digest;
  * for a key credential, its public key: `keyVerifier`).
  */
-export type GeneratedAddition = CredentialAddition & { readonly client_id: ClientId; readonly secret_hash: string }
+export type GeneratedAddition = Omit<CredentialAddition, "expires_at"> & {
+  readonly client_id: ClientId
+  readonly secret_hash: string
+  /** The expiry asked for, or given by the profile's policy; null or absent: never. */
+  readonly expires_at?: Date | null | undefined
+}
 
 export const SaveProfileRequest = Schema.Struct({
   changes: Schema.Array(ProfileChange).pipe(Schema.maxItems(100))
 }).annotations({ identifier: "SaveProfileRequest", parseOptions: { onExcessProperty: "error" } })
 export type SaveProfileRequest = typeof SaveProfileRequest.Type
 
+const EXPIRES = Schema.optional(Timestamp).annotations({ description: "When it expires; absent when it never does." })
 export const CreatedCredential = Schema.Union(
   Schema.Struct({
     environment: EnvironmentName,
     service_uuid: ServiceUuid,
     client_id: ClientId,
     client_secret: ClientSecretText,
-    created_at: Timestamp
+    created_at: Timestamp,
+    expires_at: EXPIRES
   }),
   Schema.Struct({
     environment: EnvironmentName,
     service_uuid: ServiceUuid,
     client_id: ClientId,
     created_at: Timestamp,
+    expires_at: EXPIRES,
     public_key: PublicKeyInfo
   })
 ).annotations({ identifier: "CreatedCredential" })

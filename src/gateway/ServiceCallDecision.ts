@@ -29,6 +29,7 @@ import { SeenJtis } from "../storage/SeenJtis.js"
 import { asDpopRefusal, boundTokenAsBearer, dpopRefusal, proofMissing, unboundTokenAsDpop, wrongProofKey } from "./DPoPBinding.js"
 import { type JsonObject, ServiceHandlers, traceparentOf, upstreamAttributes } from "./ServiceHandlers.js"
 import { whenAborted } from "./Upstream.js"
+import { RateLimits, type RateLimitsShape } from "./RateLimits.js"
 import { type ProxyHandler, UpstreamGateway } from "./UpstreamGateway.js"
 
 const REALM = `Bearer realm="service"`
@@ -68,6 +69,8 @@ export interface ServiceCallInput {
   readonly environment: string
   readonly uuid: string
   readonly authorization: string | undefined
+  /** The client's address: who a service without OAuth counts a rate limit against. */
+  readonly remoteAddress: string
   readonly nowMillis: number
   /** The `DPoP` header (RFC 9449 §4.1), when sent. */
   readonly dpop?: string | undefined
@@ -82,6 +85,8 @@ export interface ServiceCallServices {
   readonly serviceRoute: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<ServiceRoute> | undefined
   /** A call let through with a token: a use of its credential (`CallUse`), noted in memory. */
   readonly noteCall: (clientId: ClientId, nowMillis: number) => void
+  /** Counts a call to a service with a rate limit (`RateLimits`). */
+  readonly admit: RateLimitsShape["admit"]
 }
 
 export type ServiceCallDecision =
@@ -90,10 +95,10 @@ export type ServiceCallDecision =
   | { readonly _tag: "NeedsKey"; readonly token: string }
   /** The catalogue cache does not hold the route: read it (`findServiceRoute`), then decide again. */
   | { readonly _tag: "NeedsRoute"; readonly address: ServiceAddress; readonly clientId: Option.Option<ClientId> }
-  /** A DPoP-bound token: its proof to check (`DPoPProof`), then `call` (its use noted), or a 401. */
+  /** A DPoP-bound token: its proof to check (`DPoPProof`), then `call` admitted (`admitCall`), or a 401. */
   | {
     readonly _tag: "Prove"
-    readonly call: ServiceCallAllowed
+    readonly call: Omit<ServiceCallAllowed, "_tag" | "rateHeaders">
     readonly caller: ClientId
     readonly token: string
     readonly jkt: string
@@ -107,6 +112,8 @@ export type ServiceCallDecision =
     /** The verified token's client id; null for a service without OAuth. */
     readonly caller: string | null
     readonly clientId: Option.Option<ClientId>
+    /** The rate limit's fields, which every answer of the call carries; undefined for a service without one. */
+    readonly rateHeaders: Readonly<Record<string, string>> | undefined
   }
 
 const answer = (answer: Answer): ServiceCallDecision => ({ _tag: "Answer", answer })
@@ -141,7 +148,9 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
       )
     }
     if (!services.isForService(verified.right, address)) return refuse(otherService)
-    if (!route.value.credentialLive) return refuse(revoked)
+    // An expired credential is refused as a deleted one, on every instance at once: by the clock.
+    const expiresAt = route.value.credentialExpiresAt
+    if (!route.value.credentialLive || (expiresAt != null && input.nowMillis >= expiresAt)) return refuse(revoked)
     // Revoked by its client (RFC 7009): read with the route, an O(1) lookup when there are any.
     if (route.value.revokedTokens?.has(verified.right.jti) === true) return refuse(revoked)
     const jkt = verified.right.cnf?.jkt
@@ -149,14 +158,37 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
       if (jkt === undefined) return answer(unboundTokenAsDpop)
       if (!presented.dpop) return answer(boundTokenAsBearer)
       if (input.dpop === undefined) return answer(proofMissing)
-      const call = { _tag: "Call", address, route: route.value, caller: verified.right.client_id, clientId } as const
+      const call = { address, route: route.value, caller: verified.right.client_id, clientId }
       return { _tag: "Prove", call, caller: verified.right.client_id, token: presented.token, jkt, proof: input.dpop }
     }
     caller = verified.right.client_id
-    services.noteCall(verified.right.client_id, input.nowMillis)
   }
-  return { _tag: "Call", address, route: route.value, caller, clientId }
+  return admitCall(services, input, { address, route: route.value, caller, clientId })
 }
+
+/**
+ * The last step of a call let through (directly, or once its DPoP proof verified): the service's
+ * rate limit for this client (`RateLimits`), then the call is a use of its credential (`noteCall`).
+ */
+const admitCall = (
+  services: Pick<ServiceCallServices, "admit" | "noteCall">,
+  input: ServiceCallInput,
+  call: Omit<ServiceCallAllowed, "_tag" | "rateHeaders">
+): Extract<ServiceCallDecision, { readonly _tag: "Answer" | "Call" }> => {
+  const limit = call.route.rateLimit
+  let rateHeaders: Readonly<Record<string, string>> | undefined = undefined
+  if (limit != null) {
+    const verdict = services.admit(call.address, limit, call.caller ?? input.remoteAddress, input.nowMillis)
+    if (!verdict.allowed) return { _tag: "Answer", answer: verdict.answer }
+    rateHeaders = verdict.headers
+  }
+  if (call.caller !== null) services.noteCall(call.caller as ClientId, input.nowMillis)
+  return { _tag: "Call", ...call, rateHeaders }
+}
+
+/** A call's answer with its rate limit's fields, when its service has one: what both entries write. */
+export const withRateHeaders = (allowed: ServiceCallAllowed, answer: Answer): Answer =>
+  allowed.rateHeaders === undefined ? answer : { ...answer, headers: { ...answer.headers, ...allowed.rateHeaders } }
 
 export type ServiceCallVerdict = Extract<ServiceCallDecision, { readonly _tag: "Answer" | "Call" }>
 
@@ -196,6 +228,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
       const { noteCall } = yield* CallUse
       const seen = yield* SeenJtis
       const { issuer } = yield* AppConfig
+      const { admit } = yield* RateLimits
       const traced = yield* tracerEnabled
       const peek = repo.peek
       const services: ServiceCallServices = {
@@ -203,7 +236,8 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
         isUnknownKey: tokens.isUnknownKey,
         isForService: tokens.isForService,
         serviceRoute: peek === undefined ? () => undefined : peek.serviceRoute,
-        noteCall
+        noteCall,
+        admit
       }
 
       const complete = (input: ServiceCallInput, first: ServiceCallDecision) =>
@@ -229,8 +263,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
             const proof = yield* verifyProof(seen, decision.proof, { method: "POST", url, nowMillis: input.nowMillis, accessToken: decision.token })
             if ("refused" in proof) return { _tag: "Answer" as const, answer: dpopRefusal("invalid_dpop_proof", proof.refused) }
             if (proof.jkt !== decision.jkt) return { _tag: "Answer" as const, answer: wrongProofKey }
-            noteCall(decision.caller, input.nowMillis)
-            decision = decision.call
+            decision = admitCall(services, input, decision.call)
           }
           if (traced && decision._tag === "Call") {
             yield* Effect.annotateCurrentSpan(spanAttributes(decision.address, decision.clientId))

@@ -23,7 +23,8 @@ import {
   NewKeyCredential,
   ProfileDocument,
   ServiceDocument,
-  type ServiceInput
+  type ServiceInput,
+  Timestamp
 } from "../domain/Models.js"
 import { currentDate } from "../domain/Time.js"
 import { storedHandlerOf } from "../gateway/UpstreamHeaders.js"
@@ -88,10 +89,12 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
           const profiles = yield* repo.listProfiles
           return { profiles: profiles.filter((summary) => reaches(caller, summary.profile)) }
         }))
-      .handle("putProfile", ({ path: { profile } }) =>
+      .handle("putProfile", ({ path: { profile }, payload }) =>
         Effect.gen(function*() {
           yield* permitOn("profile.create", profile)
-          const created = yield* repo.putProfile(profile, yield* currentDate, yield* AdminActor)
+          const lifetimeDays = payload.credential_max_lifetime_days
+          if (lifetimeDays !== undefined) yield* permitOn("catalogue.change", profile)
+          const created = yield* repo.putProfile(profile, yield* currentDate, yield* AdminActor, lifetimeDays)
           return yield* documentResponse(ProfileDocument, yield* getProfile(profile), created ? 201 : 200)
         }))
       .handle("getProfile", ({ path: { profile } }) => Effect.zipRight(permitOn("profile.read", profile), getProfile(profile)))
@@ -110,10 +113,15 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
             const serviceUuid = yield* Effect.mapError(checkUuid(change.service_uuid), at)
             if (change.op === "add_credential") {
               const publicKey = yield* Effect.mapError(checkPublicKey(change.public_key), at)
+              const expiresAt = change.expires_at === undefined
+                ? undefined
+                : yield* Effect.mapError(checked(Timestamp)(change.expires_at), (error) =>
+                  at(new InvalidRequest({ description: `expires_at: ${error.description}` })))
               staged.push({
                 op: change.op,
                 environment,
                 service_uuid: serviceUuid,
+                expires_at: expiresAt,
                 ...(publicKey === undefined ? {} : { public_key: publicKey })
               })
               continue
@@ -167,7 +175,7 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
         yield* permitOn("catalogue.change", address.profile)
         const created = yield* repo.putService(
           address,
-          { name: input.name ?? address.uuid, auth_type: input.auth_type, handler },
+          { name: input.name ?? address.uuid, auth_type: input.auth_type, handler, rate_limit: input.rate_limit ?? null },
           mode,
           yield* currentDate,
           yield* AdminActor
@@ -194,8 +202,12 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
           const publicKey = yield* checkPublicKey("public_key" in payload ? payload.public_key : undefined)
           const actor = yield* Effect.zipRight(permitOn("catalogue.change", path.profile), AdminActor)
           return publicKey === undefined
-            ? yield* documentResponse(NewCredential, yield* manager.addCredential(path, actor), 201)
-            : yield* documentResponse(NewKeyCredential, yield* manager.addKeyCredential(path, publicKey, actor), 201)
+            ? yield* documentResponse(NewCredential, yield* manager.addCredential(path, actor, payload.expires_at), 201)
+            : yield* documentResponse(
+              NewKeyCredential,
+              yield* manager.addKeyCredential(path, publicKey, actor, payload.expires_at),
+              201
+            )
         }))
       .handle("deleteCredential", ({ path: { client_id, ...address } }) =>
         Effect.gen(function*() {

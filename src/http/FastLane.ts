@@ -29,6 +29,7 @@ import { TokenService } from "../auth/TokenService.js"
 import type { ClientId } from "../domain/Identifiers.js"
 import {
   decideServiceCall,
+  withRateHeaders,
   jsonObject,
   type ServiceCallAllowed,
   ServiceCallGate,
@@ -248,6 +249,7 @@ const make = Effect.gen(function*() {
       uuid: path[3]!,
       authorization: request.headers["authorization"],
       dpop: dpopHeader(request.headers["dpop"]),
+      remoteAddress: clientAddress(request),
       nowMillis: clock.unsafeCurrentTimeMillis()
     }
     const proceed = (verdict: ReturnType<typeof decideServiceCall>) => {
@@ -260,7 +262,9 @@ const make = Effect.gen(function*() {
       if (callSpan !== undefined) {
         for (const [key, value] of Object.entries(spanAttributes(verdict.address, verdict.clientId))) callSpan.attribute(key, value)
       }
-      readBody(request, response, next, (text) => callHandler(request, response, verdict, text, callSpan, done, failed))
+      // A service with a rate limit: every answer of the call carries its fields.
+      const answered = verdict.rateHeaders === undefined ? done : (answer: Answer) => done(withRateHeaders(verdict, answer))
+      readBody(request, response, next, (text) => callHandler(request, response, verdict, text, callSpan, answered, failed))
     }
     const decision = decideServiceCall(input, callSpan === undefined ? gate.services : {
       ...gate.services,

@@ -15,6 +15,7 @@ import { ProcessMetrics } from "../observability/ProcessMetrics.js"
 import * as Prometheus from "../observability/Prometheus.js"
 import { registerKnownSeries } from "../observability/ServiceMetrics.js"
 import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { currentDate } from "../domain/Time.js"
 import { tokenDigest } from "../admin-auth/TokenDigest.js"
 import { parseAuthorization } from "../auth/AuthorizationHeader.js"
 import { errorResponse } from "./ErrorResponses.js"
@@ -28,7 +29,13 @@ const CATALOGUE = {
   services: gauge("service_auth_services", "Services in the catalogue, across profiles and environments."),
   credentials: gauge("service_auth_credentials", "Live (not deleted) credentials, across services.")
 }
-const CATALOGUE_NAMES = new Set(Object.keys(CATALOGUE).map((key) => `service_auth_${key}`))
+const EXPIRING_NAME = "service_auth_credentials_expiring"
+const expiring = gauge(
+  EXPIRING_NAME,
+  "Live credentials that expire within the period `within` (7d, 30d) and have not expired yet, across services."
+)
+const EXPIRING = { within7d: Metric.tagged(expiring, "within", "7d"), within30d: Metric.tagged(expiring, "within", "30d") }
+const CATALOGUE_NAMES = new Set([...Object.keys(CATALOGUE).map((key) => `service_auth_${key}`), EXPIRING_NAME])
 
 const unauthorized = (description: string) =>
   errorResponse(new Unauthorized({ description }), { "www-authenticate": `Bearer realm="metrics"` })
@@ -49,11 +56,16 @@ export const layer = HttpApiBuilder.group(Api, "metrics", (handlers) =>
 
     const scrape = Effect.gen(function*() {
       yield* processMetrics.sample
-      const counts = yield* Effect.option(repo.countCatalogue)
+      const counts = yield* Effect.option(
+        Effect.all([repo.countCatalogue, Effect.flatMap(currentDate, repo.countExpiring)])
+      )
       if (Option.isSome(counts)) {
+        const [catalogue, soon] = counts.value
         for (const [key, metric] of Object.entries(CATALOGUE)) {
-          metric.unsafeUpdate(counts.value[key as keyof typeof CATALOGUE], [])
+          metric.unsafeUpdate(catalogue[key as keyof typeof CATALOGUE], [])
         }
+        EXPIRING.within7d.unsafeUpdate(soon.within7d, [])
+        EXPIRING.within30d.unsafeUpdate(soon.within30d, [])
       }
       const snapshot = yield* Metric.snapshot
       const shown = Option.isSome(counts)

@@ -4,11 +4,11 @@
  * limit) and calls the handler; the fast path (`FastLane`) is the other adapter.
  */
 import { HttpApiBuilder, type HttpServerRequest } from "@effect/platform"
-import { Clock, Effect, Either } from "effect"
+import { Clock, Effect, Either, Option } from "effect"
 import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
 import { dpopHeader } from "../auth/DPoPProof.js"
-import { jsonObject, ServiceCallGate } from "../gateway/ServiceCallDecision.js"
+import { jsonObject, ServiceCallGate, withRateHeaders } from "../gateway/ServiceCallDecision.js"
 import { toServerResponse } from "./Answer.js"
 import { errorAnswer } from "../domain/Answer.js"
 import { readBodyText } from "./RequestBody.js"
@@ -28,14 +28,16 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
           ...path,
           authorization: request.headers["authorization"],
           dpop: dpopHeader(request.headers["dpop"]),
+          remoteAddress: Option.getOrElse(request.remoteAddress, () => "unknown"),
           nowMillis: yield* Clock.currentTimeMillis
         })
         if (verdict._tag === "Answer") return toServerResponse(verdict.answer)
         const text = yield* Effect.either(readBodyText(request, maxBodyBytes))
         const body = Either.flatMap(text, jsonObject)
-        if (Either.isLeft(body)) return toServerResponse(errorAnswer(body.left))
+        if (Either.isLeft(body)) return toServerResponse(withRateHeaders(verdict, errorAnswer(body.left)))
         const requestId = requestIdOf(request.source)
-        return toServerResponse(yield* gate.call(verdict, body.right, text.pipe(Either.getOrElse(() => "")), requestId))
+        const answer = yield* gate.call(verdict, body.right, text.pipe(Either.getOrElse(() => "")), requestId)
+        return toServerResponse(withRateHeaders(verdict, answer))
       }
     )
 

@@ -48,7 +48,30 @@ export const serviceEvent = (
     profile: address.profile,
     environment: address.environment,
     service_uuid: address.uuid,
-    details: { name: fields.name, auth_type: fields.auth_type, handler: fields.handler.type }
+    details: {
+      name: fields.name,
+      auth_type: fields.auth_type,
+      handler: fields.handler.type,
+      // Only when set, so that the events of services without one are as they always were.
+      ...(fields.rate_limit == null ? {} : { rate_limit: `${fields.rate_limit.requests}/${fields.rate_limit.per_seconds}s` })
+    }
+  })
+
+/**
+ * A profile created (`profile.created`), or its credential policy changed (`profile.changed`):
+ * `credential_max_lifetime_days` in the details when set.
+ */
+export const profileEvent = (
+  actor: AdminActorShape,
+  now: Date,
+  action: "profile.created" | "profile.changed",
+  profile: string,
+  lifetimeDays: number | null | undefined
+): AuditEvent =>
+  auditEvent(actor, now, {
+    action,
+    profile,
+    ...(lifetimeDays == null ? {} : { details: { credential_max_lifetime_days: lifetimeDays } })
   })
 
 /** Credential changes, one event each, then the `save` that made them when it was one. */
@@ -86,3 +109,25 @@ export const revocationEvent = (actor: AdminActorShape, now: Date, revocation: T
     client_id: revocation.clientId,
     details: { jti: revocation.jti }
   })
+
+/** Who records a credential's expiry: the server itself, not an admin. */
+export const EXPIRY_ACTOR: AdminActorShape = { name: "credential-expiry", source: "server" }
+
+/** A credential that reached its `expires_at`. */
+export interface ExpiredCredential extends RemovedCredential {
+  readonly profile: string
+  readonly expires_at: Date
+}
+
+/** One `credential.expired` per credential, in client id order. */
+export const expiryEvents = (now: Date, expired: ReadonlyArray<ExpiredCredential>): Array<AuditEvent> =>
+  [...expired].sort((a, b) => (a.client_id < b.client_id ? -1 : 1)).map((credential) =>
+    auditEvent(EXPIRY_ACTOR, now, {
+      action: "credential.expired",
+      profile: credential.profile,
+      environment: credential.environment,
+      service_uuid: credential.service_uuid,
+      client_id: credential.client_id,
+      details: { expires_at: credential.expires_at.toISOString() }
+    })
+  )

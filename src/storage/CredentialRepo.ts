@@ -24,6 +24,7 @@ import type {
   ServiceDocument,
   StoredHandler
 } from "../domain/Models.js"
+import type { RateLimit } from "../domain/Policies.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 import type { CatalogueScope } from "./CatalogueScope.js"
 
@@ -31,6 +32,8 @@ export interface ServiceFields {
   readonly name: string
   readonly auth_type: AuthType
   readonly handler: StoredHandler
+  /** The per-client rate limit; absent or null: none. */
+  readonly rate_limit?: RateLimit | null | undefined
 }
 
 /** What one indexed read tells the token endpoint. */
@@ -41,6 +44,8 @@ export interface TokenTarget {
     readonly clientId: ClientId
     readonly secretHash: string
     readonly lastUsedAt: Date | null
+    /** When it expires (then it is refused as if deleted); null or absent: never. */
+    readonly expiresAt?: Date | null | undefined
   }>
 }
 
@@ -55,6 +60,16 @@ export interface ServiceRoute {
    * are none (the common case: nothing to allocate or compare).
    */
   readonly revokedTokens?: ReadonlySet<string>
+  /** When that live credential expires, in epoch milliseconds; null or absent: never. */
+  readonly credentialExpiresAt?: number | null | undefined
+  /** The service's per-client rate limit; null or absent: none. */
+  readonly rateLimit?: RateLimit | null | undefined
+}
+
+/** Live credentials that expire soon (not yet expired): the metrics' `service_auth_credentials_expiring`. */
+export interface ExpiringCounts {
+  readonly within7d: number
+  readonly within30d: number
 }
 
 /** A live credential found by its client id alone (the revocation endpoint authenticates with it). */
@@ -90,11 +105,28 @@ export interface CatalogueCounts {
 export interface CredentialRepoShape {
   readonly ping: Effect.Effect<void, StorageUnavailable>
   readonly countCatalogue: Effect.Effect<CatalogueCounts, StorageUnavailable>
+  readonly countExpiring: (now: Date) => Effect.Effect<ExpiringCounts, StorageUnavailable>
+  /**
+   * Records `credential.expired` (actor `credential-expiry`, source `server`) for each live credential
+   * expired by `now` and not yet recorded: once, whichever instance gets there first (a conditional
+   * UPDATE). Answers how many it recorded.
+   */
+  readonly recordExpiries: (now: Date) => Effect.Effect<number, StorageUnavailable>
+  /** The profile's `credential_max_lifetime_days` (null: no policy); none when the profile does not exist. */
+  readonly credentialLifetime: (profile: ProfileId) => Effect.Effect<Option.Option<number | null>, StorageUnavailable>
 
   readonly listProfiles: Effect.Effect<ReadonlyArray<ProfileSummary>, StorageUnavailable>
   readonly getProfile: (profile: ProfileId) => Effect.Effect<Option.Option<ProfileDocument>, StorageUnavailable>
-  /** Creates the profile unless it exists; `created` tells which. */
-  readonly putProfile: (profile: ProfileId, now: Date, actor: AdminActorShape) => Effect.Effect<boolean, StorageUnavailable>
+  /**
+   * Creates the profile unless it exists; `created` tells which. `lifetimeDays` sets its
+   * `credential_max_lifetime_days` (null removes it; undefined leaves it as it is).
+   */
+  readonly putProfile: (
+    profile: ProfileId,
+    now: Date,
+    actor: AdminActorShape,
+    lifetimeDays?: number | null
+  ) => Effect.Effect<boolean, StorageUnavailable>
   /** Deletes the profile with everything in it and tombstones its credentials. False when absent. */
   readonly deleteProfile: (profile: ProfileId, now: Date, actor: AdminActorShape) => Effect.Effect<boolean, StorageUnavailable>
 
@@ -199,12 +231,14 @@ export interface CredentialRepoShape {
 export interface LiveService extends ServiceAddress {
   readonly authType: AuthType
   readonly handler: StoredHandler
+  readonly rateLimit: RateLimit | null
   readonly credentials: ReadonlyArray<{
     readonly clientId: ClientId
     readonly secretHash: string
     readonly lastUsedAt: Date | null
     /** The `jti`s of its tokens its client revoked. */
     readonly revoked: ReadonlyArray<string>
+    readonly expiresAt: Date | null
   }>
 }
 

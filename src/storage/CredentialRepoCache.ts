@@ -169,15 +169,17 @@ export const withReadCache = (
 
   /** Every positive answer about a loaded service. */
   const storeService = (mark: number, service: LiveService) => {
-    for (const { clientId: id, lastUsedAt, revoked, secretHash } of service.credentials) {
+    for (const { clientId: id, expiresAt, lastUsedAt, revoked, secretHash } of service.credentials) {
       const clientId = Option.some(id)
-      const credential = Option.some({ clientId: id, secretHash, lastUsedAt })
+      const credential = Option.some({ clientId: id, secretHash, lastUsedAt, expiresAt })
       storeTarget(mark, targetKey(service, clientId), service, Option.some({ authType: service.authType, credential }))
       const revokedTokens = revokedSet(revoked)
       storeRoute(mark, routeKey(service, clientId), service, Option.some({
         authType: service.authType,
         handler: service.handler,
         credentialLive: true,
+        credentialExpiresAt: expiresAt === null ? null : expiresAt.getTime(),
+        rateLimit: service.rateLimit,
         ...(revokedTokens === undefined ? {} : { revokedTokens })
       }))
     }

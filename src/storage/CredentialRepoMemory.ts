@@ -10,7 +10,15 @@ import type { ClientId, EnvironmentName, ProfileId } from "../domain/Identifiers
 import { laterUse } from "../domain/LastUse.js"
 import { answeredHandler, type CredentialInfo, type ServiceDocument, withPublicKey } from "../domain/Models.js"
 import { AuditTrail, makeMemoryLog } from "./AuditTrail.js"
-import { credentialEvents, deletionEvents, type RemovedCredential, revocationEvent, serviceEvent } from "./CatalogueEvents.js"
+import {
+  credentialEvents,
+  deletionEvents,
+  expiryEvents,
+  profileEvent,
+  type RemovedCredential,
+  revocationEvent,
+  serviceEvent
+} from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey, type ServiceSnapshot } from "./CredentialChanges.js"
 import { CredentialRepo, revokedSet, type ServiceFields } from "./CredentialRepo.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
@@ -29,18 +37,22 @@ interface StoredCredential {
   readonly secretHash: string
   readonly createdAt: Date
   readonly order: number
+  readonly expiresAt: Date | null
   lastUsedAt: Date | null
   deletedAt: Date | null
+  expiryRecorded: boolean
 }
 
 interface StoredProfile {
   readonly createdAt: Date
+  lifetimeDays: number | null
   readonly environments: Map<EnvironmentName, { readonly createdAt: Date; readonly services: Map<string, StoredService> }>
 }
 
 /** Whether a replacement would change nothing (the memory twin of SQL's IS DISTINCT FROM). */
 const sameFields = (a: ServiceFields, b: ServiceFields) =>
-  a.name === b.name && a.auth_type === b.auth_type && JSON.stringify(a.handler) === JSON.stringify(b.handler)
+  a.name === b.name && a.auth_type === b.auth_type && JSON.stringify(a.handler) === JSON.stringify(b.handler) &&
+  JSON.stringify(a.rate_limit ?? null) === JSON.stringify(b.rate_limit ?? null)
 
 const byName = <A>(a: [string, A], b: [string, A]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)
 
@@ -91,13 +103,47 @@ export const makeWithAuditTrail = Effect.sync(() => {
     name: service.name,
     auth_type: service.auth_type,
     handler: answeredHandler(service.handler),
+    ...(service.rate_limit == null ? {} : { rate_limit: service.rate_limit }),
     credentials: liveCredentialsOf(address).map((c): CredentialInfo =>
-      withPublicKey({ client_id: c.clientId, created_at: c.createdAt, last_used_at: c.lastUsedAt }, c.secretHash)
+      withPublicKey({ client_id: c.clientId, created_at: c.createdAt, expires_at: c.expiresAt, last_used_at: c.lastUsedAt }, c.secretHash)
     )
   })
 
+  const DAY_MS = 86_400_000
   const repo = CredentialRepo.of({
     ping: Effect.void,
+
+    countExpiring: (now) =>
+      Effect.sync(() => {
+        const expiring = (days: number) =>
+          [...credentials.values()].filter((c) =>
+            c.deletedAt === null && c.expiresAt !== null && c.expiresAt > now &&
+            c.expiresAt.getTime() <= now.getTime() + days * DAY_MS
+          ).length
+        return { within7d: expiring(7), within30d: expiring(30) }
+      }),
+
+    recordExpiries: (now) =>
+      Effect.sync(() => {
+        const expired = [...credentials.values()].filter((c) =>
+          c.deletedAt === null && c.expiresAt !== null && c.expiresAt <= now && !c.expiryRecorded
+        )
+        for (const credential of expired) credential.expiryRecorded = true
+        log.append(expiryEvents(
+          now,
+          expired.map((c) => ({
+            profile: c.profile,
+            environment: c.environment,
+            service_uuid: c.serviceUuid,
+            client_id: c.clientId,
+            expires_at: c.expiresAt!
+          }))
+        ))
+        return expired.length
+      }),
+
+    credentialLifetime: (profile) =>
+      Effect.sync(() => Option.map(Option.fromNullable(profiles.get(profile)), (stored) => stored.lifetimeDays)),
 
     countCatalogue: Effect.sync(() => {
       const environments = [...profiles.values()].flatMap((profile) => [...profile.environments.values()])
@@ -118,6 +164,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
         Option.fromNullable(profiles.get(profile)).pipe(Option.map((stored) => ({
           profile,
           created_at: stored.createdAt,
+          ...(stored.lifetimeDays === null ? {} : { credential_max_lifetime_days: stored.lifetimeDays }),
           environments: [...stored.environments.entries()].sort(byName).map(([name, environment]) => ({
             name,
             services: [...environment.services.values()]
@@ -127,11 +174,18 @@ export const makeWithAuditTrail = Effect.sync(() => {
         })))
       ),
 
-    putProfile: (profile, now, actor) =>
+    putProfile: (profile, now, actor, lifetimeDays) =>
       Effect.sync(() => {
-        if (profiles.has(profile)) return false
-        profiles.set(profile, { createdAt: now, environments: new Map() })
-        log.append([auditEvent(actor, now, { action: "profile.created", profile })])
+        const existing = profiles.get(profile)
+        if (existing !== undefined) {
+          if (lifetimeDays !== undefined && existing.lifetimeDays !== lifetimeDays) {
+            existing.lifetimeDays = lifetimeDays
+            log.append([profileEvent(actor, now, "profile.changed", profile, lifetimeDays)])
+          }
+          return false
+        }
+        profiles.set(profile, { createdAt: now, lifetimeDays: lifetimeDays ?? null, environments: new Map() })
+        log.append([profileEvent(actor, now, "profile.created", profile, lifetimeDays)])
         return true
       }),
 
@@ -235,8 +289,10 @@ export const makeWithAuditTrail = Effect.sync(() => {
             secretHash: change.secret_hash,
             createdAt: now,
             order: sequence++,
+            expiresAt: change.expires_at ?? null,
             lastUsedAt: null,
-            deletedAt: null
+            deletedAt: null,
+            expiryRecorded: false
           })
         }
         log.append(credentialEvents(actor, now, profile, changes, options?.save === true))
@@ -248,7 +304,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
         Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => ({
           authType: service.auth_type,
           credential: Option.flatMapNullable(clientId, (id) => liveCredential(address, id)).pipe(
-            Option.map((c) => ({ clientId: c.clientId, secretHash: c.secretHash, lastUsedAt: c.lastUsedAt }))
+            Option.map((c) => ({ clientId: c.clientId, secretHash: c.secretHash, lastUsedAt: c.lastUsedAt, expiresAt: c.expiresAt }))
           )
         })))
       ),
@@ -265,10 +321,13 @@ export const makeWithAuditTrail = Effect.sync(() => {
           const revokedTokens = Option.isNone(clientId)
             ? undefined
             : revokedSet([...revoked].filter(([, token]) => token.clientId === clientId.value).map(([jti]) => jti))
+          const credential = Option.isSome(clientId) ? liveCredential(address, clientId.value) : undefined
           return {
             authType: service.auth_type,
             handler: service.handler,
-            credentialLive: Option.isSome(clientId) && liveCredential(address, clientId.value) !== undefined,
+            credentialLive: credential !== undefined,
+            credentialExpiresAt: credential?.expiresAt?.getTime() ?? null,
+            rateLimit: service.rate_limit ?? null,
             ...(revokedTokens === undefined ? {} : { revokedTokens })
           }
         }))

@@ -14,7 +14,8 @@ import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domai
 import { laterUse } from "../domain/LastUse.js"
 import { answeredHandler, type CredentialInfo, type ServiceDocument, withPublicKey } from "../domain/Models.js"
 import { insertAuditEvents } from "./AuditTrail.js"
-import { credentialEvents, deletionEvents, serviceEvent } from "./CatalogueEvents.js"
+import { expiryOperations } from "./CredentialExpirySql.js"
+import { credentialEvents, deletionEvents, profileEvent, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
 import { announcedScopes, type CatalogueScope, writeScopes } from "./CatalogueScope.js"
 import { CredentialRepo, type CredentialRepoShape, type LiveService } from "./CredentialRepo.js"
@@ -36,6 +37,7 @@ export const SCOPES_CHANNEL = "service_auth_cache_scopes"
 const toCredentialInfo = (row: CredentialRow): CredentialInfo => withPublicKey({
   client_id: row.client_id,
   created_at: row.created_at,
+  expires_at: row.expires_at,
   last_used_at: row.last_used_at
 }, row.secret_hash)
 
@@ -69,6 +71,7 @@ const liveServicesOf = (rows: ReadonlyArray<typeof LiveRow.Type>): Array<LiveSer
         uuid: row.uuid,
         authType: row.auth_type,
         handler: row.handler,
+        rateLimit: row.rate_limit,
         credentials: []
       }
       services.push(last)
@@ -78,7 +81,8 @@ const liveServicesOf = (rows: ReadonlyArray<typeof LiveRow.Type>): Array<LiveSer
         clientId: row.client_id,
         secretHash: row.secret_hash,
         lastUsedAt: row.last_used_at,
-        revoked: row.revoked ?? []
+        revoked: row.revoked ?? [],
+        expiresAt: row.expires_at
       })
     }
   }
@@ -104,6 +108,7 @@ export const make = Effect.gen(function*() {
       name: service.name,
       auth_type: service.auth_type,
       handler: answeredHandler(service.handler),
+      ...(service.rate_limit === null ? {} : { rate_limit: service.rate_limit }),
       credentials: credentials
         .filter((c) => c.environment === service.environment && c.service_uuid === service.uuid)
         .map(toCredentialInfo)
@@ -148,6 +153,7 @@ export const make = Effect.gen(function*() {
   })
 
   const repo: CredentialRepoShape = {
+    ...expiryOperations(sql),
     ping: storageOperation(Effect.asVoid(sql`SELECT 1`)),
 
     // The counts are one row always: none would be a bug in the statement, as a row of another shape.
@@ -167,9 +173,11 @@ export const make = Effect.gen(function*() {
         const environments = yield* environmentNames(profile)
         const services = yield* profileServices(profile)
         const credentials = yield* profileCredentials(profile)
+        const lifetime = found.value.credential_max_lifetime_days
         return Option.some({
           profile,
           created_at: found.value.created_at,
+          ...(lifetime === null ? {} : { credential_max_lifetime_days: lifetime }),
           environments: environments.map(({ name }) => ({
             name,
             services: servicesWithCredentials(services.filter((s) => s.environment === name), credentials)
@@ -177,12 +185,18 @@ export const make = Effect.gen(function*() {
         })
       }).pipe(sql.withTransaction, parseFailureIsDefect, storageOperation),
 
-    putProfile: (profile, now, actor) =>
+    putProfile: (profile, now, actor, lifetimeDays) =>
       Effect.gen(function*() {
-        const inserted = yield* sql`INSERT INTO profiles (profile, created_at) VALUES (${profile}, ${now})
+        const inserted = yield* sql`INSERT INTO profiles (profile, created_at, credential_max_lifetime_days)
+          VALUES (${profile}, ${now}, ${lifetimeDays ?? null})
           ON CONFLICT (profile) DO NOTHING RETURNING profile`
-        if (inserted.length === 0) return false
-        yield* record([auditEvent(actor, now, { action: "profile.created", profile })])
+        if (inserted.length === 0) {
+          const changed = lifetimeDays === undefined ? [] : yield* sql`UPDATE profiles SET credential_max_lifetime_days = ${lifetimeDays}
+            WHERE profile = ${profile} AND credential_max_lifetime_days IS DISTINCT FROM ${lifetimeDays} RETURNING profile`
+          if (changed.length > 0) yield* record([profileEvent(actor, now, "profile.changed", profile, lifetimeDays)])
+          return false
+        }
+        yield* record([profileEvent(actor, now, "profile.created", profile, lifetimeDays)])
         return true
       }).pipe(catalogueWrite(writeScopes.created()), storageOperation),
 
@@ -245,10 +259,11 @@ export const make = Effect.gen(function*() {
           return yield* new NotFound({ description: profile === undefined ? "Profile not found" : "Environment not found" })
         }
         const handler = JSON.stringify(fields.handler)
+        const rateLimit = fields.rate_limit == null ? null : JSON.stringify(fields.rate_limit)
         const inserted = yield* sql`
-          INSERT INTO services (profile, environment, uuid, name, auth_type, handler, created_at)
+          INSERT INTO services (profile, environment, uuid, name, auth_type, handler, rate_limit, created_at)
           VALUES (${address.profile}, ${address.environment}, ${address.uuid}, ${fields.name}, ${fields.auth_type},
-                  ${handler}::jsonb, ${now})
+                  ${handler}::jsonb, ${rateLimit}::jsonb, ${now})
           ON CONFLICT (profile, environment, uuid) DO NOTHING RETURNING uuid`
         if (inserted.length > 0) {
           yield* record([serviceEvent(actor, now, "service.created", address, fields)])
@@ -257,9 +272,11 @@ export const make = Effect.gen(function*() {
         if (mode === "create") return yield* new Conflict({ description: "A service with this uuid already exists" })
         // Only a replacement that changes something is a change (jsonb compares by value).
         const updated = yield* sql`
-          UPDATE services SET name = ${fields.name}, auth_type = ${fields.auth_type}, handler = ${handler}::jsonb
+          UPDATE services SET name = ${fields.name}, auth_type = ${fields.auth_type}, handler = ${handler}::jsonb,
+                 rate_limit = ${rateLimit}::jsonb
           WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}
-            AND (name, auth_type, handler) IS DISTINCT FROM (${fields.name}, ${fields.auth_type}, ${handler}::jsonb)
+            AND (name, auth_type, handler, rate_limit) IS DISTINCT FROM
+                (${fields.name}, ${fields.auth_type}, ${handler}::jsonb, ${rateLimit}::jsonb)
           RETURNING uuid`
         if (updated.length > 0) yield* record([serviceEvent(actor, now, "service.changed", address, fields)])
         return false
@@ -311,9 +328,9 @@ export const make = Effect.gen(function*() {
             continue
           }
           yield* sql`
-            INSERT INTO credentials (client_id, profile, environment, service_uuid, secret_hash, created_at)
+            INSERT INTO credentials (client_id, profile, environment, service_uuid, secret_hash, created_at, expires_at)
             VALUES (${change.client_id}, ${profile}, ${change.environment}, ${change.service_uuid}, ${change.secret_hash},
-                    ${now})`
+                    ${now}, ${change.expires_at ?? null})`
           yield* sql`
             UPDATE services SET auth_type = 'oauth'
             WHERE profile = ${profile} AND environment = ${change.environment} AND uuid = ${change.service_uuid}`
@@ -333,7 +350,8 @@ export const make = Effect.gen(function*() {
                 : Option.some({
                   clientId: row.client_id,
                   secretHash: row.secret_hash,
-                  lastUsedAt: notedOver(row.client_id, row.last_used_at)
+                  lastUsedAt: notedOver(row.client_id, row.last_used_at),
+                  expiresAt: row.expires_at
                 })
             })))
           ),
@@ -361,6 +379,8 @@ export const make = Effect.gen(function*() {
               authType: row.auth_type,
               handler: row.handler,
               credentialLive: Option.isSome(clientId) && row.credential_live,
+              credentialExpiresAt: row.credential_expires_at === null ? null : row.credential_expires_at.getTime(),
+              rateLimit: row.rate_limit,
               ...(row.revoked.length === 0 ? {} : { revokedTokens: new Set(row.revoked) })
             })))
           ),

@@ -8,13 +8,15 @@ import { type SqlClient, SqlSchema } from "@effect/sql"
 import { Schema } from "effect"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { AuthType, StoredHandler } from "../domain/Models.js"
+import { RateLimit } from "../domain/Policies.js"
 
 export const ServiceRow = Schema.Struct({
   environment: EnvironmentName,
   uuid: ServiceUuid,
   name: Schema.String,
   auth_type: AuthType,
-  handler: StoredHandler
+  handler: StoredHandler,
+  rate_limit: Schema.NullOr(RateLimit)
 })
 export type ServiceRow = typeof ServiceRow.Type
 
@@ -25,12 +27,16 @@ export const CredentialRow = Schema.Struct({
   /** The credential's verifier: a secret's digest, or a key credential's public key (`KeyCredential`). */
   secret_hash: Schema.String,
   created_at: Schema.DateFromSelf,
-  last_used_at: Schema.NullOr(Schema.DateFromSelf)
+  last_used_at: Schema.NullOr(Schema.DateFromSelf),
+  expires_at: Schema.NullOr(Schema.DateFromSelf)
 })
 export type CredentialRow = typeof CredentialRow.Type
 
 const ProfileRow = Schema.Struct({ profile: ProfileId, created_at: Schema.DateFromSelf })
-const CreatedAtRow = Schema.Struct({ created_at: Schema.DateFromSelf })
+const CreatedAtRow = Schema.Struct({
+  created_at: Schema.DateFromSelf,
+  credential_max_lifetime_days: Schema.NullOr(Schema.Number)
+})
 const NameRow = Schema.Struct({ name: EnvironmentName })
 const ClientIdRow = Schema.Struct({ client_id: ClientId })
 const CountsRow = Schema.Struct({
@@ -45,7 +51,8 @@ const TokenTargetRow = Schema.Struct({
   auth_type: AuthType,
   client_id: Schema.NullOr(ClientId),
   secret_hash: Schema.NullOr(Schema.String),
-  last_used_at: Schema.NullOr(Schema.DateFromSelf)
+  last_used_at: Schema.NullOr(Schema.DateFromSelf),
+  expires_at: Schema.NullOr(Schema.DateFromSelf)
 })
 
 /** The `jti`s a client revoked, as a JSON array (both drivers parse jsonb). */
@@ -54,7 +61,9 @@ const RevokedJtis = Schema.Array(Schema.String)
 const ServiceRouteRow = Schema.Struct({
   auth_type: AuthType,
   handler: StoredHandler,
+  rate_limit: Schema.NullOr(RateLimit),
   credential_live: Schema.Boolean,
+  credential_expires_at: Schema.NullOr(Schema.DateFromSelf),
   revoked: RevokedJtis
 })
 
@@ -72,10 +81,12 @@ export const LiveRow = Schema.Struct({
   uuid: ServiceUuid,
   auth_type: AuthType,
   handler: StoredHandler,
+  rate_limit: Schema.NullOr(RateLimit),
   client_id: Schema.NullOr(ClientId),
   secret_hash: Schema.NullOr(Schema.String),
   last_used_at: Schema.NullOr(Schema.DateFromSelf),
-  revoked: Schema.NullOr(RevokedJtis)
+  revoked: Schema.NullOr(RevokedJtis),
+  expires_at: Schema.NullOr(Schema.DateFromSelf)
 })
 
 /** A client's revoked `jti`s (the index by client id): `[]` when none. */
@@ -129,7 +140,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
   profileCreatedAt: SqlSchema.findOne({
     Request: ProfileKey,
     Result: CreatedAtRow,
-    execute: (profile) => sql`SELECT created_at FROM profiles WHERE profile = ${profile}`
+    execute: (profile) => sql`SELECT created_at, credential_max_lifetime_days FROM profiles WHERE profile = ${profile}`
   }),
   environmentNames: SqlSchema.findAll({
     Request: ProfileKey,
@@ -140,27 +151,27 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Request: ProfileKey,
     Result: ServiceRow,
     execute: (profile) =>
-      sql`SELECT environment, uuid, name, auth_type, handler FROM services WHERE profile = ${profile} ORDER BY position`
+      sql`SELECT environment, uuid, name, auth_type, handler, rate_limit FROM services WHERE profile = ${profile} ORDER BY position`
   }),
   profileCredentials: SqlSchema.findAll({
     Request: ProfileKey,
     Result: CredentialRow,
     execute: (profile) =>
-      sql`SELECT environment, service_uuid, client_id, secret_hash, created_at, last_used_at FROM credentials
+      sql`SELECT environment, service_uuid, client_id, secret_hash, created_at, last_used_at, expires_at FROM credentials
           WHERE profile = ${profile} AND deleted_at IS NULL ORDER BY position`
   }),
   serviceRows: SqlSchema.findAll({
     Request: AddressKey,
     Result: ServiceRow,
     execute: ({ environment, profile, uuid }) =>
-      sql`SELECT environment, uuid, name, auth_type, handler FROM services
+      sql`SELECT environment, uuid, name, auth_type, handler, rate_limit FROM services
           WHERE profile = ${profile} AND environment = ${environment} AND uuid = ${uuid}`
   }),
   serviceCredentials: SqlSchema.findAll({
     Request: AddressKey,
     Result: CredentialRow,
     execute: ({ environment, profile, uuid }) =>
-      sql`SELECT environment, service_uuid, client_id, secret_hash, created_at, last_used_at FROM credentials
+      sql`SELECT environment, service_uuid, client_id, secret_hash, created_at, last_used_at, expires_at FROM credentials
           WHERE profile = ${profile} AND environment = ${environment} AND service_uuid = ${uuid} AND deleted_at IS NULL
           ORDER BY position`
   }),
@@ -177,7 +188,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Result: TokenTargetRow,
     execute: ({ client_id, environment, profile, uuid }) =>
       sql`
-        SELECT s.auth_type, c.client_id, c.secret_hash, c.last_used_at
+        SELECT s.auth_type, c.client_id, c.secret_hash, c.last_used_at, c.expires_at
         FROM services s
         LEFT JOIN credentials c
           ON c.client_id = ${client_id} AND c.profile = s.profile AND c.environment = s.environment
@@ -196,12 +207,12 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Result: ServiceRouteRow,
     execute: ({ client_id, environment, profile, uuid }) =>
       sql`
-        SELECT s.auth_type, s.handler, EXISTS (
-          SELECT 1 FROM credentials c
-          WHERE c.client_id = ${client_id} AND c.profile = s.profile
-            AND c.environment = s.environment AND c.service_uuid = s.uuid AND c.deleted_at IS NULL
-        ) AS credential_live, ${revokedOf(sql, client_id)} AS revoked
+        SELECT s.auth_type, s.handler, s.rate_limit, c.client_id IS NOT NULL AS credential_live,
+          c.expires_at AS credential_expires_at, ${revokedOf(sql, client_id)} AS revoked
         FROM services s
+        LEFT JOIN credentials c
+          ON c.client_id = ${client_id} AND c.profile = s.profile AND c.environment = s.environment
+         AND c.service_uuid = s.uuid AND c.deleted_at IS NULL
         WHERE s.profile = ${profile} AND s.environment = ${environment} AND s.uuid = ${uuid}`
   }),
   // Services first (a page of the primary key's order), then each one's live credentials by the
@@ -214,7 +225,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     execute: ({ after, limit, scope }) =>
       sql`
         WITH page AS (
-          SELECT profile, environment, uuid, auth_type, handler FROM services
+          SELECT profile, environment, uuid, auth_type, handler, rate_limit FROM services
           WHERE true
           ${scope === undefined ? sql`` : sql`AND profile = ${scope[0]}`}
           ${scope === undefined || scope.length < 2 ? sql`` : sql`AND environment = ${scope[1]}`}
@@ -222,11 +233,11 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
           ${after === undefined ? sql`` : sql`AND (profile, environment, uuid) > (${after.profile}, ${after.environment}, ${after.uuid})`}
           ORDER BY profile, environment, uuid
           LIMIT ${limit})
-        SELECT p.profile, p.environment, p.uuid, p.auth_type, p.handler, c.client_id, c.secret_hash, c.last_used_at,
-               (SELECT coalesce(jsonb_agg(r.jti), '[]'::jsonb) FROM revoked_tokens r WHERE r.client_id = c.client_id) AS revoked
+        SELECT p.profile, p.environment, p.uuid, p.auth_type, p.handler, p.rate_limit, c.client_id, c.secret_hash, c.last_used_at,
+          c.expires_at, (SELECT coalesce(jsonb_agg(r.jti), '[]'::jsonb) FROM revoked_tokens r WHERE r.client_id = c.client_id) AS revoked
         FROM page p
         LEFT JOIN LATERAL (
-          SELECT client_id, secret_hash, last_used_at FROM credentials
+          SELECT client_id, secret_hash, last_used_at, expires_at FROM credentials
           WHERE profile = p.profile AND environment = p.environment AND service_uuid = p.uuid AND deleted_at IS NULL
           OFFSET 0) c ON true
         ORDER BY p.profile, p.environment, p.uuid`

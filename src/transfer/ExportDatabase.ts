@@ -24,15 +24,15 @@ export const exportDatabase = Effect.fn("Transfer.exportDatabase")(function*() {
   }
   const read = Effect.gen(function*() {
     yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`
-    const profiles = yield* sql`SELECT profile, ${asText(sql, "created_at")} FROM profiles ORDER BY profile`
+    const profiles = yield* sql`SELECT profile, ${asText(sql, "created_at")}, credential_max_lifetime_days FROM profiles ORDER BY profile`
     const environments = yield* sql`
       SELECT profile, name, ${asText(sql, "created_at")} FROM environments ORDER BY profile, name`
     const services = yield* sql`
-      SELECT profile, environment, uuid, name, auth_type, handler, ${asText(sql, "created_at")}
+      SELECT profile, environment, uuid, name, auth_type, handler, rate_limit, ${asText(sql, "created_at")}
       FROM services ORDER BY position`
     const credentials = yield* sql`
       SELECT client_id, profile, environment, service_uuid, secret_hash, ${asText(sql, "created_at")},
-             ${asText(sql, "last_used_at")}, ${asText(sql, "deleted_at")}
+             ${asText(sql, "last_used_at")}, ${asText(sql, "deleted_at")}, ${asText(sql, "expires_at")}, expiry_recorded
       FROM credentials ORDER BY position`
     const serverKeys = yield* sql`SELECT name, value, ${asText(sql, "created_at")} FROM server_keys ORDER BY name`
     const signingKeys = yield* sql`

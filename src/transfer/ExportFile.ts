@@ -18,10 +18,12 @@ export const EXPORT_FORMAT = "service-auth-export"
 /**
  * Version 2 added `signing_keys` and `audit_events`. A version-1 file (written before) still imports:
  * its missing tables are read as empty. A service-auth that reads only version 1 refuses a version-2
- * file by its version, not by a table it does not know.
+ * file by its version, not by a table it does not know. Version 3 added columns (issue 37): a
+ * profile's `credential_max_lifetime_days`, a service's `rate_limit`, a credential's `expires_at`
+ * and `expiry_recorded`; an older file's rows read them as null (false), so as before.
  */
-export const EXPORT_VERSION = 2
-export const READABLE_VERSIONS = [1, 2] as const
+export const EXPORT_VERSION = 3
+export const READABLE_VERSIONS = [1, 2, 3] as const
 
 export const ExportDocument = Schema.Struct({
   format: Schema.Literal(EXPORT_FORMAT),

@@ -8,6 +8,7 @@ import { Schema } from "effect"
 import { AuditAction, AuditDetails } from "../domain/AuditEvents.js"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { AuthType, StoredHandler } from "../domain/Models.js"
+import { CredentialMaxLifetimeDays, RateLimit } from "../domain/Policies.js"
 import { StorableText } from "../domain/Text.js"
 
 const TIMESTAMP_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$/
@@ -35,7 +36,15 @@ const KeyValue = Schema.String.annotations({ message: () => "must be a string" }
   Schema.filter((value) => value.length > 0, { message: () => "must not be empty" })
 )
 
-export const ProfileRow = Schema.Struct({ profile: ProfileId, created_at: StoredTimestamp })
+/** A column added in version 3 (issue 37): read as its default from an older file. */
+const addedInVersion3 = <S extends Schema.Schema.Any>(column: S, value: () => Schema.Schema.Type<S>) =>
+  Schema.optionalWith(column, { default: value })
+
+export const ProfileRow = Schema.Struct({
+  profile: ProfileId,
+  created_at: StoredTimestamp,
+  credential_max_lifetime_days: addedInVersion3(Schema.NullOr(CredentialMaxLifetimeDays), () => null)
+})
 export const EnvironmentRow = Schema.Struct({ profile: ProfileId, name: EnvironmentName, created_at: StoredTimestamp })
 export const ServiceRow = Schema.Struct({
   profile: ProfileId,
@@ -44,6 +53,7 @@ export const ServiceRow = Schema.Struct({
   name: StorableText,
   auth_type: AuthType,
   handler: StoredHandler,
+  rate_limit: addedInVersion3(Schema.NullOr(RateLimit), () => null),
   created_at: StoredTimestamp
 })
 export const CredentialRow = Schema.Struct({
@@ -54,7 +64,9 @@ export const CredentialRow = Schema.Struct({
   secret_hash: SecretDigest,
   created_at: StoredTimestamp,
   last_used_at: Schema.NullOr(StoredTimestamp),
-  deleted_at: Schema.NullOr(StoredTimestamp)
+  deleted_at: Schema.NullOr(StoredTimestamp),
+  expires_at: addedInVersion3(Schema.NullOr(StoredTimestamp), () => null),
+  expiry_recorded: addedInVersion3(Schema.Boolean, () => false)
 })
 export const ServerKeyRow = Schema.Struct({
   name: Schema.String.pipe(Schema.pattern(/^[a-z0-9_]{1,64}$/, { message: () => "must be a key name" })),

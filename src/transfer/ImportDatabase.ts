@@ -228,7 +228,8 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
     for (const r of tables.profiles) {
       const added = yield* insertOrMatch(
         `profile ${r.profile}`,
-        sql`INSERT INTO profiles (profile, created_at) VALUES (${r.profile}, ${r.created_at}::timestamptz)
+        sql`INSERT INTO profiles (profile, created_at, credential_max_lifetime_days)
+            VALUES (${r.profile}, ${r.created_at}::timestamptz, ${r.credential_max_lifetime_days})
             ON CONFLICT (profile) DO NOTHING RETURNING profile`,
         sql`SELECT created_at = ${r.created_at}::timestamptz AS created_at FROM profiles WHERE profile = ${r.profile}`
       )
@@ -248,11 +249,12 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
     let services = 0
     for (const r of tables.services) {
       const handler = JSON.stringify(r.handler)
+      const rateLimit = r.rate_limit === null ? null : JSON.stringify(r.rate_limit)
       const added = yield* insertOrMatch(
         `service ${serviceKey(r.profile, r.environment, r.uuid)}`,
-        sql`INSERT INTO services (profile, environment, uuid, name, auth_type, handler, created_at)
+        sql`INSERT INTO services (profile, environment, uuid, name, auth_type, handler, rate_limit, created_at)
             VALUES (${r.profile}, ${r.environment}, ${r.uuid}, ${r.name}, ${r.auth_type}, ${handler}::jsonb,
-                    ${r.created_at}::timestamptz)
+                    ${rateLimit}::jsonb, ${r.created_at}::timestamptz)
             ON CONFLICT (profile, environment, uuid) DO NOTHING RETURNING uuid`,
         sql`SELECT name = ${r.name} AS name, auth_type = ${r.auth_type} AS auth_type, handler = ${handler}::jsonb AS handler,
                    created_at = ${r.created_at}::timestamptz AS created_at
@@ -266,9 +268,11 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
     for (const r of tables.credentials) {
       const added = yield* insertOrMatch(
         `credential ${r.client_id}`,
-        sql`INSERT INTO credentials (client_id, profile, environment, service_uuid, secret_hash, created_at, last_used_at, deleted_at)
+        sql`INSERT INTO credentials (client_id, profile, environment, service_uuid, secret_hash, created_at, last_used_at, deleted_at,
+                                     expires_at, expiry_recorded)
             VALUES (${r.client_id}, ${r.profile}, ${r.environment}, ${r.service_uuid}, ${r.secret_hash},
-                    ${r.created_at}::timestamptz, ${r.last_used_at}::timestamptz, ${r.deleted_at}::timestamptz)
+                    ${r.created_at}::timestamptz, ${r.last_used_at}::timestamptz, ${r.deleted_at}::timestamptz,
+                    ${r.expires_at}::timestamptz, ${r.expiry_recorded})
             ON CONFLICT (client_id) DO NOTHING RETURNING client_id`,
         sql`SELECT profile = ${r.profile} AND environment = ${r.environment} AND service_uuid = ${r.service_uuid} AS service,
                    secret_hash = ${r.secret_hash} AS secret_hash, created_at = ${r.created_at}::timestamptz AS created_at

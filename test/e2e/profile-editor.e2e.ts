@@ -885,3 +885,40 @@ describe("what a new operator met", () => {
     await page.screenshot({ path: join(RESULTS, "header-390.png") })
   })
 })
+
+describe("expiry and rate limits", () => {
+  test("marks credentials that expire within 30 days and expired ones; sets the lifetime policy and a rate limit", async () => {
+    const f = await fixture("expiry", "Billing API")
+    const credentials = `/admin/profiles/${f.profile}/environments/${f.env}/services/${f.uuid}/credentials`
+    const soon = await adminApi("POST", credentials, { expires_at: new Date(Date.now() + 5 * 86_400_000).toISOString() })
+    expect(soon.status).toBe(201)
+    const expiring = await adminApi("POST", credentials, { expires_at: new Date(Date.now() + 1_500).toISOString() })
+    expect(expiring.status).toBe(201)
+    await new Promise((resolve) => setTimeout(resolve, 1_600))
+    await openEditor(page, f.profile)
+    const service = serviceRegion(page, f.serviceName)
+    expect(await credentialRow(service, soon.body.client_id).textContent()).toContain("expires within 30 days")
+    expect(await credentialRow(service, expiring.body.client_id).textContent()).toContain("expired")
+
+    // The profile's policy, set at once.
+    await page.getByLabel("Maximum lifetime (days, empty: none)").fill("90")
+    await page.getByRole("button", { name: "Set", exact: true }).click()
+    await expect.poll(async () => (await adminApi("GET", `/admin/profiles/${f.profile}`)).body.credential_max_lifetime_days).toBe(90)
+    await page.getByText("New credentials expire within 90 days.").waitFor()
+
+    // The service's rate limit, kept by a later update that does not touch it.
+    await service.getByText("Edit service", { exact: true }).click()
+    await service.getByLabel("Rate limit: calls per client", { exact: true }).fill("100")
+    await service.getByLabel("Rate limit: window (seconds)", { exact: true }).fill("60")
+    await service.getByRole("button", { name: "Update service", exact: true }).click()
+    const servicePath = `/admin/profiles/${f.profile}/environments/${f.env}/services/${f.uuid}`
+    await expect.poll(async () => (await adminApi("GET", servicePath)).body.rate_limit).toEqual({ requests: 100, per_seconds: 60 })
+    await expect.poll(() => serviceRegion(page, f.serviceName).textContent()).toContain("100 calls per 60 s for each client")
+    const again = serviceRegion(page, f.serviceName)
+    await again.getByText("Edit service", { exact: true }).click()
+    await again.getByLabel("Name", { exact: true }).fill("Billing API")
+    await again.getByRole("button", { name: "Update service", exact: true }).click()
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    expect((await adminApi("GET", servicePath)).body.rate_limit).toEqual({ requests: 100, per_seconds: 60 })
+  })
+})

@@ -14,7 +14,9 @@ import { MAX_CREDENTIALS } from "./Limits.js"
 export { MAX_CREDENTIALS }
 
 /**
- * @typedef {{ readonly client_id: string, readonly created_at: string | null, readonly last_used_at: string | null }} Credential
+ * @typedef {{ readonly client_id: string, readonly created_at: string | null, readonly last_used_at: string | null,
+ *   readonly expires_at?: string | null }} Credential
+ * @typedef {{ readonly requests: number, readonly per_seconds: number }} RateLimit
  * @typedef {object} Handler
  * @property {string} type
  * @property {string} [url]
@@ -22,15 +24,19 @@ export { MAX_CREDENTIALS }
  * @property {ReadonlyArray<string> | Readonly<Record<string, string>>} [headers] Answered: the static
  *   headers' names. Sent: names with values (replacing them).
  * @typedef {{ readonly uuid: string, readonly name: string, readonly auth_type: string,
- *   readonly handler: Handler | undefined, readonly credentials: ReadonlyArray<Credential> }} Service
+ *   readonly handler: Handler | undefined, readonly rate_limit?: RateLimit | null,
+ *   readonly credentials: ReadonlyArray<Credential> }} Service
  * @typedef {{ readonly name: string, readonly services: ReadonlyArray<Service> }} Environment
  * @typedef {{ readonly profile: string, readonly created_at: string | null,
+ *   readonly credential_max_lifetime_days?: number | null,
  *   readonly environments: ReadonlyArray<Environment> }} ProfileDoc
- * @typedef {{ readonly key: string, readonly environment: string, readonly service_uuid: string }} StagedAdd
+ * @typedef {{ readonly key: string, readonly environment: string, readonly service_uuid: string,
+ *   expires_at?: string | undefined, expires_local?: string | undefined }} StagedAdd
  * @typedef {{ readonly environment: string, readonly service_uuid: string, readonly client_id: string }} StagedRemoval
  * @typedef {{ readonly profile: string | null, readonly adds: ReadonlyArray<StagedAdd>,
  *   readonly removes: ReadonlyArray<StagedRemoval>, readonly nextKey: number }} Changes
- * @typedef {{ readonly op: "add_credential", readonly environment: string, readonly service_uuid: string }
+ * @typedef {{ readonly op: "add_credential", readonly environment: string, readonly service_uuid: string,
+ *   readonly expires_at?: string }
  *   | { readonly op: "remove_credential", readonly environment: string, readonly service_uuid: string,
  *   readonly client_id: string }} SaveChange
  */
@@ -205,7 +211,12 @@ export function saveRequest(changes) {
         service_uuid: r.service_uuid,
         client_id: r.client_id
       })),
-      ...changes.adds.map((a) => ({ op: /** @type {const} */ ("add_credential"), environment: a.environment, service_uuid: a.service_uuid }))
+      ...changes.adds.map((a) => ({
+        op: /** @type {const} */ ("add_credential"),
+        environment: a.environment,
+        service_uuid: a.service_uuid,
+        ...(a.expires_at ? { expires_at: a.expires_at } : {})
+      }))
     ]
   }
 }
@@ -242,6 +253,7 @@ export function normalizeDoc(data, profile) {
   return {
     profile: typeof doc.profile === "string" ? doc.profile : profile,
     created_at: doc.created_at ?? null,
+    credential_max_lifetime_days: typeof doc.credential_max_lifetime_days === "number" ? doc.credential_max_lifetime_days : null,
     environments: list(doc.environments).map((e) => ({
       name: String(e.name),
       services: list(e.services).map((s) => ({
@@ -249,9 +261,11 @@ export function normalizeDoc(data, profile) {
         name: typeof s.name === "string" ? s.name : "",
         auth_type: s.auth_type,
         handler: s.handler,
+        rate_limit: s.rate_limit && typeof s.rate_limit === "object" ? s.rate_limit : null,
         credentials: list(s.credentials).map((c) => ({
           client_id: String(c.client_id),
           created_at: c.created_at ?? null,
+          expires_at: c.expires_at ?? null,
           last_used_at: c.last_used_at ?? null
         }))
       }))
@@ -270,9 +284,10 @@ export function normalizeDoc(data, profile) {
  * @param {string} handlerType
  * @param {string} [url]
  * @param {{ readonly timeoutMs?: string, readonly headers?: Readonly<Record<string, string>> }} [proxy]
- * @returns {{ name: string, auth_type: string, handler: Handler }}
+ * @param {RateLimit | null} [rateLimit] the rate limit to set (null: none); the stored one by default
+ * @returns {{ name: string, auth_type: string, handler: Handler, rate_limit?: RateLimit }}
  */
-export function serviceUpdate(service, name, handlerType, url, proxy = {}) {
+export function serviceUpdate(service, name, handlerType, url, proxy = {}, rateLimit = service.rate_limit ?? null) {
   /** @type {{ type: string, url?: string, timeout_ms?: number, headers?: Readonly<Record<string, string>> }} */
   let handler = { type: "echo" }
   if (handlerType === "proxy") {
@@ -281,7 +296,44 @@ export function serviceUpdate(service, name, handlerType, url, proxy = {}) {
     if (timeout !== "") handler.timeout_ms = Number(timeout)
     if (proxy.headers !== undefined) handler.headers = proxy.headers
   }
-  return { name: String(name).trim(), auth_type: service.auth_type, handler }
+  const body = { name: String(name).trim(), auth_type: service.auth_type, handler }
+  // A PUT replaces the rate limit like the handler: the stored one is sent back unless changed.
+  return rateLimit ? { ...body, rate_limit: rateLimit } : body
+}
+
+/** Thirty days: a credential expiring sooner is marked. */
+export const EXPIRY_WARNING_MS = 30 * 86_400_000
+
+/**
+ * How a credential's expiry is marked: `expired`, `soon` (within 30 days), or null (later, or never).
+ * @param {string | null | undefined} expiresAt
+ * @param {number} now
+ * @returns {"expired" | "soon" | null}
+ */
+export function expiryMark(expiresAt, now) {
+  if (!expiresAt) return null
+  const at = Date.parse(expiresAt)
+  if (Number.isNaN(at)) return null
+  if (at <= now) return "expired"
+  return at - now <= EXPIRY_WARNING_MS ? "soon" : null
+}
+
+/**
+ * A rate limit typed in the settings form: `{ rateLimit }` (null: none, both fields empty), or `{ error }`.
+ * @param {string} requests
+ * @param {string} perSeconds
+ * @returns {{ readonly rateLimit: { requests: number, per_seconds: number } | null, readonly error?: undefined }
+ *   | { readonly error: string, readonly rateLimit?: undefined }}
+ */
+export function rateLimitFields(requests, perSeconds) {
+  const r = String(requests).trim()
+  const s = String(perSeconds).trim()
+  if (r === "" && s === "") return { rateLimit: null }
+  const n = Number(r)
+  const w = Number(s)
+  if (!Number.isInteger(n) || n < 1 || n > 1_000_000) return { error: "Requests must be a whole number from 1 to 1000000." }
+  if (!Number.isInteger(w) || w < 1 || w > 3600) return { error: "The window must be a whole number of seconds from 1 to 3600." }
+  return { rateLimit: { requests: n, per_seconds: w } }
 }
 
 /**

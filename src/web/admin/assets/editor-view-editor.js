@@ -114,7 +114,8 @@ export function renderEditor() {
           "Created ",
           timeEl(doc.created_at),
           ` · ${plural(envCount, "environment", "environments")} · ${plural(serviceCount, "service", "services")}`
-        )
+        ),
+        lifetimePolicy(doc)
       ),
       h("button", { type: "button", class: "btn btn-quiet", "data-focus": "refresh", onclick: refreshProfile }, "Refresh")
     ),
@@ -305,6 +306,45 @@ async function saveProfile() {
   announce(`Profile saved${parts.length ? `: ${parts.join(", ")}` : ""}.${created.length ? " Copy the new secret now." : ""}`)
   if (created.length) focusEl(document.getElementById("secrets-title"))
   else focusKey("summary")
+}
+
+/** The profile's credential policy: shown, and set at once (`PUT /admin/profiles/{profile}`) by who may change it. */
+function lifetimePolicy(doc) {
+  const days = doc.credential_max_lifetime_days
+  const text = days === null ? "New credentials never expire unless given an expiry." : `New credentials expire within ${days} days.`
+  if (!mayChange()) return h("p", { class: "muted small" }, text)
+  const input = h("input", {
+    id: "lifetime-days",
+    type: "number",
+    min: "1",
+    max: "3650",
+    step: "1",
+    placeholder: "none",
+    value: days === null ? "" : String(days),
+    class: "lifetime-input"
+  })
+  const onSubmit = async (event) => {
+    event.preventDefault()
+    clearMessages()
+    if (!input.reportValidity()) return
+    const value = input.value.trim()
+    try {
+      await api("PUT", profilePath(doc.profile), { credential_max_lifetime_days: value === "" ? null : Number(value) })
+    } catch (err) {
+      fail(err, "Could not set the credential lifetime.")
+      return
+    }
+    if (await reloadProfile()) focusKey("lifetime")
+    announce(value === "" ? "Credential lifetime removed." : `New credentials now expire within ${value} days.`)
+  }
+  return h(
+    "form",
+    { class: "lifetime-policy small", onsubmit: onSubmit },
+    h("span", { class: "muted" }, text, " "),
+    h("label", { for: "lifetime-days" }, "Maximum lifetime (days, empty: none) "),
+    input,
+    h("button", { type: "submit", class: "btn btn-small", "data-focus": "lifetime" }, "Set")
+  )
 }
 
 async function refreshProfile() {

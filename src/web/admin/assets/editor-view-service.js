@@ -4,6 +4,7 @@
  */
 import {
   changesFor,
+  expiryMark,
   isRemovalStaged,
   MAX_CREDENTIALS,
   projectedCount,
@@ -63,7 +64,7 @@ export function serviceSection(envName, service) {
   for (const cred of service.credentials) rows.push(credentialRow(envName, service, cred))
   staged.adds.forEach((add, i) => rows.push(pendingAddRow(add, i, staged.adds.length)))
   if (rows.length === 0) {
-    rows.push(h("tr", { class: "empty-row" }, h("td", { colspan: "4" }, "No credentials yet. Add one to let callers get tokens.")))
+    rows.push(h("tr", { class: "empty-row" }, h("td", { colspan: "5" }, "No credentials yet. Add one to let callers get tokens.")))
   }
   const authText = AUTH_LABELS[service.auth_type] || String(service.auth_type)
 
@@ -81,7 +82,8 @@ export function serviceSection(envName, service) {
       { class: "facts" },
       h("div", null, h("dt", null, "UUID"), h("dd", null, h("code", { class: "mono" }, service.uuid))),
       h("div", null, h("dt", null, "Authentication"), h("dd", null, authText)),
-      h("div", null, h("dt", null, "Handler"), h("dd", null, handlerText(service.handler)))
+      h("div", null, h("dt", null, "Handler"), h("dd", null, handlerText(service.handler))),
+      h("div", null, h("dt", null, "Rate limit"), h("dd", null, rateLimitText(service.rate_limit)))
     ),
     h(
       "div",
@@ -99,6 +101,7 @@ export function serviceSection(envName, service) {
             h("th", { scope: "col" }, "Client ID"),
             h("th", { scope: "col" }, "Created"),
             h("th", { scope: "col", title: LAST_USED_MEANS }, "Last used"),
+            h("th", { scope: "col" }, "Expires"),
             h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions"))
           )
         ),
@@ -180,6 +183,7 @@ function credentialRow(envName, service, cred) {
     ),
     h("td", { "data-label": "Created" }, timeEl(cred.created_at)),
     h("td", { "data-label": "Last used" }, timeEl(cred.last_used_at)),
+    h("td", { "data-label": "Expires" }, expiryCell(cred.expires_at)),
     h("td", { class: "cell-action" }, action)
   )
 }
@@ -199,6 +203,22 @@ function pendingAddRow(add, index, total) {
     h("td", { "data-label": "Last used" }, h("span", { class: "muted" }, "—")),
     h(
       "td",
+      { "data-label": "Expires" },
+      h("input", {
+        type: "datetime-local",
+        class: "expires-input",
+        "aria-label": `Expiry of new credential${suffix} (empty: the profile's policy, or never)`,
+        value: add.expires_local ?? "",
+        onchange: (e) => {
+          const value = e.currentTarget.value
+          add.expires_local = value
+          // The browser's local time, sent as RFC 3339 in UTC.
+          add.expires_at = value === "" ? undefined : new Date(value).toISOString()
+        }
+      })
+    ),
+    h(
+      "td",
       { class: "cell-action" },
       h(
         "button",
@@ -212,6 +232,28 @@ function pendingAddRow(add, index, total) {
         "Undo"
       )
     )
+  )
+}
+
+/** A service's rate limit in words. */
+export function rateLimitText(rateLimit) {
+  if (!rateLimit) return "None"
+  return `${rateLimit.requests} calls per ${rateLimit.per_seconds} s for each client`
+}
+
+/** When a credential expires, marked when within 30 days or past. */
+function expiryCell(expiresAt) {
+  if (!expiresAt) return h("span", { class: "muted" }, "Never")
+  const mark = expiryMark(expiresAt, Date.now())
+  return h(
+    "span",
+    null,
+    timeEl(expiresAt),
+    mark === "expired"
+      ? h("span", { class: "badge badge-danger" }, "expired: refused until removed")
+      : mark === "soon"
+      ? h("span", { class: "badge badge-pending" }, "expires within 30 days")
+      : null
   )
 }
 

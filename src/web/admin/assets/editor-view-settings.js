@@ -4,7 +4,7 @@
  * `PUT …/services/{uuid}`, and delete it. These apply at once; they are not staged changes.
  */
 import { api } from "./editor-api.js"
-import { headerLines, serviceUpdate } from "./editor-changes.js"
+import { headerLines, rateLimitFields, serviceUpdate } from "./editor-changes.js"
 import { openDialog } from "./editor-dialog.js"
 import { announce, clearMessages, focusEl, focusKey, h } from "./editor-dom.js"
 import { fail } from "./editor-router.js"
@@ -113,6 +113,43 @@ export function serviceSettings(envName, service) {
   )
   handlerSelect.value = handler.type === "proxy" ? "proxy" : "echo"
   showUrl(handlerSelect.value)
+  const limit = service.rate_limit
+  const requestsInput = h("input", {
+    id: id("rate-requests"),
+    name: "rate_requests",
+    type: "number",
+    min: "1",
+    max: "1000000",
+    step: "1",
+    placeholder: "none",
+    value: limit ? String(limit.requests) : "",
+    "aria-describedby": id("rate-hint"),
+    "data-keep": true
+  })
+  const windowInput = h("input", {
+    id: id("rate-window"),
+    name: "rate_per_seconds",
+    type: "number",
+    min: "1",
+    max: "3600",
+    step: "1",
+    placeholder: "none",
+    value: limit ? String(limit.per_seconds) : "",
+    "aria-describedby": id("rate-hint"),
+    "data-keep": true
+  })
+  const rateFields = h(
+    "div",
+    { class: "stack" },
+    h("div", { class: "field" }, h("label", { for: id("rate-requests") }, "Rate limit: calls per client"), requestsInput),
+    h("div", { class: "field" }, h("label", { for: id("rate-window") }, "Rate limit: window (seconds)"), windowInput),
+    h(
+      "p",
+      { class: "hint", id: id("rate-hint") },
+      "Each client (a token's client, or an address when the service has no OAuth) may make that many calls per window, " +
+        "on each instance; beyond, 429. Both empty: no limit."
+    )
+  )
   const button = h("button", { type: "submit", class: "btn", "data-focus": `svc-update:${envName}:${service.uuid}` }, "Update service")
 
   return h(
@@ -124,12 +161,19 @@ export function serviceSettings(envName, service) {
       {
         class: "stack",
         onsubmit: (e) =>
-          updateService(e, envName, service, nameInput, handlerSelect, urlInput, { timeoutInput, headersInput, clearHeaders }, button)
+          updateService(e, envName, service, nameInput, handlerSelect, urlInput, {
+            timeoutInput,
+            headersInput,
+            clearHeaders,
+            requestsInput,
+            windowInput
+          }, button)
       },
       h("div", { class: "field" }, h("label", { for: id("name") }, "Name"), nameInput),
       h("div", { class: "field" }, h("label", { for: id("handler") }, "Handler"), handlerSelect),
       urlField,
       proxyFields,
+      rateFields,
       h(
         "div",
         { class: "actions settings-actions" },
@@ -158,11 +202,14 @@ async function updateService(event, envName, service, nameInput, handlerSelect, 
   proxy.headersInput.setCustomValidity(typed.error ?? "")
   if (!nameInput.reportValidity() || !urlInput.reportValidity() || !proxy.timeoutInput.reportValidity()) return
   if (!proxy.headersInput.reportValidity() || !state.doc) return
+  const rate = rateLimitFields(proxy.requestsInput.value, proxy.windowInput.value)
+  proxy.requestsInput.setCustomValidity(rate.error ?? "")
+  if (!proxy.requestsInput.reportValidity()) return
   const headers = Object.keys(typed.headers).length > 0 ? typed.headers : proxy.clearHeaders.checked ? {} : undefined
   const body = serviceUpdate(service, nameInput.value, handlerSelect.value, urlInput.value, {
     timeoutMs: proxy.timeoutInput.value,
     ...(headers === undefined ? {} : { headers })
-  })
+  }, rate.rateLimit)
   button.disabled = true
   try {
     await api("PUT", servicePath(envName, service.uuid), body)

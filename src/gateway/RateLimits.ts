@@ -1,0 +1,83 @@
+/**
+ * Per-client rate limits of services (`rate_limit`, issue 37): each client of a limited service
+ * may make `requests` calls per `per_seconds` seconds. A client is a token's `client_id`, or the
+ * client address for a service without OAuth. Counted by each instance in memory, in fixed windows
+ * that start at a client's first call: exact across instances would cost a database round trip on
+ * every call, for a limit whose purpose (one client must not starve the others) an approximation
+ * serves as well; N instances let a client through at most N times the limit.
+ *
+ * O(1) per call: one map read and write. Memory is bounded by design: at most `capacity` windows;
+ * a new one past it evicts the window started longest ago (whose client then starts afresh). A
+ * window renewed moves to the end, so the map's first entry is always the oldest.
+ *
+ * Every answer of a limited service carries the IETF draft's fields
+ * (draft-ietf-httpapi-ratelimit-headers): `RateLimit-Policy: "default";q=<requests>;w=<seconds>`
+ * and `RateLimit: "default";r=<remaining>;t=<seconds until the window resets>`.
+ */
+import { Context, Layer } from "effect"
+import type { Answer } from "../domain/Answer.js"
+import { errorAnswer } from "../domain/Answer.js"
+import { RateLimited } from "../domain/Errors.js"
+import type { RateLimit } from "../domain/Policies.js"
+import type { ServiceAddress } from "../domain/ServiceAddress.js"
+
+/** Windows held at most (about 100 bytes each). */
+export const MAX_RATE_WINDOWS = 100_000
+
+/** A call let through, with the headers its answer carries; or the 429 that refuses it. */
+export type RateVerdict =
+  | { readonly allowed: true; readonly headers: Readonly<Record<string, string>> }
+  | { readonly allowed: false; readonly answer: Answer }
+
+interface RateWindow {
+  count: number
+  resetAt: number
+}
+
+export const rateLimitPolicy = (limit: RateLimit) => `"default";q=${limit.requests};w=${limit.per_seconds}`
+
+export const rateLimitDescription = (limit: RateLimit) =>
+  `Too many calls: this service allows each client ${limit.requests} calls per ${limit.per_seconds} seconds`
+
+export interface RateLimitsShape {
+  /** Counts a call of `client` to the service at `address` under `limit`, at `nowMillis`. */
+  readonly admit: (address: ServiceAddress, limit: RateLimit, client: string, nowMillis: number) => RateVerdict
+  /** Windows held now (for tests of the bound). */
+  readonly size: () => number
+}
+
+export const makeRateLimits = (capacity = MAX_RATE_WINDOWS): RateLimitsShape => {
+  const windows = new Map<string, RateWindow>()
+  const admit = (address: ServiceAddress, limit: RateLimit, client: string, nowMillis: number): RateVerdict => {
+    const key = `${address.profile}\u0000${address.environment}\u0000${address.uuid}\u0000${client}`
+    let window = windows.get(key)
+    if (window === undefined || nowMillis >= window.resetAt) {
+      if (window !== undefined) windows.delete(key)
+      else if (windows.size >= capacity) windows.delete(windows.keys().next().value!)
+      window = { count: 0, resetAt: nowMillis + limit.per_seconds * 1000 }
+      windows.set(key, window)
+    }
+    const resetSeconds = Math.max(1, Math.ceil((window.resetAt - nowMillis) / 1000))
+    const policy = rateLimitPolicy(limit)
+    if (window.count >= limit.requests) {
+      return {
+        allowed: false,
+        answer: errorAnswer(new RateLimited({ description: rateLimitDescription(limit), retryAfterSeconds: resetSeconds }), {
+          "ratelimit-policy": policy,
+          "ratelimit": `"default";r=0;t=${resetSeconds}`
+        })
+      }
+    }
+    window.count++
+    return {
+      allowed: true,
+      headers: { "ratelimit-policy": policy, "ratelimit": `"default";r=${limit.requests - window.count};t=${resetSeconds}` }
+    }
+  }
+  return { admit, size: () => windows.size }
+}
+
+/** The windows of this server, released with it. */
+export class RateLimits extends Context.Tag("service-auth/RateLimits")<RateLimits, RateLimitsShape>() {
+  static readonly layer = Layer.sync(RateLimits, () => makeRateLimits())
+}
