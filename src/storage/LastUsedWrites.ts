@@ -21,7 +21,7 @@ export interface LastUsedWrites {
   readonly note: (clientId: string, now: Date) => void
   /** Writes every credential noted so far, in one statement; what fails is noted again. */
   readonly flush: Effect.Effect<void, StorageUnavailable>
-  /** The time noted for a credential and not yet written, if any: reads answer it over the database's. */
+  /** The time noted for a credential and not yet written (or being written), if any: reads answer it over the database's. */
   readonly noted: (clientId: string) => Date | undefined
   /** How many credentials wait to be written (for tests). */
   readonly pending: () => number
@@ -30,11 +30,14 @@ export interface LastUsedWrites {
 export const make = (sql: SqlClient.SqlClient): Effect.Effect<LastUsedWrites, never, Scope.Scope> =>
   Effect.gen(function*() {
     let noted = new Map<string, Date>()
+    // Batches on their way to the database: reads still answer their times until they are written.
+    const writing = new Set<ReadonlyMap<string, Date>>()
 
     const flush = Effect.suspend(() => {
       if (noted.size === 0) return Effect.void
       const batch = noted
       noted = new Map()
+      writing.add(batch)
       // One parameter, whatever the batch's size, on both drivers.
       const rows = JSON.stringify([...batch].map(([client_id, at]) => ({ client_id, at: at.toISOString() })))
       return sql`UPDATE credentials AS c SET last_used_at = GREATEST(c.last_used_at, v.at)
@@ -46,9 +49,19 @@ export const make = (sql: SqlClient.SqlClient): Effect.Effect<LastUsedWrites, ne
           Effect.sync(() => {
             for (const [clientId, at] of batch) noted.set(clientId, laterUse(noted.get(clientId), at))
           })
-        )
+        ),
+        Effect.ensuring(Effect.sync(() => writing.delete(batch)))
       )
     })
+
+    const notedOf = (clientId: string): Date | undefined => {
+      let latest = noted.get(clientId)
+      for (const batch of writing) {
+        const at = batch.get(clientId)
+        if (at !== undefined) latest = laterUse(latest, at)
+      }
+      return latest
+    }
 
     // The cadence is housekeeping on the real clock, as the coherence loops are: a TestClock moved
     // by years (`TestClock.setTime(Date.now())`) would otherwise run one flush per second of them.
@@ -62,7 +75,7 @@ export const make = (sql: SqlClient.SqlClient): Effect.Effect<LastUsedWrites, ne
 
     return {
       note: (clientId, now) => void noted.set(clientId, laterUse(noted.get(clientId), now)),
-      noted: (clientId) => noted.get(clientId),
+      noted: notedOf,
       flush,
       pending: () => noted.size
     }
