@@ -36,6 +36,7 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
           expect(listed.body.credentials).toEqual([{
             client_id: created.body.client_id,
             created_at: created.body.created_at,
+            expires_at: null,
             last_used_at: null,
             public_key: created.body.public_key
           }])

@@ -215,7 +215,7 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     expect(result.stderr).toBe("")
     expect(result.code).toBe(0)
     expect(result.stdout).toBe(
-      `exported 1 profile, 1 environment, 1 service, 3 credentials (1 deleted), 3 keys (2 signing), 8 audit events from the embedded database in ${dataDir} to ${file}\n`
+      `exported 1 profile, 1 environment, 1 service, 3 credentials (1 deleted), 3 keys (2 signing), 9 audit events from the embedded database in ${dataDir} to ${file}\n`
     )
     expect(statSync(file).mode & 0o777).toBe(0o600)
     const text = readFileSync(file, "utf8")
@@ -246,6 +246,7 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     // Oldest first, without ids.
     expect(document.tables.audit_events.map((e: { action: string }) => e.action)).toEqual([
       "profile.created",
+      "profile.changed",
       "environment.created",
       "service.created",
       "credential.added",
@@ -265,7 +266,7 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     const forced = await runCli(["export", "--out", file, "--force", "--json"], { DATA_DIR: dataDir })
     expect(forced.code).toBe(0)
     expect(JSON.parse(forced.stdout)).toMatchObject({
-      exported: { profiles: 1, credentials: 3, deleted_credentials: 1, keys: 3, signing_keys: 2, audit_events: 8 }
+      exported: { profiles: 1, credentials: 3, deleted_credentials: 1, keys: 3, signing_keys: 2, audit_events: 9 }
     })
     expect(statSync(file).mode & 0o777).toBe(0o600)
     expect(JSON.parse(readFileSync(file, "utf8")).format).toBe("service-auth-export")
@@ -277,7 +278,7 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     expect(result.stderr).toBe("")
     expect(result.code).toBe(0)
     expect(result.stdout).toMatch(
-      /^imported 1 profile, 1 environment, 1 service, 3 credentials \(1 deleted\), 3 keys \(2 signing\), 8 audit events into PostgreSQL at 127\.0\.0\.1:5432\/sa_transfer_\w+\n$/
+      /^imported 1 profile, 1 environment, 1 service, 3 credentials \(1 deleted\), 3 keys \(2 signing\), 9 audit events into PostgreSQL at 127\.0\.0\.1:5432\/sa_transfer_\w+\n$/
     )
     // Exported back from PostgreSQL, the rows are the same, to the microsecond.
     const roundTrip = join(work, "round-trip.json")
@@ -330,7 +331,7 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     expect(result.code).toBe(0)
     expect(JSON.parse(result.stdout)).toMatchObject({
       mode: "replace",
-      added: { profiles: 1, credentials: 3, keys: 3, signing_keys: 2, audit_events: 8 },
+      added: { profiles: 1, credentials: 3, keys: 3, signing_keys: 2, audit_events: 9 },
       replaced_keys: ["signing_keys", "credential_digest_key"]
     })
     expect(result.stderr).toMatch(/were replaced by the file's: restart every server running on it/)
@@ -384,7 +385,7 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     const same = await runCli(["import", "--in", file, "--merge"], { DATABASE_URL: url })
     expect(same.code).toBe(0)
     expect(same.stdout).toMatch(
-      /^merged into PostgreSQL at .*: added 0 profiles, 0 environments, 0 services, 0 credentials \(0 deleted\), 0 keys \(0 signing\), 0 audit events; 17 already present\n$/
+      /^merged into PostgreSQL at .*: added 0 profiles, 0 environments, 0 services, 0 credentials \(0 deleted\), 0 keys \(0 signing\), 0 audit events; 18 already present\n$/
     )
 
     // A profile more, and the spare credential deleted at the source since: added, and deleted here too.
@@ -419,11 +420,11 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     const merged = await runCli(["import", "--in", grown, "--merge"], { DATABASE_URL: url })
     expect(merged.stderr).toBe("")
     expect(merged.stdout).toMatch(
-      /: added 1 profile, 1 environment, 1 service, 1 credential \(0 deleted\), 0 keys \(0 signing\), 1 audit event; 17 already present; 1 credentials deleted as in the file\n$/
+      /: added 1 profile, 1 environment, 1 service, 1 credential \(0 deleted\), 0 keys \(0 signing\), 1 audit event; 18 already present; 1 credentials deleted as in the file\n$/
     )
     const history = await admin((client) => client.query(`SELECT action, profile FROM audit_events ORDER BY id`), url)
-    expect(history.rows).toHaveLength(9)
-    expect(history.rows[8]).toEqual({ action: "profile.created", profile: "globex" })
+    expect(history.rows).toHaveLength(10)
+    expect(history.rows[9]).toEqual({ action: "profile.created", profile: "globex" })
     const rows = await admin((client) => client.query(`SELECT client_id, deleted_at FROM credentials`), url)
     expect(rows.rows.find((r) => r.client_id === spare.clientId).deleted_at).not.toBeNull()
     expect(rows.rows).toHaveLength(4)
@@ -435,7 +436,7 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     })
     const sameKeys = await runCli(["import", "--in", resealed, "--merge"], { DATABASE_URL: url })
     expect(sameKeys.stderr).toBe("")
-    expect(sameKeys.stdout).toMatch(/: added 0 profiles, .*, 0 keys \(0 signing\), 0 audit events; 17 already present\n$/)
+    expect(sameKeys.stdout).toMatch(/: added 0 profiles, .*, 0 keys \(0 signing\), 0 audit events; 18 already present\n$/)
     const stored = await admin((client) => client.query(`SELECT private_key FROM signing_keys ORDER BY position`), url)
     expect(stored.rows.map((r) => r.private_key)).toEqual(original.tables.signing_keys.map((k: any) => k.private_key))
 

@@ -247,7 +247,9 @@ export class ServicesApi extends HttpApiGroup.make("services")
     )
       .annotate(OpenApi.Summary, "Generate a credential")
       .setPath(ServicePath)
-      .setPayload(Schema.Union(CredentialInput, KeyCredentialInput))
+      // The key first: a client encodes with the first member that takes the value, and CredentialInput
+      // would take a key credential's payload by dropping its public_key.
+      .setPayload(Schema.Union(KeyCredentialInput, CredentialInput))
       .addSuccess(NewCredential, { status: 201 })
       // Each member its own status: a client decodes a 201 as either.
       .addSuccess(NewKeyCredential, { status: 201 })
