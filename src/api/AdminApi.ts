@@ -247,8 +247,7 @@ export class ServicesApi extends HttpApiGroup.make("services")
     )
       .annotate(OpenApi.Summary, "Generate a credential")
       .setPath(ServicePath)
-      // The key first: a client encodes with the first member that takes the value, and CredentialInput
-      // would take a key credential's payload by dropping its public_key.
+      // The key first: a client encodes with the first member that takes it (CredentialInput drops public_key).
       .setPayload(Schema.Union(KeyCredentialInput, CredentialInput))
       .addSuccess(NewCredential, { status: 201 })
       // Each member its own status: a client decodes a 201 as either.
@@ -258,12 +257,10 @@ export class ServicesApi extends HttpApiGroup.make("services")
       .addError(CredentialLimitExceededWire)
       .annotate(
         OpenApi.Description,
-        "Generates a credential; the answer is the only time its client_secret is shown. With " +
-          "{\"public_key\": JWK or PEM} it creates a key credential instead (private_key_jwt): no secret, the " +
-          "key's type, kid and thumbprint answered. Either counts toward the limit of 2. Sets the service's auth_type " +
-          "to oauth. `{\"expires_at\": \"<RFC 3339>\"}` (with either): at expiry the credential and its tokens are " +
-          "refused as if it were deleted. Under the profile's credential_max_lifetime_days, a credential expires at " +
-          "most that many days ahead (absent: exactly)."
+        "Generates a credential; the answer is the only time its client_secret is shown. With {\"public_key\": JWK or " +
+          "PEM} a key credential instead (private_key_jwt): no secret; the key's type, kid and thumbprint answered. Either " +
+          "counts toward the limit of 2; sets the service's auth_type to oauth. `expires_at` (RFC 3339, with either): then " +
+          "refused as if deleted; under the profile's credential_max_lifetime_days, at most that many days ahead (absent: exactly)."
       )
   )
   .add(

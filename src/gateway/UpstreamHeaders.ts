@@ -11,7 +11,7 @@
  */
 import { Either } from "effect"
 import { InvalidRequest } from "../domain/Errors.js"
-import type { ServiceHandlerInput, StoredHandler } from "../domain/Models.js"
+import type { ServiceHandlerInput, StoredHandler } from "../domain/Handlers.js"
 import { isSealed, open, seal } from "../auth/KeyEncryption.js"
 
 /** What a value is sealed under: its service and its header (case-insensitive). */

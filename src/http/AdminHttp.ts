@@ -15,17 +15,8 @@ import { AUDIT_PAGE_DEFAULT } from "../domain/AuditEvents.js"
 import { InvalidRequest, NotFound } from "../domain/Errors.js"
 import { parsePublicJwk, pemToJwk } from "../domain/KeyCredential.js"
 import { ClientId, EnvironmentName, type ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import {
-  type CredentialChange,
-  defaultHandler,
-  EnvironmentDocument,
-  NewCredential,
-  NewKeyCredential,
-  ProfileDocument,
-  ServiceDocument,
-  type ServiceInput,
-  Timestamp
-} from "../domain/Models.js"
+import { type CredentialChange, EnvironmentDocument, NewCredential, NewKeyCredential, ProfileDocument, ServiceDocument, type ServiceInput, Timestamp } from "../domain/Models.js"
+import { defaultHandler } from "../domain/Handlers.js"
 import { currentDate } from "../domain/Time.js"
 import { storedHandlerOf } from "../gateway/UpstreamHeaders.js"
 import { AuditTrail } from "../storage/AuditTrail.js"

@@ -15,15 +15,8 @@ import { Context, Effect, type Option } from "effect"
 import type { AdminActorShape } from "../domain/AdminActor.js"
 import type { Conflict, CredentialLimitExceeded, NotFound, StorageUnavailable } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId } from "../domain/Identifiers.js"
-import type {
-  AuthType,
-  CredentialRemoval,
-  GeneratedAddition,
-  ProfileDocument,
-  ProfileSummary,
-  ServiceDocument,
-  StoredHandler
-} from "../domain/Models.js"
+import type { AuthType, CredentialRemoval, GeneratedAddition, ProfileDocument, ProfileSummary, ServiceDocument } from "../domain/Models.js"
+import type { StoredHandler } from "../domain/Handlers.js"
 import type { RateLimit } from "../domain/Policies.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 import type { CatalogueScope } from "./CatalogueScope.js"

@@ -8,7 +8,8 @@ import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId } from "../domain/Identifiers.js"
 import { laterUse } from "../domain/LastUse.js"
-import { answeredHandler, type CredentialInfo, type ServiceDocument, withPublicKey } from "../domain/Models.js"
+import { type CredentialInfo, type ServiceDocument, withPublicKey } from "../domain/Models.js"
+import { answeredHandler } from "../domain/Handlers.js"
 import { AuditTrail, makeMemoryLog } from "./AuditTrail.js"
 import {
   credentialEvents,

@@ -7,7 +7,8 @@
 import { type SqlClient, SqlSchema } from "@effect/sql"
 import { Schema } from "effect"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import { AuthType, StoredHandler } from "../domain/Models.js"
+import { AuthType } from "../domain/Models.js"
+import { StoredHandler } from "../domain/Handlers.js"
 import { RateLimit } from "../domain/Policies.js"
 
 export const ServiceRow = Schema.Struct({
