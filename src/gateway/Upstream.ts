@@ -78,10 +78,6 @@ const resultOf = (status: number, text: string, retryAfter: string | undefined):
     : { _tag: "PassedOn", status, body: json, retryAfter: status === 429 ? retryAfterOf(retryAfter) : undefined }
 }
 
-/** A URL's host as node:http wants it: an IPv6 address without its brackets. */
-const hostnameOf = (url: URL): string =>
-  url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname
-
 /**
  * Registers what to do when the caller leaves (at once if it has already left) and returns how to
  * forget it: a callback, not an `AbortSignal`, whose making cost about 2% of a proxied call's CPU
@@ -182,16 +178,7 @@ export const makeUpstreamClient = (): UpstreamClient => {
         resolve({ status, result })
       }
       const send = target.protocol === "https:" ? httpsRequest : httpRequest
-      // Options, not the URL: node would convert the URL into them on every call.
-      const outgoing = send({
-        protocol: target.protocol,
-        hostname: hostnameOf(target),
-        port: target.port,
-        path: `${target.pathname}${target.search}`,
-        method: "POST",
-        agent: poolFor(target),
-        headers: { ...options.headers, "content-length": String(payload.length) }
-      })
+      const outgoing = send(target, { method: "POST", agent: poolFor(target), headers: { ...options.headers, "content-length": String(payload.length) } })
       // The whole exchange, answer body included, within the timeout.
       const timer = setTimeout(() => {
         settle(failed(timedOut(options.timeoutMs), true))
