@@ -8,7 +8,7 @@ import type { AdminActorShape } from "../domain/AdminActor.js"
 import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, type StorageUnavailable } from "../domain/Errors.js"
 import type { AuditTrailShape } from "../storage/AuditTrail.js"
-import type { NewSigningKey, SigningKeyStoreShape } from "../storage/SigningKeyStore.js"
+import type { SealedKey, SigningKeyStoreShape } from "../storage/SigningKeyStore.js"
 import { type KeyInfo, type KeyRing, type StoredTimes, timesOf } from "./KeyRing.js"
 import { schedule, type Scheduled, statusAt } from "./KeySchedule.js"
 import { generatePkcs8 } from "./SigningKeyMaterial.js"
@@ -38,7 +38,7 @@ export const makeKeyRotation = (options: {
   readonly audit: AuditTrailShape
   readonly publishDelayMillis: number
   /** A new key sealed for storage. */
-  readonly sealedKey: (pem: string, times: { createdAt: number; activeFrom: number }) => Effect.Effect<NewSigningKey>
+  readonly sealedKey: (pem: string) => Effect.Effect<SealedKey>
   readonly ring: () => KeyRing
   readonly reload: Effect.Effect<void, StorageUnavailable>
   readonly list: Effect.Effect<ReadonlyArray<KeyInfo>, StorageUnavailable>
@@ -52,13 +52,17 @@ export const makeKeyRotation = (options: {
   ) =>
     Effect.gen(function*() {
       const pem = yield* Effect.promise(generatePkcs8)
-      const now = yield* Clock.currentTimeMillis
-      const candidate = yield* sealedKey(pem, { createdAt: now, activeFrom: now + publishDelayMillis })
-      const inserted = yield* store.insertIf(
-        (keys) =>
-          Either.map(decide(schedule(keys.map(timesOf)), now), (insert) => (insert ? Option.some(candidate) : Option.none())),
+      const clock = yield* Effect.clock
+      const sealed = yield* sealedKey(pem)
+      const inserted = yield* store.insertIf((keys) => {
+        // The time is read under the lock: read before it, a concurrent rotation that committed
+        // meanwhile could look scheduled for later than "now" and refuse this one for no reason.
+        const now = clock.unsafeCurrentTimeMillis()
+        const candidate = { ...sealed, createdAt: new Date(now), activeFrom: new Date(now + publishDelayMillis) }
+        return Either.map(decide(schedule(keys.map(timesOf)), now), (insert) => (insert ? Option.some(candidate) : Option.none()))
+      },
         (key) =>
-          audit.record([auditEvent(actor, new Date(now), {
+          audit.record([auditEvent(actor, key.createdAt, {
             action: "key.rotated",
             details: { kid: key.kid, active_from: key.activeFrom.toISOString() }
           })])

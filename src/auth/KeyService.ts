@@ -21,7 +21,7 @@ import type { AdminActorShape } from "../domain/AdminActor.js"
 import { Conflict, type StorageUnavailable } from "../domain/Errors.js"
 import { AuditTrail } from "../storage/AuditTrail.js"
 import { ServerKeyStore } from "../storage/ServerKeyStore.js"
-import { type NewSigningKey, SigningKeyStore } from "../storage/SigningKeyStore.js"
+import { type SealedKey, SigningKeyStore } from "../storage/SigningKeyStore.js"
 import { KeyEncryption, signingKeyName } from "./KeyEncryption.js"
 import {
   infoOf,
@@ -87,13 +87,12 @@ const storedKeys = Effect.gen(function*() {
   const audit = yield* AuditTrail
   const encryption = yield* KeyEncryption
 
-  const sealedKey = (pem: string, times: { createdAt: number; activeFrom: number }) =>
-    Effect.promise(() => importSigningKey(pem)).pipe(Effect.map(({ kid, publicJwk }): NewSigningKey => ({
+  /** A key sealed for storage; its times are given when it is inserted. */
+  const sealedKey = (pem: string) =>
+    Effect.promise(() => importSigningKey(pem)).pipe(Effect.map(({ kid, publicJwk }): SealedKey => ({
       kid,
       publicJwk,
-      privateKey: encryption.seal(signingKeyName(kid), pem),
-      createdAt: new Date(times.createdAt),
-      activeFrom: new Date(times.activeFrom)
+      privateKey: encryption.seal(signingKeyName(kid), pem)
     })))
 
   // The first key: the generated key of earlier versions when there is one (same kid, its tokens
@@ -107,7 +106,7 @@ const storedKeys = Effect.gen(function*() {
         onRight: (pem) => Effect.succeed(Redacted.value(pem))
       })
       : yield* Effect.promise(generatePkcs8)
-    const first = yield* sealedKey(pem, { createdAt: now, activeFrom: now })
+    const first = { ...(yield* sealedKey(pem)), createdAt: new Date(now), activeFrom: new Date(now) }
     yield* store.insertIf((keys) => Either.right(keys.length === 0 ? Option.some(first) : Option.none()))
   }
   yield* serverKeys.remove(SIGNING_KEY_NAME)

@@ -27,6 +27,8 @@ export interface StoredSigningKey {
 
 /** A key to add: the store assigns its position. */
 export type NewSigningKey = Omit<StoredSigningKey, "position">
+/** A key ready to store but for its times, which are decided when it is inserted. */
+export type SealedKey = Omit<NewSigningKey, "createdAt" | "activeFrom">
 
 const KeyRow = Schema.Struct({
   kid: Schema.String,
