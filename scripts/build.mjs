@@ -51,12 +51,13 @@ const { build } = await import("esbuild")
 /**
  * undici (1 MB bundled) and ws come with @effect/platform-node's HTTP client and WebSocket server,
  * which the server never uses, yet the bundle evaluated both on every start (undici's module body
- * alone was ~5% of a start's CPU). In the server's bundle they are small modules that load the real
- * package on first use: the same behaviour, should anything ever use them, at no start-up cost.
+ * alone was ~5% of a start's CPU). The proxy's upstream pools are undici's (`gateway/Upstream.ts`),
+ * made on a service's first proxied call. In the server's bundle both packages are small modules
+ * that load the real package on first use: the same behaviour, at no start-up cost.
  * A name the platform imports that is not listed here fails the build (esbuild: no matching export).
  */
 const LAZY_PACKAGES = {
-  undici: { classes: ["Agent"], functions: ["getGlobalDispatcher"] },
+  undici: { classes: ["Agent", "Pool"], functions: ["getGlobalDispatcher"] },
   ws: { classes: ["WebSocket", "WebSocketServer"], functions: [] }
 }
 const lazyModule = (name, { classes, functions }) =>
