@@ -24,7 +24,7 @@ export { MAX_CREDENTIALS }
  * @property {ReadonlyArray<string> | Readonly<Record<string, string>>} [headers] Answered: the static
  *   headers' names. Sent: names with values (replacing them).
  * @typedef {{ readonly uuid: string, readonly name: string, readonly auth_type: string,
- *   readonly handler: Handler | undefined, readonly rate_limit?: RateLimit | null,
+ *   readonly handler: Handler | undefined, readonly rate_limit?: RateLimit | null, readonly require_dpop?: boolean,
  *   readonly credentials: ReadonlyArray<Credential> }} Service
  * @typedef {{ readonly name: string, readonly services: ReadonlyArray<Service> }} Environment
  * @typedef {{ readonly profile: string, readonly created_at: string | null,
@@ -262,6 +262,7 @@ export function normalizeDoc(data, profile) {
         auth_type: s.auth_type,
         handler: s.handler,
         rate_limit: s.rate_limit && typeof s.rate_limit === "object" ? s.rate_limit : null,
+        require_dpop: s.require_dpop === true,
         credentials: list(s.credentials).map((c) => ({
           client_id: String(c.client_id),
           created_at: c.created_at ?? null,
@@ -285,9 +286,18 @@ export function normalizeDoc(data, profile) {
  * @param {string} [url]
  * @param {{ readonly timeoutMs?: string, readonly headers?: Readonly<Record<string, string>> }} [proxy]
  * @param {RateLimit | null} [rateLimit] the rate limit to set (null: none); the stored one by default
- * @returns {{ name: string, auth_type: string, handler: Handler, rate_limit?: RateLimit }}
+ * @param {boolean} [requireDpop] whether only DPoP-bound tokens are accepted; the stored setting by default
+ * @returns {{ name: string, auth_type: string, handler: Handler, rate_limit?: RateLimit, require_dpop?: true }}
  */
-export function serviceUpdate(service, name, handlerType, url, proxy = {}, rateLimit = service.rate_limit ?? null) {
+export function serviceUpdate(
+  service,
+  name,
+  handlerType,
+  url,
+  proxy = {},
+  rateLimit = service.rate_limit ?? null,
+  requireDpop = service.require_dpop === true
+) {
   /** @type {{ type: string, url?: string, timeout_ms?: number, headers?: Readonly<Record<string, string>> }} */
   let handler = { type: "echo" }
   if (handlerType === "proxy") {
@@ -297,8 +307,8 @@ export function serviceUpdate(service, name, handlerType, url, proxy = {}, rateL
     if (proxy.headers !== undefined) handler.headers = proxy.headers
   }
   const body = { name: String(name).trim(), auth_type: service.auth_type, handler }
-  // A PUT replaces the rate limit like the handler: the stored one is sent back unless changed.
-  return rateLimit ? { ...body, rate_limit: rateLimit } : body
+  // A PUT replaces the rate limit and require_dpop like the handler: the stored ones are sent back unless changed.
+  return { ...body, ...(rateLimit ? { rate_limit: rateLimit } : {}), ...(requireDpop ? { require_dpop: true } : {}) }
 }
 
 /** Thirty days: a credential expiring sooner is marked. */

@@ -83,7 +83,10 @@ export function serviceSection(envName, service) {
       h("div", null, h("dt", null, "UUID"), h("dd", null, h("code", { class: "mono" }, service.uuid))),
       h("div", null, h("dt", null, "Authentication"), h("dd", null, authText)),
       h("div", null, h("dt", null, "Handler"), h("dd", null, handlerText(service.handler))),
-      h("div", null, h("dt", null, "Rate limit"), h("dd", null, rateLimitText(service.rate_limit)))
+      h("div", null, h("dt", null, "Rate limit"), h("dd", null, rateLimitText(service.rate_limit))),
+      service.require_dpop === true
+        ? h("div", null, h("dt", null, "Tokens"), h("dd", null, "DPoP-bound only (Bearer refused)"))
+        : null
     ),
     h(
       "div",
