@@ -3,7 +3,8 @@
  *
  * A value of "changes" is `{ profile, adds, removes, nextKey }` and is never mutated: every function
  * here returns a new value. `adds` are `{ key, environment, service_uuid }` (a key tells two staged
- * additions to one service apart); `removes` are `{ environment, service_uuid, client_id }`.
+ * additions to one service apart), with `public_key` and `key_label` for a key credential;
+ * `removes` are `{ environment, service_uuid, client_id }`.
  * A profile document is what `normalizeDoc` returns: `{ profile, created_at, environments: [{ name,
  * services: [{ uuid, name, auth_type, handler, credentials: [{ client_id, created_at, last_used_at }] }] }] }`.
  */
@@ -14,8 +15,9 @@ import { MAX_CREDENTIALS } from "./Limits.js"
 export { MAX_CREDENTIALS }
 
 /**
+ * @typedef {{ readonly kty: string, readonly kid: string, readonly thumbprint: string }} PublicKeyInfo
  * @typedef {{ readonly client_id: string, readonly created_at: string | null, readonly last_used_at: string | null,
- *   readonly expires_at?: string | null }} Credential
+ *   readonly expires_at?: string | null, readonly public_key?: PublicKeyInfo }} Credential
  * @typedef {{ readonly requests: number, readonly per_seconds: number }} RateLimit
  * @typedef {object} Handler
  * @property {string} type
@@ -31,12 +33,13 @@ export { MAX_CREDENTIALS }
  *   readonly credential_max_lifetime_days?: number | null,
  *   readonly environments: ReadonlyArray<Environment> }} ProfileDoc
  * @typedef {{ readonly key: string, readonly environment: string, readonly service_uuid: string,
- *   expires_at?: string | undefined, expires_local?: string | undefined }} StagedAdd
+ *   expires_at?: string | undefined, expires_local?: string | undefined,
+ *   readonly public_key?: Record<string, unknown> | string, readonly key_label?: string }} StagedAdd
  * @typedef {{ readonly environment: string, readonly service_uuid: string, readonly client_id: string }} StagedRemoval
  * @typedef {{ readonly profile: string | null, readonly adds: ReadonlyArray<StagedAdd>,
  *   readonly removes: ReadonlyArray<StagedRemoval>, readonly nextKey: number }} Changes
  * @typedef {{ readonly op: "add_credential", readonly environment: string, readonly service_uuid: string,
- *   readonly expires_at?: string }
+ *   readonly expires_at?: string, readonly public_key?: Record<string, unknown> | string }
  *   | { readonly op: "remove_credential", readonly environment: string, readonly service_uuid: string,
  *   readonly client_id: string }} SaveChange
  */
@@ -99,15 +102,22 @@ export function projectedCount(changes, environment, service) {
 export const canAdd = (changes, environment, service) => projectedCount(changes, environment, service) < MAX_CREDENTIALS
 
 /**
- * Stages one new credential; `null` when the service would go over the limit.
+ * Stages one new credential: a secret one, or with `key` a key credential (its public key, and the
+ * key's type in words); `null` when the service would go over the limit.
  * @param {Changes} changes
  * @param {string} environment
  * @param {Service} service
+ * @param {{ readonly publicKey: Record<string, unknown> | string, readonly label: string }} [key]
  * @returns {{ changes: Changes, add: StagedAdd } | null}
  */
-export function stageAdd(changes, environment, service) {
+export function stageAdd(changes, environment, service, key) {
   if (!canAdd(changes, environment, service)) return null
-  const add = { key: `a${changes.nextKey}`, environment, service_uuid: service.uuid }
+  const add = {
+    key: `a${changes.nextKey}`,
+    environment,
+    service_uuid: service.uuid,
+    ...(key === undefined ? {} : { public_key: key.publicKey, key_label: key.label })
+  }
   return { changes: { ...changes, adds: [...changes.adds, add], nextKey: changes.nextKey + 1 }, add }
 }
 
@@ -215,6 +225,7 @@ export function saveRequest(changes) {
         op: /** @type {const} */ ("add_credential"),
         environment: a.environment,
         service_uuid: a.service_uuid,
+        ...(a.public_key === undefined ? {} : { public_key: a.public_key }),
         ...(a.expires_at ? { expires_at: a.expires_at } : {})
       }))
     ]
@@ -237,6 +248,19 @@ export function summaryText(changes) {
   if (adds) parts.push(plural(adds, "new credential", "new credentials"))
   if (removes) parts.push(plural(removes, "removal", "removals"))
   return `${plural(adds + removes, "unsaved change", "unsaved changes")}: ${parts.join(", ")}.`
+}
+
+/**
+ * A key credential's public key as listed (`{kty, kid, thumbprint}`), as `{ public_key }`; undefined
+ * for a secret credential or anything else.
+ * @param {any} value
+ * @returns {{ public_key: PublicKeyInfo } | undefined}
+ */
+function publicKeyInfo(value) {
+  if (!value || typeof value !== "object") return undefined
+  const { kid, kty, thumbprint } = value
+  if (typeof kty !== "string" || typeof kid !== "string" || typeof thumbprint !== "string") return undefined
+  return { public_key: { kty, kid, thumbprint } }
 }
 
 /**
@@ -267,7 +291,8 @@ export function normalizeDoc(data, profile) {
           client_id: String(c.client_id),
           created_at: c.created_at ?? null,
           expires_at: c.expires_at ?? null,
-          last_used_at: c.last_used_at ?? null
+          last_used_at: c.last_used_at ?? null,
+          ...(publicKeyInfo(c.public_key) ?? {})
         }))
       }))
     }))
