@@ -10,6 +10,12 @@
  * per-round req/s ratios, p50/p99 latency, non-2xx answers, server CPU per request and server RSS.
  * Absolute req/s move with whatever else the machine does; a ratio measured within one round holds.
  *
+ * Two more scenarios have no bare reference: "private_key_jwt tokens" (a key credential of the same
+ * service, a fresh ES256 client assertion per request) and "DPoP calls" (a DPoP-bound token, a fresh
+ * ES256 proof per call). Each is reported beside service-auth's own figure for the same endpoint in
+ * the same round (secret tokens, Bearer calls): what the signature verification and the one-time
+ * `jti` cost. The proofs and assertions are signed in this process, per request (bench/signing-clients.ts).
+ *
  *   BENCH_SECONDS=10 BENCH_ROUNDS=3 BENCH_CONNECTIONS=50 BENCH_WARMUP_SECONDS=2 [DATABASE_URL=postgres://…] npm run bench
  *
  * Each server gets BENCH_WARMUP_SECONDS of the same load, unmeasured, before its first run (0: none).
@@ -26,6 +32,7 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 import { freePort } from "../test/support/ServerProcess.js"
 import { type CatalogueResult, printCatalogue, runCatalogue, SERVICES as CATALOGUE_SERVICES } from "./catalogue.js"
 import { residentMb } from "./process-memory.js"
+import { clientAssertion, dpopProof, es256Key } from "./signing-clients.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
 
@@ -233,14 +240,17 @@ export interface Request {
   readonly path: string
   readonly headers: Record<string, string>
   readonly body: string
+  /** Made afresh for each request sent (a proof or an assertion signed for it); absent: the same each time. */
+  readonly fresh?: () => { readonly headers: Record<string, string>; readonly body: string }
 }
 
 /** One request before the load, so a server that would answer 4xx is caught before it is timed. */
 export const send = async (server: Running, request: Request) => {
+  const { body, headers } = request.fresh?.() ?? request
   const response = await fetch(`${server.base}${request.path}`, {
     method: "POST",
-    headers: request.headers,
-    body: request.body,
+    headers,
+    body,
     signal: AbortSignal.timeout(10_000)
   })
   const text = await response.text()
@@ -294,6 +304,9 @@ const autocannonOn = (server: Running, request: Request, seconds: number, what: 
       method: "POST",
       headers: request.headers,
       body: request.body,
+      ...(request.fresh === undefined ? {} : {
+        requests: [{ method: "POST" as const, path: request.path, setupRequest: (sent) => ({ ...sent, ...request.fresh!() }) }]
+      }),
       connections: CONNECTIONS,
       duration: seconds,
       pipelining: 1
@@ -436,6 +449,44 @@ const main = async () => {
     if (keys(bareClaims) !== keys(ourClaims)) {
       console.error(`!! token claims differ: service-auth ${keys(ourClaims)}, bare ${keys(bareClaims)}`)
     }
+    // A key credential of the same service, and a DPoP-bound token of the secret one (bench/signing-clients.ts).
+    const issuer = String(ourClaims.iss)
+    const clientKey = es256Key()
+    const keyCredential = await admin(ours.base, "POST", `${servicePath}/credentials`, { public_key: clientKey.jwk })
+    const assertionRequest: Request = {
+      ...tokenRequest,
+      fresh: () => ({
+        headers: tokenRequest.headers,
+        body: new URLSearchParams({
+          grant_type: "client_credentials",
+          client_assertion_type: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+          client_assertion: clientAssertion(clientKey, keyCredential.client_id, issuer),
+          profile,
+          environment,
+          service_uuid: service.uuid
+        }).toString()
+      })
+    }
+    const proofKey = es256Key()
+    const bound = await send(ours, {
+      ...tokenRequest,
+      headers: { ...tokenRequest.headers, dpop: dpopProof(proofKey, `${issuer}/oauth/token`) }
+    })
+    if (bound.token_type !== "DPoP") throw new Error(`a token request with a DPoP proof got token_type ${String(bound.token_type)}`)
+    const boundToken = String(bound.access_token)
+    const boundCall = serviceCallOf(boundToken, profile, environment, service.uuid)
+    const dpopCallRequest: Request = {
+      ...boundCall,
+      fresh: () => ({
+        headers: {
+          ...boundCall.headers,
+          authorization: `DPoP ${boundToken}`,
+          dpop: dpopProof(proofKey, `${issuer}${boundCall.path}`, boundToken)
+        },
+        body: boundCall.body
+      })
+    }
+
     const ourEcho = JSON.stringify(await send(ours, callRequest))
     const bareEcho = JSON.stringify(await send(bareBearer, callRequest))
     if (ourEcho !== bareEcho) console.error(`!! echo answers differ:\n  service-auth ${ourEcho}\n  bare         ${bareEcho}`)
@@ -455,11 +506,18 @@ const main = async () => {
       { name: "tokens", request: tokenRequest, bare: bareToken },
       { name: "service calls", request: callRequest, bare: bareBearer }
     ] as const
+    // Without a bare reference: beside service-auth's own figure for the same endpoint.
+    const signedScenarios = [
+      { name: "private_key_jwt tokens", request: assertionRequest, beside: 0, besideName: "secret tokens" },
+      { name: "DPoP calls", request: dpopCallRequest, beside: 1, besideName: "Bearer calls" }
+    ] as const
     const results = scenarios.map(() => ({ ours: [] as Array<Measurement>, bare: [] as Array<Measurement> }))
+    const signedResults = signedScenarios.map(() => [] as Array<Measurement>)
     for (const scenario of scenarios) {
       await warmUp(ours, scenario.request)
       await warmUp(scenario.bare, scenario.request)
     }
+    for (const scenario of signedScenarios) await warmUp(ours, scenario.request)
 
     for (let round = 1; round <= ROUNDS; round++) {
       for (const [i, scenario] of scenarios.entries()) {
@@ -475,6 +533,13 @@ const main = async () => {
         const ratio = results[i]!.ours.at(-1)!.rps / results[i]!.bare.at(-1)!.rps
         console.log(row([`r${round} ${scenario.name}`, "ratio ours/bare", `${fmt(ratio, 2)}x`]))
       }
+      for (const [i, scenario] of signedScenarios.entries()) {
+        const measured = await load(ours, scenario.request)
+        signedResults[i]!.push(measured)
+        console.log(line(`r${round} ${scenario.name}`, ours.name, measured))
+        const ratio = measured.rps / results[scenario.beside]!.ours.at(-1)!.rps
+        console.log(row([`r${round} ${scenario.name}`, `to ${scenario.besideName}`, `${fmt(ratio, 2)}x`]))
+      }
     }
 
     console.log("")
@@ -488,12 +553,25 @@ const main = async () => {
       const ratio = median(results[i]!.ours.map((m, round) => m.rps / results[i]!.bare[round]!.rps))
       return { scenario, ours, bare, ratio }
     })
+    const signedSummaries = signedScenarios.map((scenario, i) => {
+      const measured = summarise(signedResults[i]!)
+      console.log(line(scenario.name, "service-auth", measured))
+      const beside = results[scenario.beside]!.ours
+      const ratio = median(signedResults[i]!.map((m, round) => m.rps / beside[round]!.rps))
+      return { scenario, measured, ratio }
+    })
 
     console.log("")
     for (const { scenario, ours, bare, ratio } of summaries) {
       console.log(
         `${scenario.name}: ${fmt(ratio, 2)}x bare (ours ${fmt(ours.rps)} req/s p99 ${fmt(ours.p99)} ms, ` +
           `bare ${fmt(bare.rps)} req/s p99 ${fmt(bare.p99)} ms)`
+      )
+    }
+    for (const { measured, ratio, scenario } of signedSummaries) {
+      console.log(
+        `${scenario.name}: ${fmt(ratio, 2)}x service-auth's ${scenario.besideName} (${fmt(measured.rps)} req/s ` +
+          `p99 ${fmt(measured.p99)} ms, CPU ${fmt(measured.cpuPerRequestUs)} µs/req; no bare reference)`
       )
     }
     console.log(`start-up: ${fmt(readyMs)} ms from npm start to GET /healthz 200 (${describeDatabase()})`)
@@ -521,7 +599,8 @@ const main = async () => {
       printCatalogue(results, SECONDS, CONNECTIONS)
     }
 
-    const failures = summaries.reduce((n, s) => n + s.ours.non2xx + s.bare.non2xx, 0)
+    const failures = summaries.reduce((n, s) => n + s.ours.non2xx + s.bare.non2xx, 0) +
+      signedSummaries.reduce((n, s) => n + s.measured.non2xx, 0)
     if (failures > 0) {
       console.error("")
       console.error(`!!!!! ${failures} requests did not succeed: the figures above are not comparable !!!!!`)

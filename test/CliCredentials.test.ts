@@ -184,6 +184,12 @@ describe("service-auth admin CLI", () => {
     const badLimit = await cli(["services", "create", profiles[0]!, "production", "--rate-limit", "lots"])
     expect(badLimit.code).toBe(1)
     expect(badLimit.stderr).toBe("service-auth: --rate-limit must be N/SECONDS, e.g. 100/60\n")
+    // require_dpop: only when asked for; shown in the text description when set.
+    expect(limited).not.toHaveProperty("require_dpop")
+    const strict = await cliJson(["services", "create", profiles[0]!, "production", "--require-dpop"])
+    expect(strict.require_dpop).toBe(true)
+    const strictText = await cli(["services", "create", profiles[0]!, "production", "--require-dpop"])
+    expect(strictText.stdout).toMatch(/^require_dpop +yes: DPoP-bound tokens only$/m)
     const missing = await cli(["credentials", "list"])
     expect(missing).toEqual({
       code: 2,

@@ -230,6 +230,28 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           expect(service.credentials.map((c) => c.client_id)).toEqual([clientId])
         }))
 
+      it.effect("require_dpop: stored, shown only when set, read by both hot reads, replaced by an upsert", () =>
+        Effect.gen(function*() {
+          const repo = yield* CredentialRepo
+          const address = yield* givenService()
+          const [clientId] = yield* givenCredentials(address, 1)
+          const hotReads = Effect.gen(function*() {
+            const target = Option.getOrThrow(yield* repo.findTokenTarget(address, Option.some(clientId!)))
+            const route = Option.getOrThrow(yield* repo.findServiceRoute(address, Option.some(clientId!)))
+            return { token: target.requireDpop === true, route: route.requireDpop === true }
+          })
+          expect(Object.keys(Option.getOrThrow(yield* repo.getService(address)))).not.toContain("require_dpop")
+          expect(yield* hotReads).toEqual({ token: false, route: false })
+          const fields = { name: "billing", auth_type: "oauth", handler: ECHO, require_dpop: true } as const
+          expect(yield* repo.putService(address, fields, "upsert", T1, TEST_ACTOR)).toBe(false)
+          expect(Option.getOrThrow(yield* repo.getService(address)).require_dpop).toBe(true)
+          expect(yield* hotReads).toEqual({ token: true, route: true })
+          // A replacement without it turns it off, as it does a rate limit.
+          yield* repo.putService(address, { name: "billing", auth_type: "oauth", handler: ECHO }, "upsert", T2, TEST_ACTOR)
+          expect(Object.keys(Option.getOrThrow(yield* repo.getService(address)))).not.toContain("require_dpop")
+          expect(yield* hotReads).toEqual({ token: false, route: false })
+        }))
+
       it.effect("putService in upsert mode creates a missing service and answers true", () =>
         Effect.gen(function*() {
           const repo = yield* CredentialRepo
@@ -564,7 +586,8 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
             handler: PROXY,
             credentialLive: true,
             credentialExpiresAt: null,
-            rateLimit: null
+            rateLimit: null,
+            requireDpop: false
           })
           const notLive = [Option.none(), Option.some(siblingId!), Option.some(newClientId())]
           for (const candidate of notLive) {

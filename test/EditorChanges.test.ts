@@ -204,8 +204,19 @@ describe("staged credential changes", () => {
       auth_type: "none",
       handler: undefined,
       rate_limit: null,
+      require_dpop: false,
       credentials: [{ client_id: "svc_x", created_at: null, expires_at: null, last_used_at: null }]
     })
+  })
+
+  test("a service update keeps require_dpop unless told otherwise, and sends it only when true", () => {
+    const strict = { ...service(1), require_dpop: true }
+    expect(serviceUpdate(strict, "S", "echo", "").require_dpop).toBe(true)
+    expect(serviceUpdate(strict, "S", "echo", "", {}, null, false)).not.toHaveProperty("require_dpop")
+    expect(serviceUpdate(service(1), "S", "echo", "")).not.toHaveProperty("require_dpop")
+    expect(serviceUpdate(service(1), "S", "echo", "", {}, null, true).require_dpop).toBe(true)
+    const shown = normalizeDoc({ environments: [{ name: "prod", services: [{ uuid: UUID, require_dpop: true }] }] }, "acme")
+    expect(shown.environments[0]!.services[0]!.require_dpop).toBe(true)
   })
 
   test("a service update keeps the stored rate limit unless given another (null: none)", () => {

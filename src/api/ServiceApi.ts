@@ -52,7 +52,10 @@ export class ServiceApi extends HttpApiGroup.make("service")
           "in a row) or UPSTREAM_MAX_CONCURRENCY calls to it are in flight. A service with a rate_limit answers " +
           "429 rate_limited with Retry-After once a client has made its calls of the window (checked after the token, " +
           "before the body), and every answer of a call let through carries the IETF draft's RateLimit-Policy " +
-          "(\"default\";q=<requests>;w=<seconds>) and RateLimit (\"default\";r=<left>;t=<seconds to reset>)."
+          "(\"default\";q=<requests>;w=<seconds>) and RateLimit (\"default\";r=<left>;t=<seconds to reset>). " +
+          "A DPoP-bound token is accepted only as `DPoP <token>` with a DPoP proof for this call (RFC 9449 §7); " +
+          "a service with require_dpop refuses Bearer tokens (401 invalid_token). Those refusals carry a " +
+          "WWW-Authenticate: DPoP challenge."
       )
   )
   .annotate(OpenApi.Title, "Service calls")

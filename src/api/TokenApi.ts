@@ -138,7 +138,10 @@ export class TokenApi extends HttpApiGroup.make("token")
           "(application/x-www-form-urlencoded) only: a JSON body carries none, so it gets 400 invalid_request " +
           "\"Missing required parameters\". With `resource` (RFC 8707) the target may be named by its URL instead: " +
           "after the grant type, a repeated, malformed or contradicting resource, and then (after the client fields) one " +
-          "naming no oauth service, answer 400 invalid_target; requests without it answer exactly as described."
+          "naming no oauth service, answer 400 invalid_target; requests without it answer exactly as described. " +
+          "A DPoP header (RFC 9449) binds the token to the proof's key (token_type DPoP; an invalid proof, after the " +
+          "client authenticated: 400 invalid_dpop_proof). For a service with require_dpop, a request without one is " +
+          "400 invalid_request \"This service requires a DPoP proof\", checked once the client authenticated."
       )
   )
   .add(

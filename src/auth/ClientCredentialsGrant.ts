@@ -14,6 +14,7 @@ import { AppConfig } from "../config/AppConfig.js"
 import { SeenJtis } from "../storage/SeenJtis.js"
 import { verifyProof } from "./DPoPProof.js"
 import {
+  DPOP_REQUIRED_DESCRIPTION,
   INVALID_REQUEST_DESCRIPTION,
   InvalidClient,
   InvalidDpopProof,
@@ -73,8 +74,9 @@ export type TokenDecision =
   | {
     readonly _tag: "Assert"
     readonly assertion: Redacted.Redacted<string>
+    readonly clientId: ClientId
     readonly verifier: string
-    readonly next: Issue | Bind
+    readonly next: Authenticated
     readonly answer: Answer
   }
 
@@ -84,10 +86,20 @@ interface Bind {
   readonly proof: string
   readonly issue: Issue
 }
+/** What follows a successful client authentication. */
+type Authenticated = Issue | Bind | Extract<TokenDecision, { readonly _tag: "Answer" }>
 
-/** What an authenticated request gets: a token, or with a DPoP header a bound one. */
-const issueOrBind = (input: TokenInput, issue: Issue): Issue | Bind =>
-  input.dpop === undefined ? issue : { _tag: "Bind", proof: input.dpop, issue }
+/**
+ * What an authenticated request gets: a token, or with a DPoP header a bound one; for a service with
+ * `require_dpop`, without a DPoP header, `400 invalid_request` (the client authenticated: no failure
+ * is counted).
+ */
+const issueOrBind = (input: TokenInput, issue: Issue, requireDpop: boolean | undefined): Authenticated =>
+  input.dpop !== undefined
+    ? { _tag: "Bind", proof: input.dpop, issue }
+    : requireDpop === true
+    ? dpopRequired
+    : issue
 
 /** A failure's answer: `no-store` always, and the Basic challenge when Basic authentication failed. */
 const failureAnswer = (error: InvalidRequest | UnsupportedGrantType | InvalidTarget | TooManyAttempts | InvalidClient): Answer =>
@@ -102,6 +114,11 @@ const failure = (
 ): TokenDecision => ({ _tag: "Answer", answer: failureAnswer(error), result })
 
 const missing = failure(new InvalidRequest({ description: INVALID_REQUEST_DESCRIPTION }), "invalid_request")
+const dpopRequired: Authenticated = {
+  _tag: "Answer",
+  answer: failureAnswer(new InvalidRequest({ description: DPOP_REQUIRED_DESCRIPTION })),
+  result: "invalid_request"
+}
 /** The specification's description for every row-4 failure. */
 const targetNotFound = missing
 
@@ -183,8 +200,9 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
       return { _tag: "Refuse", clientId: client.right.clientId, answer: refusal }
     }
     const touch = lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
-    const next = issueOrBind(input, { _tag: "Issue", clientId: credential.clientId, address, touch })
-    return { _tag: "Assert", assertion: assertion.assertion, verifier: credential.secretHash, next, answer: refusal }
+    const next = issueOrBind(input, { _tag: "Issue", clientId: credential.clientId, address, touch }, found.value.requireDpop)
+    const { clientId } = credential
+    return { _tag: "Assert", assertion: assertion.assertion, clientId, verifier: credential.secretHash, next, answer: refusal }
   }
   const authenticated = Option.isSome(clientSecret) && services.matches(clientSecret.value, credential?.secretHash)
   if (!authenticated || credential === undefined) {
@@ -195,7 +213,7 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
     clientId: credential.clientId,
     address,
     touch: lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
-  })
+  }, found.value.requireDpop)
 }
 
 export interface ClientCredentialsGrantShape {
@@ -246,7 +264,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
             decision = decideToken(input, { ...services, tokenTarget: () => target })
           }
           if (decision._tag === "Assert") {
-            const { clientId } = decision.next._tag === "Issue" ? decision.next : decision.next.issue
+            const { clientId } = decision
             const valid = yield* assertions.verify(decision.assertion, clientId, decision.verifier, input.nowMillis)
             decision = valid ? decision.next : { _tag: "Refuse", clientId, answer: decision.answer }
           }

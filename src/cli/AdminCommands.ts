@@ -28,6 +28,7 @@ const describeService = (service: ServiceDocument) =>
     ...(service.rate_limit === undefined
       ? []
       : [["rate_limit", `${service.rate_limit.requests} calls per ${service.rate_limit.per_seconds} s per client`] as const]),
+    ...(service.require_dpop === true ? [["require_dpop", "yes: DPoP-bound tokens only"] as const] : []),
     ["credentials", service.credentials.map((credential) => credential.client_id).join(", ") || "-"]
   ])
 
@@ -240,9 +241,15 @@ const servicesCreate = Command.make(
       Options.withDescription("Each client may make at most N calls per SECONDS seconds (per instance), e.g. 100/60."),
       Options.optional
     ),
+    requireDpop: Options.boolean("require-dpop").pipe(
+      Options.withDescription(
+        "Accept only DPoP-bound tokens (RFC 9449): the token endpoint refuses a request without a DPoP proof, " +
+          "and Bearer tokens are refused."
+      )
+    ),
     ...connection
   },
-  ({ authType, environment, headers, json, name, profile, proxy, rateLimit, timeoutMs, url }) =>
+  ({ authType, environment, headers, json, name, profile, proxy, rateLimit, requireDpop, timeoutMs, url }) =>
     runAdmin(
       url,
       Effect.gen(function*() {
@@ -266,6 +273,7 @@ const servicesCreate = Command.make(
             ...(Option.isSome(limit) && limit.value !== null
               ? { rate_limit: { requests: Number(limit.value[1]), per_seconds: Number(limit.value[2]) } }
               : {}),
+            ...(requireDpop ? { require_dpop: true } : {}),
             ...Option.match(name, { onNone: () => ({}), onSome: (name) => ({ name }) }),
             ...(handler === undefined ? {} : { handler })
           }

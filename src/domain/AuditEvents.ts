@@ -59,7 +59,7 @@ export const AuditDetails = Schema.Record({
     "`name`, `role`, `profiles` (a list of profile names; absent for an admin token); `token.revoked`: `jti` " +
     "(the revoked token's id, never the token); `credential.expired`: `expires_at`; " +
     "`profile.created`/`profile.changed`: `credential_max_lifetime_days` (absent: none); " +
-    "`service.*`: `rate_limit` (`<requests>/<seconds>s`) when set."
+    "`service.*`: `rate_limit` (`<requests>/<seconds>s`) when set, `require_dpop` (true) when set."
 })
 export type AuditDetails = typeof AuditDetails.Type
 

@@ -41,6 +41,8 @@ export const INVALID_REQUEST_DESCRIPTION = "Missing required parameters"
 export const UNSUPPORTED_GRANT_TYPE_DESCRIPTION = "Only client_credentials grant type is supported"
 export const INVALID_CLIENT_DESCRIPTION = "Invalid client credentials"
 export const TOO_MANY_ATTEMPTS_DESCRIPTION = "Too many failed authentication attempts"
+/** A token request without a DPoP proof for a service with `require_dpop` (once the client authenticated). */
+export const DPOP_REQUIRED_DESCRIPTION = "This service requires a DPoP proof"
 
 /** 400 `invalid_request`: A missing or malformed parameter, or an unknown profile/environment/service at the token endpoint. */
 export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", { description: Schema.String }) {}

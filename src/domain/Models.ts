@@ -60,6 +60,9 @@ export const ServiceDocument = Schema.Struct({
   auth_type: AuthType,
   handler: ServiceHandlerConfig,
   rate_limit: Schema.optional(RateLimit).annotations({ description: "The per-client rate limit; absent when none." }),
+  require_dpop: Schema.optional(Schema.Boolean).annotations({
+    description: "true when the service accepts only DPoP-bound tokens (RFC 9449); absent when it accepts Bearer tokens too."
+  }),
   credentials: Schema.Array(CredentialInfo)
 }).annotations({ identifier: "Service" })
 export type ServiceDocument = typeof ServiceDocument.Type
@@ -112,6 +115,11 @@ export const ServiceInput = Schema.Struct({
   handler: Schema.optional(ServiceHandlerInput),
   rate_limit: Schema.optional(Schema.NullOr(RateLimit)).annotations({
     description: "The per-client rate limit; absent or null for none (a PUT replaces it, like the handler)."
+  }),
+  require_dpop: Schema.optional(Schema.Boolean).annotations({
+    description: "true: the token endpoint issues only DPoP-bound tokens for the service (a request without a DPoP " +
+      "proof is 400 invalid_request) and the gateway refuses Bearer tokens (401 with the DPoP challenge). Absent " +
+      "or false: Bearer tokens are accepted too (a PUT replaces it, like the handler)."
   })
 }).annotations({ identifier: "ServiceInput", parseOptions: { onExcessProperty: "error" } })
 export type ServiceInput = typeof ServiceInput.Type

@@ -23,6 +23,8 @@ export const boundTokenAsBearer = dpopRefusal("invalid_token", "The access token
 export const unboundTokenAsDpop = dpopRefusal("invalid_token", "The access token is not bound to a DPoP key")
 export const proofMissing = dpopRefusal("invalid_dpop_proof", "A DPoP proof is required with a DPoP-bound access token")
 export const wrongProofKey = dpopRefusal("invalid_dpop_proof", "The DPoP proof is not by the key the access token is bound to")
+/** A Bearer (unbound) token for a service with `require_dpop`. */
+export const dpopRequired = dpopRefusal("invalid_token", "This service requires a DPoP-bound access token")
 
 /** A refusal of a token presented as DPoP: the same answer, with the DPoP challenge for its error. */
 export const asDpopRefusal = (refusal: Answer): Answer => {

@@ -26,7 +26,16 @@ import { tracerEnabled } from "../observability/Tracing.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { verifyProof } from "../auth/DPoPProof.js"
 import { SeenJtis } from "../storage/SeenJtis.js"
-import { asDpopRefusal, boundTokenAsBearer, dpopRefusal, proofMissing, unboundTokenAsDpop, wrongProofKey } from "./DPoPBinding.js"
+import {
+  asDpopRefusal,
+  boundTokenAsBearer,
+  dpopChallenge,
+  dpopRefusal,
+  dpopRequired,
+  proofMissing,
+  unboundTokenAsDpop,
+  wrongProofKey
+} from "./DPoPBinding.js"
 import { type JsonObject, ServiceHandlers, traceparentOf, upstreamAttributes } from "./ServiceHandlers.js"
 import { whenAborted } from "./Upstream.js"
 import { RateLimits, type RateLimitsShape } from "./RateLimits.js"
@@ -39,6 +48,8 @@ const challenge = (error?: "invalid_request" | "invalid_token" | "insufficient_s
 
 const serviceNotFound = errorAnswer(new NotFound({ description: "Service not found" }))
 const tokenRequired = errorAnswer(new InvalidToken({ description: "An access token is required" }), challenge())
+/** A service with `require_dpop` names the DPoP scheme in its challenge (RFC 9449 §7.1). */
+const dpopTokenRequired: Answer = { ...tokenRequired, headers: dpopChallenge() }
 const malformedHeader = errorAnswer(
   new InvalidRequest({ description: "The Authorization header must be a single Bearer token" }),
   challenge("invalid_request")
@@ -136,10 +147,12 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
 
   let caller: string | null = null
   if (route.value.authType === "oauth") {
-    if (presented._tag === "None") return answer(tokenRequired)
+    const requireDpop = route.value.requireDpop === true
+    if (presented._tag === "None") return answer(requireDpop ? dpopTokenRequired : tokenRequired)
     if (presented._tag === "Malformed" || verified === undefined) return answer(malformedHeader)
-    // A token presented as DPoP is refused with the DPoP challenge (RFC 9449 §7.1).
-    const refuse = presented.dpop ? (refusal: Answer) => answer(asDpopRefusal(refusal)) : answer
+    // A token presented as DPoP, or to a service that requires DPoP, is refused with the DPoP
+    // challenge (RFC 9449 §7.1).
+    const refuse = presented.dpop || requireDpop ? (refusal: Answer) => answer(asDpopRefusal(refusal)) : answer
     if (Either.isLeft(verified)) {
       return refuse(
         verified.left._tag === "InsufficientScope"
@@ -154,6 +167,8 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
     // Revoked by its client (RFC 7009): read with the route, an O(1) lookup when there are any.
     if (route.value.revokedTokens?.has(verified.right.jti) === true) return refuse(revoked)
     const jkt = verified.right.cnf?.jkt
+    // `require_dpop`: a Bearer token (not bound) is refused; a bound one presented as Bearer below.
+    if (requireDpop && jkt === undefined && !presented.dpop) return answer(dpopRequired)
     if (jkt !== undefined || presented.dpop) {
       if (jkt === undefined) return answer(unboundTokenAsDpop)
       if (!presented.dpop) return answer(boundTokenAsBearer)

@@ -166,7 +166,13 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
         yield* permitOn("catalogue.change", address.profile)
         const created = yield* repo.putService(
           address,
-          { name: input.name ?? address.uuid, auth_type: input.auth_type, handler, rate_limit: input.rate_limit ?? null },
+          {
+            name: input.name ?? address.uuid,
+            auth_type: input.auth_type,
+            handler,
+            rate_limit: input.rate_limit ?? null,
+            require_dpop: input.require_dpop === true
+          },
           mode,
           yield* currentDate,
           yield* AdminActor

@@ -53,7 +53,8 @@ export const serviceEvent = (
       auth_type: fields.auth_type,
       handler: fields.handler.type,
       // Only when set, so that the events of services without one are as they always were.
-      ...(fields.rate_limit == null ? {} : { rate_limit: `${fields.rate_limit.requests}/${fields.rate_limit.per_seconds}s` })
+      ...(fields.rate_limit == null ? {} : { rate_limit: `${fields.rate_limit.requests}/${fields.rate_limit.per_seconds}s` }),
+      ...(fields.require_dpop === true ? { require_dpop: true } : {})
     }
   })
 

@@ -27,11 +27,15 @@ export interface ServiceFields {
   readonly handler: StoredHandler
   /** The per-client rate limit; absent or null: none. */
   readonly rate_limit?: RateLimit | null | undefined
+  /** Whether the service accepts only DPoP-bound tokens; absent: false. */
+  readonly require_dpop?: boolean | undefined
 }
 
 /** What one indexed read tells the token endpoint. */
 export interface TokenTarget {
   readonly authType: AuthType
+  /** The service accepts only DPoP-bound tokens: a request without a proof is refused. Absent: false. */
+  readonly requireDpop?: boolean | undefined
   /** The credential with the requested client id, when it is live on this very service. */
   readonly credential: Option.Option<{
     readonly clientId: ClientId
@@ -57,6 +61,8 @@ export interface ServiceRoute {
   readonly credentialExpiresAt?: number | null | undefined
   /** The service's per-client rate limit; null or absent: none. */
   readonly rateLimit?: RateLimit | null | undefined
+  /** The service accepts only DPoP-bound tokens (Bearer ones are refused); absent: false. */
+  readonly requireDpop?: boolean | undefined
 }
 
 /** Live credentials that expire soon (not yet expired): the metrics' `service_auth_credentials_expiring`. */
@@ -225,6 +231,7 @@ export interface LiveService extends ServiceAddress {
   readonly authType: AuthType
   readonly handler: StoredHandler
   readonly rateLimit: RateLimit | null
+  readonly requireDpop: boolean
   readonly credentials: ReadonlyArray<{
     readonly clientId: ClientId
     readonly secretHash: string

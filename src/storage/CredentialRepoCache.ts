@@ -172,7 +172,11 @@ export const withReadCache = (
     for (const { clientId: id, expiresAt, lastUsedAt, revoked, secretHash } of service.credentials) {
       const clientId = Option.some(id)
       const credential = Option.some({ clientId: id, secretHash, lastUsedAt, expiresAt })
-      storeTarget(mark, targetKey(service, clientId), service, Option.some({ authType: service.authType, credential }))
+      storeTarget(mark, targetKey(service, clientId), service, Option.some({
+        authType: service.authType,
+        requireDpop: service.requireDpop,
+        credential
+      }))
       const revokedTokens = revokedSet(revoked)
       storeRoute(mark, routeKey(service, clientId), service, Option.some({
         authType: service.authType,
@@ -180,6 +184,7 @@ export const withReadCache = (
         credentialLive: true,
         credentialExpiresAt: expiresAt === null ? null : expiresAt.getTime(),
         rateLimit: service.rateLimit,
+        requireDpop: service.requireDpop,
         ...(revokedTokens === undefined ? {} : { revokedTokens })
       }))
     }

@@ -53,7 +53,8 @@ interface StoredProfile {
 /** Whether a replacement would change nothing (the memory twin of SQL's IS DISTINCT FROM). */
 const sameFields = (a: ServiceFields, b: ServiceFields) =>
   a.name === b.name && a.auth_type === b.auth_type && JSON.stringify(a.handler) === JSON.stringify(b.handler) &&
-  JSON.stringify(a.rate_limit ?? null) === JSON.stringify(b.rate_limit ?? null)
+  JSON.stringify(a.rate_limit ?? null) === JSON.stringify(b.rate_limit ?? null) &&
+  (a.require_dpop === true) === (b.require_dpop === true)
 
 const byName = <A>(a: [string, A], b: [string, A]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)
 
@@ -105,6 +106,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
     auth_type: service.auth_type,
     handler: answeredHandler(service.handler),
     ...(service.rate_limit == null ? {} : { rate_limit: service.rate_limit }),
+    ...(service.require_dpop === true ? { require_dpop: true } : {}),
     credentials: liveCredentialsOf(address).map((c): CredentialInfo =>
       withPublicKey({ client_id: c.clientId, created_at: c.createdAt, expires_at: c.expiresAt, last_used_at: c.lastUsedAt }, c.secretHash)
     )
@@ -304,6 +306,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
       Effect.sync(() =>
         Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => ({
           authType: service.auth_type,
+          requireDpop: service.require_dpop === true,
           credential: Option.flatMapNullable(clientId, (id) => liveCredential(address, id)).pipe(
             Option.map((c) => ({ clientId: c.clientId, secretHash: c.secretHash, lastUsedAt: c.lastUsedAt, expiresAt: c.expiresAt }))
           )
@@ -329,6 +332,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
             credentialLive: credential !== undefined,
             credentialExpiresAt: credential?.expiresAt?.getTime() ?? null,
             rateLimit: service.rate_limit ?? null,
+            requireDpop: service.require_dpop === true,
             ...(revokedTokens === undefined ? {} : { revokedTokens })
           }
         }))

@@ -12,16 +12,15 @@ import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { laterUse } from "../domain/LastUse.js"
-import { type CredentialInfo, type ServiceDocument, withPublicKey } from "../domain/Models.js"
-import { answeredHandler } from "../domain/Handlers.js"
 import { insertAuditEvents } from "./AuditTrail.js"
 import { expiryOperations } from "./CredentialExpirySql.js"
 import { credentialEvents, deletionEvents, profileEvent, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
 import { announcedScopes, type CatalogueScope, writeScopes } from "./CatalogueScope.js"
-import { CredentialRepo, type CredentialRepoShape, type LiveService } from "./CredentialRepo.js"
+import { CredentialRepo, type CredentialRepoShape } from "./CredentialRepo.js"
+import { liveServicesOf, servicesWithCredentials } from "./CredentialRepoDocuments.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
-import { type CredentialRow, credentialStatements, type LiveRow, type ServiceRow } from "./CredentialRepoStatements.js"
+import { credentialStatements } from "./CredentialRepoStatements.js"
 import * as LastUsedWrites from "./LastUsedWrites.js"
 import { revocationOperations } from "./TokenRevocationsSql.js"
 import { parseFailureIsDefect } from "./Rows.js"
@@ -34,13 +33,6 @@ export const CATALOGUE_CHANNEL = "service_auth_cache"
  * notifications arrive in the order they were sent): the version, a space, the scopes as JSON.
  */
 export const SCOPES_CHANNEL = "service_auth_cache_scopes"
-
-const toCredentialInfo = (row: CredentialRow): CredentialInfo => withPublicKey({
-  client_id: row.client_id,
-  created_at: row.created_at,
-  expires_at: row.expires_at,
-  last_used_at: row.last_used_at
-}, row.secret_hash)
 
 /**
  * The first statement of every write to the catalogue (docs/cache-coherence.md): counts the change
@@ -60,36 +52,6 @@ export const catalogueWriteWith = (sql: SqlClient.SqlClient, scopes?: ReadonlyAr
     sql.withTransaction
   )
 
-/** Rows in address order, one per live credential (or one with none), grouped by service. */
-const liveServicesOf = (rows: ReadonlyArray<typeof LiveRow.Type>): Array<LiveService> => {
-  const services: Array<LiveService & { credentials: Array<LiveService["credentials"][number]> }> = []
-  for (const row of rows) {
-    let last = services[services.length - 1]
-    if (last === undefined || last.profile !== row.profile || last.environment !== row.environment || last.uuid !== row.uuid) {
-      last = {
-        profile: row.profile,
-        environment: row.environment,
-        uuid: row.uuid,
-        authType: row.auth_type,
-        handler: row.handler,
-        rateLimit: row.rate_limit,
-        credentials: []
-      }
-      services.push(last)
-    }
-    if (row.client_id !== null && row.secret_hash !== null) {
-      last.credentials.push({
-        clientId: row.client_id,
-        secretHash: row.secret_hash,
-        lastUsedAt: row.last_used_at,
-        revoked: row.revoked ?? [],
-        expiresAt: row.expires_at
-      })
-    }
-  }
-  return services
-}
-
 export const make = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const record = insertAuditEvents(sql)
@@ -99,21 +61,6 @@ export const make = Effect.gen(function*() {
     const noted = lastUsed.noted(clientId)
     return noted === undefined ? stored : laterUse(stored, noted)
   }
-
-  const servicesWithCredentials = (
-    services: ReadonlyArray<ServiceRow>,
-    credentials: ReadonlyArray<CredentialRow>
-  ): Array<ServiceDocument> =>
-    services.map((service) => ({
-      uuid: service.uuid,
-      name: service.name,
-      auth_type: service.auth_type,
-      handler: answeredHandler(service.handler),
-      ...(service.rate_limit === null ? {} : { rate_limit: service.rate_limit }),
-      credentials: credentials
-        .filter((c) => c.environment === service.environment && c.service_uuid === service.uuid)
-        .map(toCredentialInfo)
-    }))
 
   const catalogueWrite = (scopes: ReadonlyArray<CatalogueScope>) => catalogueWriteWith(sql, scopes)
 
@@ -261,10 +208,11 @@ export const make = Effect.gen(function*() {
         }
         const handler = JSON.stringify(fields.handler)
         const rateLimit = fields.rate_limit == null ? null : JSON.stringify(fields.rate_limit)
+        const requireDpop = fields.require_dpop === true
         const inserted = yield* sql`
-          INSERT INTO services (profile, environment, uuid, name, auth_type, handler, rate_limit, created_at)
+          INSERT INTO services (profile, environment, uuid, name, auth_type, handler, rate_limit, require_dpop, created_at)
           VALUES (${address.profile}, ${address.environment}, ${address.uuid}, ${fields.name}, ${fields.auth_type},
-                  ${handler}::jsonb, ${rateLimit}::jsonb, ${now})
+                  ${handler}::jsonb, ${rateLimit}::jsonb, ${requireDpop}, ${now})
           ON CONFLICT (profile, environment, uuid) DO NOTHING RETURNING uuid`
         if (inserted.length > 0) {
           yield* record([serviceEvent(actor, now, "service.created", address, fields)])
@@ -274,10 +222,10 @@ export const make = Effect.gen(function*() {
         // Only a replacement that changes something is a change (jsonb compares by value).
         const updated = yield* sql`
           UPDATE services SET name = ${fields.name}, auth_type = ${fields.auth_type}, handler = ${handler}::jsonb,
-                 rate_limit = ${rateLimit}::jsonb
+                 rate_limit = ${rateLimit}::jsonb, require_dpop = ${requireDpop}
           WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}
-            AND (name, auth_type, handler, rate_limit) IS DISTINCT FROM
-                (${fields.name}, ${fields.auth_type}, ${handler}::jsonb, ${rateLimit}::jsonb)
+            AND (name, auth_type, handler, rate_limit, require_dpop) IS DISTINCT FROM
+                (${fields.name}, ${fields.auth_type}, ${handler}::jsonb, ${rateLimit}::jsonb, ${requireDpop})
           RETURNING uuid`
         if (updated.length > 0) yield* record([serviceEvent(actor, now, "service.changed", address, fields)])
         return false
@@ -346,6 +294,7 @@ export const make = Effect.gen(function*() {
           Effect.map((found) =>
             found.pipe(Option.map((row) => ({
               authType: row.auth_type,
+              requireDpop: row.require_dpop,
               credential: row.client_id === null || row.secret_hash === null
                 ? Option.none()
                 : Option.some({
@@ -382,6 +331,7 @@ export const make = Effect.gen(function*() {
               credentialLive: Option.isSome(clientId) && row.credential_live,
               credentialExpiresAt: row.credential_expires_at === null ? null : row.credential_expires_at.getTime(),
               rateLimit: row.rate_limit,
+              requireDpop: row.require_dpop,
               ...(row.revoked.length === 0 ? {} : { revokedTokens: new Set(row.revoked) })
             })))
           ),

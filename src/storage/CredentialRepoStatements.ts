@@ -17,7 +17,8 @@ export const ServiceRow = Schema.Struct({
   name: Schema.String,
   auth_type: AuthType,
   handler: StoredHandler,
-  rate_limit: Schema.NullOr(RateLimit)
+  rate_limit: Schema.NullOr(RateLimit),
+  require_dpop: Schema.Boolean
 })
 export type ServiceRow = typeof ServiceRow.Type
 
@@ -50,6 +51,7 @@ const RemovedRow = Schema.Struct({ environment: Schema.String, service_uuid: Sch
 
 const TokenTargetRow = Schema.Struct({
   auth_type: AuthType,
+  require_dpop: Schema.Boolean,
   client_id: Schema.NullOr(ClientId),
   secret_hash: Schema.NullOr(Schema.String),
   last_used_at: Schema.NullOr(Schema.DateFromSelf),
@@ -63,6 +65,7 @@ const ServiceRouteRow = Schema.Struct({
   auth_type: AuthType,
   handler: StoredHandler,
   rate_limit: Schema.NullOr(RateLimit),
+  require_dpop: Schema.Boolean,
   credential_live: Schema.Boolean,
   credential_expires_at: Schema.NullOr(Schema.DateFromSelf),
   revoked: RevokedJtis
@@ -83,6 +86,7 @@ export const LiveRow = Schema.Struct({
   auth_type: AuthType,
   handler: StoredHandler,
   rate_limit: Schema.NullOr(RateLimit),
+  require_dpop: Schema.Boolean,
   client_id: Schema.NullOr(ClientId),
   secret_hash: Schema.NullOr(Schema.String),
   last_used_at: Schema.NullOr(Schema.DateFromSelf),
@@ -152,7 +156,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Request: ProfileKey,
     Result: ServiceRow,
     execute: (profile) =>
-      sql`SELECT environment, uuid, name, auth_type, handler, rate_limit FROM services WHERE profile = ${profile} ORDER BY position`
+      sql`SELECT environment, uuid, name, auth_type, handler, rate_limit, require_dpop FROM services WHERE profile = ${profile} ORDER BY position`
   }),
   profileCredentials: SqlSchema.findAll({
     Request: ProfileKey,
@@ -165,7 +169,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Request: AddressKey,
     Result: ServiceRow,
     execute: ({ environment, profile, uuid }) =>
-      sql`SELECT environment, uuid, name, auth_type, handler, rate_limit FROM services
+      sql`SELECT environment, uuid, name, auth_type, handler, rate_limit, require_dpop FROM services
           WHERE profile = ${profile} AND environment = ${environment} AND uuid = ${uuid}`
   }),
   serviceCredentials: SqlSchema.findAll({
@@ -189,7 +193,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Result: TokenTargetRow,
     execute: ({ client_id, environment, profile, uuid }) =>
       sql`
-        SELECT s.auth_type, c.client_id, c.secret_hash, c.last_used_at, c.expires_at
+        SELECT s.auth_type, s.require_dpop, c.client_id, c.secret_hash, c.last_used_at, c.expires_at
         FROM services s
         LEFT JOIN credentials c
           ON c.client_id = ${client_id} AND c.profile = s.profile AND c.environment = s.environment
@@ -208,7 +212,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Result: ServiceRouteRow,
     execute: ({ client_id, environment, profile, uuid }) =>
       sql`
-        SELECT s.auth_type, s.handler, s.rate_limit, c.client_id IS NOT NULL AS credential_live,
+        SELECT s.auth_type, s.handler, s.rate_limit, s.require_dpop, c.client_id IS NOT NULL AS credential_live,
           c.expires_at AS credential_expires_at, ${revokedOf(sql, client_id)} AS revoked
         FROM services s
         LEFT JOIN credentials c
@@ -226,7 +230,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     execute: ({ after, limit, scope }) =>
       sql`
         WITH page AS (
-          SELECT profile, environment, uuid, auth_type, handler, rate_limit FROM services
+          SELECT profile, environment, uuid, auth_type, handler, rate_limit, require_dpop FROM services
           WHERE true
           ${scope === undefined ? sql`` : sql`AND profile = ${scope[0]}`}
           ${scope === undefined || scope.length < 2 ? sql`` : sql`AND environment = ${scope[1]}`}
@@ -234,7 +238,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
           ${after === undefined ? sql`` : sql`AND (profile, environment, uuid) > (${after.profile}, ${after.environment}, ${after.uuid})`}
           ORDER BY profile, environment, uuid
           LIMIT ${limit})
-        SELECT p.profile, p.environment, p.uuid, p.auth_type, p.handler, p.rate_limit, c.client_id, c.secret_hash, c.last_used_at,
+        SELECT p.profile, p.environment, p.uuid, p.auth_type, p.handler, p.rate_limit, p.require_dpop, c.client_id, c.secret_hash, c.last_used_at,
           c.expires_at, (SELECT coalesce(jsonb_agg(r.jti), '[]'::jsonb) FROM revoked_tokens r WHERE r.client_id = c.client_id) AS revoked
         FROM page p
         LEFT JOIN LATERAL (

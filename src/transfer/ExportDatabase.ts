@@ -28,7 +28,7 @@ export const exportDatabase = Effect.fn("Transfer.exportDatabase")(function*() {
     const environments = yield* sql`
       SELECT profile, name, ${asText(sql, "created_at")} FROM environments ORDER BY profile, name`
     const services = yield* sql`
-      SELECT profile, environment, uuid, name, auth_type, handler, rate_limit, ${asText(sql, "created_at")}
+      SELECT profile, environment, uuid, name, auth_type, handler, rate_limit, require_dpop, ${asText(sql, "created_at")}
       FROM services ORDER BY position`
     const credentials = yield* sql`
       SELECT client_id, profile, environment, service_uuid, secret_hash, ${asText(sql, "created_at")},

@@ -55,6 +55,8 @@ export const ServiceRow = Schema.Struct({
   auth_type: AuthType,
   handler: StoredHandler,
   rate_limit: addedInVersion3(Schema.NullOr(RateLimit), () => null),
+  // Added within version 3 (issue 35, migration 0010): a file written before reads false, as before.
+  require_dpop: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   created_at: StoredTimestamp
 })
 export const CredentialRow = Schema.Struct({

@@ -3,11 +3,12 @@
  * with a fresh data directory). Fixtures are set up through the admin JSON API; the page is driven
  * only by labels, roles and button names, as a person with a keyboard or a screen reader would.
  */
-import { randomBytes } from "node:crypto"
+import { generateKeyPairSync, type KeyObject, randomBytes, randomUUID } from "node:crypto"
 import { mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { SignJWT } from "jose"
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest"
 import { type ServerProcess, startServer } from "../support/ServerProcess.js"
@@ -198,6 +199,47 @@ async function saveAndReadSecret(p: Page) {
   return { clientId, clientSecret }
 }
 
+/** A token for a key credential's client: `private_key_jwt` signed with its private key (`aud` the issuer). */
+async function keyToken(f: Fixture, clientId: string, privateKey: KeyObject, alg: "ES256" | "RS256") {
+  const now = Math.floor(Date.now() / 1000)
+  // The assertion's audience is the issuer identifier, as discovery says it (ISSUER, or localhost by default).
+  const { issuer } = (await (await fetch(`${base}/.well-known/oauth-authorization-server`)).json()) as { issuer: string }
+  const assertion = await new SignJWT({ iss: clientId, sub: clientId, aud: issuer, jti: randomUUID(), iat: now, exp: now + 60 })
+    .setProtectedHeader({ alg })
+    .sign(privateKey)
+  const response = await fetch(`${base}/oauth/token`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({
+      grant_type: "client_credentials",
+      client_assertion_type: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+      client_assertion: assertion,
+      profile: f.profile,
+      environment: f.env,
+      service_uuid: f.uuid
+    })
+  })
+  return { status: response.status, body: (await response.json()) as any }
+}
+
+/** Pastes `text` into a service's "Add a public key" form and stages it. */
+async function stageKey(service: Locator, text: string) {
+  const field = service.getByLabel("Public key (JWK or PEM)", { exact: true })
+  // The form stays open after a refusal, and closes once a key is staged.
+  if (!(await field.isVisible())) await service.getByText("Add a public key", { exact: true }).click()
+  await field.fill(text)
+  await service.getByRole("button", { name: "Stage key credential", exact: true }).click()
+}
+
+/** Saves a profile whose staged additions are key credentials: no secret is shown. */
+async function saveKeys(p: Page, saves: Array<unknown>) {
+  const before = saves.length
+  await saveButton(p).click()
+  await expect.poll(() => saves.length).toBe(before + 1)
+  await expect.poll(() => p.getByText("No unsaved changes.").count()).toBe(1)
+  expect(await p.getByLabel("Client secret", { exact: true }).count()).toBe(0)
+}
+
 const activeElementLabel = (p: Page) =>
   p.evaluate(() => {
     const el = document.activeElement
@@ -371,6 +413,70 @@ describe("profile editor", () => {
     await expect.poll(() => credentialRow(service, live1.client_id).count()).toBe(0)
     await credentialRow(service, created.clientId).waitFor()
     expect(await addButton(service).isDisabled()).toBe(true)
+  })
+
+  test("a key credential from a pasted JWK: staged, saved without a secret, listed with its kid, and it gets tokens", async () => {
+    const f = await fixture("jwk")
+    const saves = recordSaves(page)
+    await openEditor(page, f.profile)
+    const service = serviceRegion(page, f.serviceName)
+    const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" })
+    const jwk = { ...publicKey.export({ format: "jwk" }), kid: "laptop-2026" }
+
+    // A private JWK is refused in words; nothing is staged.
+    await stageKey(service, JSON.stringify(privateKey.export({ format: "jwk" })))
+    await expect.poll(() => alertText(page)).toContain("This JWK holds private members (d)")
+    expect(await saveButton(page).isDisabled()).toBe(true)
+
+    await stageKey(service, JSON.stringify(jwk, null, 2))
+    await service.getByText("Pending: new key credential").waitFor()
+    expect(await service.textContent()).toContain("Public key: EC P-256, kid laptop-2026")
+    // A staged key counts toward the limit like any credential.
+    await addButton(service).click()
+    await expect.poll(() => addButton(service).isDisabled()).toBe(true)
+    await service.getByText("Add a public key", { exact: true }).click()
+    expect(await service.getByRole("button", { name: "Stage key credential", exact: true }).isDisabled()).toBe(true)
+    await service.getByRole("button", { name: "Undo new credential 2", exact: true }).click()
+
+    await saveKeys(page, saves)
+    expect(saves).toEqual([{ changes: [{ op: "add_credential", environment: f.env, service_uuid: f.uuid, public_key: jwk }] }])
+    const listed = (await adminApi("GET", `/admin/profiles/${f.profile}/environments/${f.env}/services/${f.uuid}`)).body.credentials
+    expect(listed).toHaveLength(1)
+    const { client_id: clientId, public_key: info } = listed[0]
+    expect(info).toMatchObject({ kty: "EC", kid: "laptop-2026" })
+    const row = credentialRow(service, clientId)
+    await expect.poll(() => row.textContent()).toContain("Public key (EC P-256, no secret) · kid laptop-2026")
+    expect(await row.textContent()).toContain(info.thumbprint)
+
+    const token = await keyToken(f, clientId, privateKey, "ES256")
+    expect({ status: token.status, type: token.body.token_type }).toEqual({ status: 200, type: "Bearer" })
+  })
+
+  test("a key credential from a pasted PEM: converted to a JWK in the browser; a private PEM is refused", async () => {
+    const f = await fixture("pem")
+    const saves = recordSaves(page)
+    await openEditor(page, f.profile)
+    const service = serviceRegion(page, f.serviceName)
+    const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 })
+
+    await stageKey(service, privateKey.export({ type: "pkcs8", format: "pem" }).toString())
+    await expect.poll(() => alertText(page)).toContain("This is a private key")
+    expect(await saveButton(page).isDisabled()).toBe(true)
+
+    await stageKey(service, publicKey.export({ type: "spki", format: "pem" }).toString())
+    await service.getByText("Pending: new key credential").waitFor()
+    expect(await service.textContent()).toContain("Public key: RSA.")
+    await saveKeys(page, saves)
+    const { e, kty, n } = publicKey.export({ format: "jwk" })
+    expect(saves).toEqual([{ changes: [{ op: "add_credential", environment: f.env, service_uuid: f.uuid, public_key: { kty, n, e } }] }])
+    const listed = (await adminApi("GET", `/admin/profiles/${f.profile}/environments/${f.env}/services/${f.uuid}`)).body.credentials
+    const { client_id: clientId, public_key: info } = listed[0]
+    // Without a kid of its own, the key's kid is its thumbprint: shown once.
+    expect(info.kid).toBe(info.thumbprint)
+    await expect.poll(() => credentialRow(service, clientId).textContent()).toContain(`Public key (RSA, no secret) · kid ${info.kid}`)
+
+    const token = await keyToken(f, clientId, privateKey, "RS256")
+    expect(token.status).toBe(200)
   })
 
   test("a save refused by the server (409 limit, network failure) keeps the staged changes", async () => {
@@ -920,5 +1026,20 @@ describe("expiry and rate limits", () => {
     await again.getByRole("button", { name: "Update service", exact: true }).click()
     await new Promise((resolve) => setTimeout(resolve, 500))
     expect((await adminApi("GET", servicePath)).body.rate_limit).toEqual({ requests: 100, per_seconds: 60 })
+
+    // require_dpop: a checkbox, kept by a later update that does not touch it.
+    const third = serviceRegion(page, f.serviceName)
+    await third.getByText("Edit service", { exact: true }).click()
+    await third.getByLabel("Require DPoP-bound tokens", { exact: true }).check()
+    await third.getByRole("button", { name: "Update service", exact: true }).click()
+    await expect.poll(async () => (await adminApi("GET", servicePath)).body.require_dpop).toBe(true)
+    await expect.poll(() => serviceRegion(page, f.serviceName).textContent()).toContain("DPoP-bound only (Bearer refused)")
+    const fourth = serviceRegion(page, f.serviceName)
+    await fourth.getByText("Edit service", { exact: true }).click()
+    expect(await fourth.getByLabel("Require DPoP-bound tokens", { exact: true }).isChecked()).toBe(true)
+    await fourth.getByLabel("Name", { exact: true }).fill("Billing API")
+    await fourth.getByRole("button", { name: "Update service", exact: true }).click()
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    expect((await adminApi("GET", servicePath)).body).toMatchObject({ require_dpop: true, rate_limit: { requests: 100, per_seconds: 60 } })
   })
 })

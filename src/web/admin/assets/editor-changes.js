@@ -3,7 +3,8 @@
  *
  * A value of "changes" is `{ profile, adds, removes, nextKey }` and is never mutated: every function
  * here returns a new value. `adds` are `{ key, environment, service_uuid }` (a key tells two staged
- * additions to one service apart); `removes` are `{ environment, service_uuid, client_id }`.
+ * additions to one service apart), with `public_key` and `key_label` for a key credential;
+ * `removes` are `{ environment, service_uuid, client_id }`.
  * A profile document is what `normalizeDoc` returns: `{ profile, created_at, environments: [{ name,
  * services: [{ uuid, name, auth_type, handler, credentials: [{ client_id, created_at, last_used_at }] }] }] }`.
  */
@@ -14,8 +15,9 @@ import { MAX_CREDENTIALS } from "./Limits.js"
 export { MAX_CREDENTIALS }
 
 /**
+ * @typedef {{ readonly kty: string, readonly kid: string, readonly thumbprint: string }} PublicKeyInfo
  * @typedef {{ readonly client_id: string, readonly created_at: string | null, readonly last_used_at: string | null,
- *   readonly expires_at?: string | null }} Credential
+ *   readonly expires_at?: string | null, readonly public_key?: PublicKeyInfo }} Credential
  * @typedef {{ readonly requests: number, readonly per_seconds: number }} RateLimit
  * @typedef {object} Handler
  * @property {string} type
@@ -24,19 +26,20 @@ export { MAX_CREDENTIALS }
  * @property {ReadonlyArray<string> | Readonly<Record<string, string>>} [headers] Answered: the static
  *   headers' names. Sent: names with values (replacing them).
  * @typedef {{ readonly uuid: string, readonly name: string, readonly auth_type: string,
- *   readonly handler: Handler | undefined, readonly rate_limit?: RateLimit | null,
+ *   readonly handler: Handler | undefined, readonly rate_limit?: RateLimit | null, readonly require_dpop?: boolean,
  *   readonly credentials: ReadonlyArray<Credential> }} Service
  * @typedef {{ readonly name: string, readonly services: ReadonlyArray<Service> }} Environment
  * @typedef {{ readonly profile: string, readonly created_at: string | null,
  *   readonly credential_max_lifetime_days?: number | null,
  *   readonly environments: ReadonlyArray<Environment> }} ProfileDoc
  * @typedef {{ readonly key: string, readonly environment: string, readonly service_uuid: string,
- *   expires_at?: string | undefined, expires_local?: string | undefined }} StagedAdd
+ *   expires_at?: string | undefined, expires_local?: string | undefined,
+ *   readonly public_key?: Record<string, unknown> | string, readonly key_label?: string }} StagedAdd
  * @typedef {{ readonly environment: string, readonly service_uuid: string, readonly client_id: string }} StagedRemoval
  * @typedef {{ readonly profile: string | null, readonly adds: ReadonlyArray<StagedAdd>,
  *   readonly removes: ReadonlyArray<StagedRemoval>, readonly nextKey: number }} Changes
  * @typedef {{ readonly op: "add_credential", readonly environment: string, readonly service_uuid: string,
- *   readonly expires_at?: string }
+ *   readonly expires_at?: string, readonly public_key?: Record<string, unknown> | string }
  *   | { readonly op: "remove_credential", readonly environment: string, readonly service_uuid: string,
  *   readonly client_id: string }} SaveChange
  */
@@ -99,15 +102,22 @@ export function projectedCount(changes, environment, service) {
 export const canAdd = (changes, environment, service) => projectedCount(changes, environment, service) < MAX_CREDENTIALS
 
 /**
- * Stages one new credential; `null` when the service would go over the limit.
+ * Stages one new credential: a secret one, or with `key` a key credential (its public key, and the
+ * key's type in words); `null` when the service would go over the limit.
  * @param {Changes} changes
  * @param {string} environment
  * @param {Service} service
+ * @param {{ readonly publicKey: Record<string, unknown> | string, readonly label: string }} [key]
  * @returns {{ changes: Changes, add: StagedAdd } | null}
  */
-export function stageAdd(changes, environment, service) {
+export function stageAdd(changes, environment, service, key) {
   if (!canAdd(changes, environment, service)) return null
-  const add = { key: `a${changes.nextKey}`, environment, service_uuid: service.uuid }
+  const add = {
+    key: `a${changes.nextKey}`,
+    environment,
+    service_uuid: service.uuid,
+    ...(key === undefined ? {} : { public_key: key.publicKey, key_label: key.label })
+  }
   return { changes: { ...changes, adds: [...changes.adds, add], nextKey: changes.nextKey + 1 }, add }
 }
 
@@ -215,6 +225,7 @@ export function saveRequest(changes) {
         op: /** @type {const} */ ("add_credential"),
         environment: a.environment,
         service_uuid: a.service_uuid,
+        ...(a.public_key === undefined ? {} : { public_key: a.public_key }),
         ...(a.expires_at ? { expires_at: a.expires_at } : {})
       }))
     ]
@@ -240,6 +251,19 @@ export function summaryText(changes) {
 }
 
 /**
+ * A key credential's public key as listed (`{kty, kid, thumbprint}`), as `{ public_key }`; undefined
+ * for a secret credential or anything else.
+ * @param {any} value
+ * @returns {{ public_key: PublicKeyInfo } | undefined}
+ */
+function publicKeyInfo(value) {
+  if (!value || typeof value !== "object") return undefined
+  const { kid, kty, thumbprint } = value
+  if (typeof kty !== "string" || typeof kid !== "string" || typeof thumbprint !== "string") return undefined
+  return { public_key: { kty, kid, thumbprint } }
+}
+
+/**
  * The profile document as the page uses it, whatever the server sent.
  * @param {unknown} data
  * @param {string} profile
@@ -262,11 +286,13 @@ export function normalizeDoc(data, profile) {
         auth_type: s.auth_type,
         handler: s.handler,
         rate_limit: s.rate_limit && typeof s.rate_limit === "object" ? s.rate_limit : null,
+        require_dpop: s.require_dpop === true,
         credentials: list(s.credentials).map((c) => ({
           client_id: String(c.client_id),
           created_at: c.created_at ?? null,
           expires_at: c.expires_at ?? null,
-          last_used_at: c.last_used_at ?? null
+          last_used_at: c.last_used_at ?? null,
+          ...(publicKeyInfo(c.public_key) ?? {})
         }))
       }))
     }))
@@ -285,9 +311,18 @@ export function normalizeDoc(data, profile) {
  * @param {string} [url]
  * @param {{ readonly timeoutMs?: string, readonly headers?: Readonly<Record<string, string>> }} [proxy]
  * @param {RateLimit | null} [rateLimit] the rate limit to set (null: none); the stored one by default
- * @returns {{ name: string, auth_type: string, handler: Handler, rate_limit?: RateLimit }}
+ * @param {boolean} [requireDpop] whether only DPoP-bound tokens are accepted; the stored setting by default
+ * @returns {{ name: string, auth_type: string, handler: Handler, rate_limit?: RateLimit, require_dpop?: true }}
  */
-export function serviceUpdate(service, name, handlerType, url, proxy = {}, rateLimit = service.rate_limit ?? null) {
+export function serviceUpdate(
+  service,
+  name,
+  handlerType,
+  url,
+  proxy = {},
+  rateLimit = service.rate_limit ?? null,
+  requireDpop = service.require_dpop === true
+) {
   /** @type {{ type: string, url?: string, timeout_ms?: number, headers?: Readonly<Record<string, string>> }} */
   let handler = { type: "echo" }
   if (handlerType === "proxy") {
@@ -297,8 +332,8 @@ export function serviceUpdate(service, name, handlerType, url, proxy = {}, rateL
     if (proxy.headers !== undefined) handler.headers = proxy.headers
   }
   const body = { name: String(name).trim(), auth_type: service.auth_type, handler }
-  // A PUT replaces the rate limit like the handler: the stored one is sent back unless changed.
-  return rateLimit ? { ...body, rate_limit: rateLimit } : body
+  // A PUT replaces the rate limit and require_dpop like the handler: the stored ones are sent back unless changed.
+  return { ...body, ...(rateLimit ? { rate_limit: rateLimit } : {}), ...(requireDpop ? { require_dpop: true } : {}) }
 }
 
 /** Thirty days: a credential expiring sooner is marked. */

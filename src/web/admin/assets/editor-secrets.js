@@ -4,9 +4,13 @@
 import { announce, clearMessages, copyField, focusEl, h, nextId } from "./editor-dom.js"
 import { state } from "./editor-state.js"
 
-/** Keeps the secrets of a save's `created` items; `names` maps "env\nuuid" to a service's label. */
+/**
+ * Keeps the secrets of a save's `created` items (a key credential has none); `names` maps
+ * "env\nuuid" to a service's label. Answers how many it kept.
+ */
 export function keepSecrets(profile, created, names) {
-  for (const c of created) {
+  const withSecrets = created.filter((c) => typeof c.client_secret === "string")
+  for (const c of withSecrets) {
     state.secrets.push({
       key: nextId("secret"),
       profile,
@@ -18,6 +22,7 @@ export function keepSecrets(profile, created, names) {
       created_at: c.created_at ?? null
     })
   }
+  return withSecrets.length
 }
 
 export function wipeSecrets() {

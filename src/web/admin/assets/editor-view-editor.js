@@ -87,7 +87,7 @@ function breadcrumb() {
 
 /** The values fields held when rendered, to tell what the operator changed since. */
 const rendered = new WeakMap()
-const keptValue = (el) => (el.tagName === "DETAILS" ? el.open : el.value)
+const keptValue = (el) => (el.tagName === "DETAILS" ? el.open : el.type === "checkbox" ? el.checked : el.value)
 
 /**
  * Renders the whole editor from `state`. What was typed into forms (elements with `data-keep`),
@@ -150,6 +150,7 @@ export function renderEditor() {
     const el = /** @type {any} */ (document.getElementById(id))
     if (!el || !el.hasAttribute("data-keep")) continue
     if (el.tagName === "DETAILS") el.open = value
+    else if (el.type === "checkbox") el.checked = value
     else if (el.tagName === "SELECT" && !Array.from(el.options).some((o) => o.value === value)) continue
     else {
       el.value = value
@@ -297,14 +298,14 @@ async function saveProfile() {
   resetStaged(profile)
   const created = Array.isArray(result.created) ? result.created : []
   const removed = Array.isArray(result.removed) ? result.removed : []
-  keepSecrets(profile, created, names)
+  const secrets = keepSecrets(profile, created, names)
   await loadProfile(profile)
   renderEditor()
   const parts = []
   if (created.length) parts.push(`${plural(created.length, "credential", "credentials")} created`)
   if (removed.length) parts.push(`${plural(removed.length, "credential", "credentials")} removed`)
-  announce(`Profile saved${parts.length ? `: ${parts.join(", ")}` : ""}.${created.length ? " Copy the new secret now." : ""}`)
-  if (created.length) focusEl(document.getElementById("secrets-title"))
+  announce(`Profile saved${parts.length ? `: ${parts.join(", ")}` : ""}.${secrets ? " Copy the new secret now." : ""}`)
+  if (secrets) focusEl(document.getElementById("secrets-title"))
   else focusKey("summary")
 }
 

@@ -17,6 +17,7 @@ import { openDialog } from "./editor-dialog.js"
 import { announce, clearMessages, copyText, focusKey, h, nextId, showAlert, timeEl } from "./editor-dom.js"
 import { mayChange, state } from "./editor-state.js"
 import { renderEditor } from "./editor-view-editor.js"
+import { keyAddForm, publicKeyFacts } from "./editor-view-keys.js"
 import { serviceSettings } from "./editor-view-settings.js"
 
 /** What "Last used" means (docs/contract.md §3). */
@@ -83,7 +84,10 @@ export function serviceSection(envName, service) {
       h("div", null, h("dt", null, "UUID"), h("dd", null, h("code", { class: "mono" }, service.uuid))),
       h("div", null, h("dt", null, "Authentication"), h("dd", null, authText)),
       h("div", null, h("dt", null, "Handler"), h("dd", null, handlerText(service.handler))),
-      h("div", null, h("dt", null, "Rate limit"), h("dd", null, rateLimitText(service.rate_limit)))
+      h("div", null, h("dt", null, "Rate limit"), h("dd", null, rateLimitText(service.rate_limit))),
+      service.require_dpop === true
+        ? h("div", null, h("dt", null, "Tokens"), h("dd", null, "DPoP-bound only (Bearer refused)"))
+        : null
     ),
     h(
       "div",
@@ -124,7 +128,8 @@ export function serviceSection(envName, service) {
         h("span", { "aria-hidden": "true", class: "plus" }, "+ "),
         "Add credential"
       ),
-      h("p", { class: `hint${atLimit ? " hint-limit" : ""}`, id: limitId }, limitText(service, count, pending))
+      h("p", { class: `hint${atLimit ? " hint-limit" : ""}`, id: limitId }, limitText(service, count, pending)),
+      keyAddForm(envName, service, atLimit, name)
     ),
     mayChange() ? serviceSettings(envName, service) : null
   )
@@ -179,6 +184,7 @@ function credentialRow(envName, service, cred) {
           "Copy"
         )
       ),
+      cred.public_key ? publicKeyFacts(cred.public_key) : null,
       removing ? h("span", { class: "badge badge-danger" }, "pending removal") : null
     ),
     h("td", { "data-label": "Created" }, timeEl(cred.created_at)),
@@ -196,8 +202,15 @@ function pendingAddRow(add, index, total) {
     h(
       "td",
       { "data-label": "Client ID" },
-      h("span", { class: "badge badge-pending" }, "Pending: new credential"),
-      h("span", { class: "muted small block" }, "Client ID and secret are generated when you save.")
+      add.public_key === undefined
+        ? [
+          h("span", { class: "badge badge-pending" }, "Pending: new credential"),
+          h("span", { class: "muted small block" }, "Client ID and secret are generated when you save.")
+        ]
+        : [
+          h("span", { class: "badge badge-pending" }, "Pending: new key credential"),
+          h("span", { class: "muted small block" }, `Public key: ${add.key_label}. The client ID is generated when you save; no secret.`)
+        ]
     ),
     h("td", { "data-label": "Created" }, h("span", { class: "muted" }, "on save")),
     h("td", { "data-label": "Last used" }, h("span", { class: "muted" }, "—")),

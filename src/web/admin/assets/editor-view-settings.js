@@ -150,6 +150,24 @@ export function serviceSettings(envName, service) {
         "on each instance; beyond, 429. Both empty: no limit."
     )
   )
+  const dpopInput = h("input", {
+    id: id("require-dpop"),
+    name: "require_dpop",
+    type: "checkbox",
+    "aria-describedby": id("dpop-hint"),
+    "data-keep": true
+  })
+  dpopInput.checked = service.require_dpop === true
+  const dpopField = h(
+    "div",
+    { class: "field" },
+    h("label", { class: "check" }, dpopInput, " Require DPoP-bound tokens"),
+    h(
+      "p",
+      { class: "hint", id: id("dpop-hint") },
+      "Tokens for this service are issued only with a DPoP proof (RFC 9449), and Bearer tokens are refused (401)."
+    )
+  )
   const button = h("button", { type: "submit", class: "btn", "data-focus": `svc-update:${envName}:${service.uuid}` }, "Update service")
 
   return h(
@@ -166,7 +184,8 @@ export function serviceSettings(envName, service) {
             headersInput,
             clearHeaders,
             requestsInput,
-            windowInput
+            windowInput,
+            dpopInput
           }, button)
       },
       h("div", { class: "field" }, h("label", { for: id("name") }, "Name"), nameInput),
@@ -174,6 +193,7 @@ export function serviceSettings(envName, service) {
       urlField,
       proxyFields,
       rateFields,
+      dpopField,
       h(
         "div",
         { class: "actions settings-actions" },
@@ -209,7 +229,7 @@ async function updateService(event, envName, service, nameInput, handlerSelect, 
   const body = serviceUpdate(service, nameInput.value, handlerSelect.value, urlInput.value, {
     timeoutMs: proxy.timeoutInput.value,
     ...(headers === undefined ? {} : { headers })
-  }, rate.rateLimit)
+  }, rate.rateLimit, proxy.dpopInput.checked)
   button.disabled = true
   try {
     await api("PUT", servicePath(envName, service.uuid), body)
