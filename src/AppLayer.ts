@@ -47,8 +47,8 @@ import type { AuditTrail } from "./storage/AuditTrail.js"
 import type { CredentialRepo } from "./storage/CredentialRepo.js"
 import type { FailureCounts } from "./storage/FailureCounts.js"
 import { SeenJtis } from "./storage/SeenJtis.js"
-import type { ServerKeyStore } from "./storage/ServerKeyStore.js"
-import type { SigningKeyStore } from "./storage/SigningKeyStore.js"
+import type { ServerKeyStore } from "./keys/ServerKeyStore.js"
+import type { SigningKeyStore } from "./keys/SigningKeyStore.js"
 import * as Storage from "./storage/Storage.js"
 
 /**

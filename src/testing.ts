@@ -21,8 +21,8 @@ import type { AdminTokenStore } from "./storage/AdminTokenStore.js"
 import type { AuditTrail } from "./storage/AuditTrail.js"
 import type { CredentialRepo } from "./storage/CredentialRepo.js"
 import type { FailureCounts } from "./storage/FailureCounts.js"
-import type { ServerKeyStore } from "./storage/ServerKeyStore.js"
-import type { SigningKeyStore } from "./storage/SigningKeyStore.js"
+import type { ServerKeyStore } from "./keys/ServerKeyStore.js"
+import type { SigningKeyStore } from "./keys/SigningKeyStore.js"
 import * as Storage from "./storage/Storage.js"
 
 /** A port of 127.0.0.1 free at the moment of asking (for servers a test starts). */

@@ -11,7 +11,7 @@ import { FastLane, layer as fastLaneLayer } from "../src/http/FastLane.js"
 import { CredentialRepo } from "../src/storage/CredentialRepo.js"
 import * as CredentialRepoMemory from "../src/storage/CredentialRepoMemory.js"
 import { FailureCounts } from "../src/storage/FailureCounts.js"
-import { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
+import { ServerKeyStore } from "../src/keys/ServerKeyStore.js"
 import { rawRequest } from "./support/Http.js"
 
 /** A repository whose cache "holds" every service, and throws when asked for it. */

@@ -8,7 +8,7 @@ import * as Jose from "jose"
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto"
 import { readFile } from "node:fs/promises"
 import { describeFileError, StartupError } from "../config/StartupError.js"
-import type { PublicRsaJwk } from "../storage/SigningKeyStore.js"
+import type { PublicRsaJwk } from "../keys/SigningKeyStore.js"
 
 export const SIGNING_ALGORITHM = "RS256"
 

@@ -19,7 +19,7 @@ import type { AuthType, CredentialRemoval, GeneratedAddition, ProfileDocument, P
 import type { StoredHandler } from "../domain/Handlers.js"
 import type { RateLimit } from "../domain/Policies.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
-import type { CatalogueScope } from "./CatalogueScope.js"
+import type { CatalogueScope } from "../catalogue/CatalogueScope.js"
 
 export interface ServiceFields {
   readonly name: string

@@ -32,7 +32,7 @@ import type { ClientId } from "../domain/Identifiers.js"
 import { laterUse } from "../domain/LastUse.js"
 import { CatalogueMemory, MAX_LIVE_ENTRIES, MAX_NEGATIVE_ENTRIES } from "./CatalogueMemory.js"
 import { type CatalogueScope, writeScopes } from "./CatalogueScope.js"
-import { type CredentialRepoShape, type LiveService, revokedSet, type ServiceRoute, type TokenTarget } from "./CredentialRepo.js"
+import { type CredentialRepoShape, type LiveService, revokedSet, type ServiceRoute, type TokenTarget } from "../storage/CredentialRepo.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 
 /** Says whether, and from which generation on, cached entries may be used. */
