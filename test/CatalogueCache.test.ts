@@ -48,7 +48,7 @@ const countingRepo = () => {
     deleteService: () => Effect.succeed(true),
     deleteProfile: (profile: string) => Effect.sync(() => deleted.add(profile)).pipe(Effect.as(true)),
     putProfile: () => Effect.succeed(true),
-    touchCredential: () => Effect.void
+    recordUse: () => Effect.void
   } as unknown as CredentialRepoShape
   return { reads, deleted, repo }
 }
@@ -204,7 +204,7 @@ describe("embedded database", () => {
         expect((yield* repo.findServiceRoute(at, Option.some(id))).pipe(Option.getOrThrow).credentialLive).toBe(false)
       }))
 
-    it.effect("a use noted synchronously (peek.touch) is in the cached entry at once and in the database after a flush", () =>
+    it.effect("a use recorded synchronously (recordUseSync) is in the cached entry at once and in the database after a flush", () =>
       Effect.gen(function*() {
         const repo = yield* CredentialRepo
         const { at, id } = yield* givenCredential(repo)
@@ -212,7 +212,8 @@ describe("embedded database", () => {
         expect(Option.getOrThrow(held.credential).lastUsedAt).toBeNull()
 
         const used = new Date("2026-03-01T10:00:00Z")
-        expect(repo.peek?.touch?.(id, used)).toBe(true)
+        expect(repo.recordUseSync).toBeDefined()
+        repo.recordUseSync!(id, used)
         const cachedNow = repo.peek?.tokenTarget(at, Option.some(id))
         expect(cachedNow !== undefined && Option.isSome(cachedNow) && Option.getOrThrow(cachedNow.value.credential).lastUsedAt).toEqual(used)
         // An admin read flushes first, so it shows the use.
@@ -221,12 +222,12 @@ describe("embedded database", () => {
       }))
   })
 
-  it("with spans (traces exported) a use is recorded by touchCredential, in its span, never synchronously", () => {
+  it("with spans (traces exported) a use is recorded by recordUse, in its span, never synchronously", () => {
     const noted: Array<string> = []
-    const repo = { touchCredential: () => Effect.void, noteUse: (id: ClientId) => void noted.push(id) } as unknown as CredentialRepoShape
-    expect(withSpans(repo).noteUse).toBeUndefined()
-    expect(withReadCache(withSpans(repo), localGuard()).peek?.touch?.(CLIENT, new Date())).toBe(false)
-    expect(withReadCache(repo, localGuard()).peek?.touch?.(CLIENT, new Date())).toBe(true)
+    const repo = { recordUse: () => Effect.void, recordUseSync: (id: ClientId) => void noted.push(id) } as unknown as CredentialRepoShape
+    expect(withSpans(repo).recordUseSync).toBeUndefined()
+    expect(withReadCache(withSpans(repo), localGuard()).recordUseSync).toBeUndefined()
+    withReadCache(repo, localGuard()).recordUseSync?.(CLIENT, new Date())
     expect(noted).toEqual([CLIENT])
   })
 })
@@ -269,10 +270,10 @@ describe("last_used_at in batches", () => {
         const writes = yield* LastUsedWrites.make(sql)
         const t1 = new Date("2026-01-01T00:00:00Z")
         const t2 = new Date("2026-01-01T00:01:00Z")
-        for (const id of ids) writes.note(id, t1)
-        writes.note(ids[0]!, t2)
+        for (const id of ids) writes.recordUse(id, t1)
+        writes.recordUse(ids[0]!, t2)
         expect(writes.pending()).toBe(3)
-        expect(writes.noted(ids[0]!)).toEqual(t2)
+        expect(writes.pendingUse(ids[0]!)).toEqual(t2)
         const unwritten = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM credentials WHERE last_used_at IS NOT NULL`
         expect(unwritten[0]!.n).toBe(0)
         yield* writes.flush
@@ -294,13 +295,13 @@ describe("last_used_at in batches", () => {
                    VALUES (${id}, 'p', 'e', 'u', 'h', ${new Date()})`
         const writes = yield* LastUsedWrites.make(sql)
         // A service call noted late, after a token request's later note.
-        writes.note(id, t2)
-        writes.note(id, t1)
-        expect(writes.noted(id)).toEqual(t2)
+        writes.recordUse(id, t2)
+        writes.recordUse(id, t1)
+        expect(writes.pendingUse(id)).toEqual(t2)
         yield* writes.flush
         // Another instance's batch, older than what is written.
         const other = yield* LastUsedWrites.make(sql)
-        other.note(id, t1)
+        other.recordUse(id, t1)
         yield* other.flush
         const rows = yield* sql<{ last_used_at: Date }>`SELECT last_used_at FROM credentials WHERE client_id = ${id}`
         expect(rows[0]!.last_used_at.getTime()).toBe(t2.getTime())

@@ -87,7 +87,7 @@ describe("catalogue version on the embedded database", () => {
         expect(Either.isLeft(yield* Effect.either(
           repo.putService(address, { name: "x", auth_type: "oauth", handler: { type: "echo" } }, "create", now, TEST_ACTOR)
         ))).toBe(true)
-        yield* repo.touchCredential(clientId(), now)
+        yield* repo.recordUse(clientId(), now)
         expect(yield* version).toBe(before)
       }))
   })

@@ -65,8 +65,8 @@ export type TokenDecision =
   | { readonly _tag: "NeedsTarget"; readonly address: ServiceAddress; readonly clientId: Option.Option<ClientId> }
   /** Authentication failed: count the failure (shared between instances), then answer `answer`. */
   | { readonly _tag: "Refuse"; readonly clientId: string; readonly answer: Answer }
-  /** Authenticated: sign a token for it, recording `last_used_at` first when `touch`. */
-  | { readonly _tag: "Issue"; readonly clientId: ClientId; readonly address: ServiceAddress; readonly touch: boolean }
+  /** Authenticated: sign a token for it, recording the credential's use first when `recordUse` (its `last_used_at` is stale). */
+  | { readonly _tag: "Issue"; readonly clientId: ClientId; readonly address: ServiceAddress; readonly recordUse: boolean }
   /** Authenticated, with a DPoP proof (`DPoPProof`): a token bound to its key, or 400 `invalid_dpop_proof`. */
   | Bind
   /** A key credential's assertion to verify (`ClientAssertions`): then `next`, or `Refuse` with `answer`. */
@@ -182,8 +182,8 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
     if (credential === undefined || !assertion.jwtBearer || !isKeyVerifier(credential.secretHash)) {
       return { _tag: "Refuse", clientId: client.right.clientId, answer: refusal }
     }
-    const touch = lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
-    const next = issueOrBind(input, { _tag: "Issue", clientId: credential.clientId, address, touch })
+    const recordUse = lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
+    const next = issueOrBind(input, { _tag: "Issue", clientId: credential.clientId, address, recordUse })
     return { _tag: "Assert", assertion: assertion.assertion, verifier: credential.secretHash, next, answer: refusal }
   }
   const authenticated = Option.isSome(clientSecret) && services.matches(clientSecret.value, credential?.secretHash)
@@ -194,7 +194,7 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
     _tag: "Issue",
     clientId: credential.clientId,
     address,
-    touch: lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
+    recordUse: lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
   })
 }
 
@@ -270,7 +270,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
               return { answer: decision.answer, result: "invalid_client" as const }
             case "Issue": {
               if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(decision.address, Option.some(decision.clientId)))
-              if (decision.touch) yield* repo.touchCredential(decision.clientId, new Date(input.nowMillis))
+              if (decision.recordUse) yield* repo.recordUse(decision.clientId, new Date(input.nowMillis))
               const issued = yield* tokens.issue(decision.clientId, decision.address, jkt)
               return { answer: { status: 200, headers: NO_STORE, body: tokenAnswer(issued) }, result: "issued" as const }
             }

@@ -173,13 +173,16 @@ export interface CredentialRepoShape {
     address: ServiceAddress,
     clientId: Option.Option<ClientId>
   ) => Effect.Effect<Option.Option<TokenTarget>, StorageUnavailable>
-  /** Records a successful token request. */
-  readonly touchCredential: (clientId: ClientId, now: Date) => Effect.Effect<void, StorageUnavailable>
   /**
-   * `touchCredential` done synchronously, by a repository that only notes the use in memory and
-   * writes it later (the SQL one, `LastUsedWrites`): what lets the cache record it without Effect.
+   * Records a use of the credential at `now` (a token request, a service call): its `last_used_at`
+   * becomes the later of the two, whatever the order uses arrive in.
    */
-  readonly noteUse?: (clientId: ClientId, now: Date) => void
+  readonly recordUse: (clientId: ClientId, now: Date) => Effect.Effect<void, StorageUnavailable>
+  /**
+   * `recordUse` done synchronously, by a repository that only keeps the use in memory and writes it
+   * later (the SQL one, `LastUsedWrites`): what lets the hot paths record it without Effect.
+   */
+  readonly recordUseSync?: (clientId: ClientId, now: Date) => void
 
   /** The live credential of this client id, wherever it is; None when there is none. */
   readonly findClientCredential: (clientId: ClientId) => Effect.Effect<Option.Option<ClientCredential>, StorageUnavailable>
@@ -244,11 +247,6 @@ export interface CredentialRepoPeek {
   readonly tokenTarget: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<TokenTarget> | undefined
   readonly serviceRoute: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<ServiceRoute> | undefined
   /**
-   * Records a successful token request (`touchCredential`) synchronously when the repository can:
-   * true when recorded, false when the caller must run `touchCredential` instead.
-   */
-  readonly touch?: (clientId: ClientId, now: Date) => boolean
-  /**
    * The cache's generation while its answers may be used, undefined while not. What another cache
    * keeps beside this one (introspection's callers) is valid only in the generation it was read
    * in: it is dropped with everything when `dropCached` runs here or on any other instance.
@@ -261,12 +259,15 @@ export interface CredentialRepoPeek {
  * their own below it). Installed only where the tracer is on: the server turns it on only when it
  * exports traces.
  */
+/** Span names that operators' dashboards already know, kept when the operation was renamed. */
+const spanNames: Record<string, string> = { recordUse: "touchCredential" }
+
 export const withSpans = (repo: CredentialRepoShape): CredentialRepoShape => {
   const spanned = <A, E, R>(operation: string, effect: Effect.Effect<A, E, R>) =>
-    Effect.withSpan(effect, `CredentialRepo.${operation}`, { captureStackTrace: false })
+    Effect.withSpan(effect, `CredentialRepo.${spanNames[operation] ?? operation}`, { captureStackTrace: false })
   // Every member is an operation (an effect, or a function returning one) except the synchronous
-  // `peek`; `noteUse` is left out, so that a use is recorded by `touchCredential`, in its span.
-  const entries = Object.entries(repo).filter(([operation]) => operation !== "noteUse").map(([operation, member]) =>
+  // `peek`; `recordUseSync` is left out, so that a use is recorded by `recordUse`, in its span.
+  const entries = Object.entries(repo).filter(([operation]) => operation !== "recordUseSync").map(([operation, member]) =>
     operation === "peek"
       ? [operation, member]
       : Effect.isEffect(member)

@@ -310,7 +310,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
         })))
       ),
 
-    touchCredential: (clientId, now) =>
+    recordUse: (clientId, now) =>
       Effect.sync(() => {
         const credential = credentials.get(clientId)
         if (credential !== undefined) credential.lastUsedAt = laterUse(credential.lastUsedAt, now)

@@ -96,7 +96,7 @@ export const make = Effect.gen(function*() {
   const lastUsed = yield* LastUsedWrites.make(sql)
   /** The stored `last_used_at`, or the later time noted and not yet written. */
   const notedOver = (clientId: ClientId, stored: Date | null) => {
-    const noted = lastUsed.noted(clientId)
+    const noted = lastUsed.pendingUse(clientId)
     return noted === undefined ? stored : laterUse(stored, noted)
   }
 
@@ -361,8 +361,8 @@ export const make = Effect.gen(function*() {
 
     ...revocationOperations(sql, catalogueWrite, record),
 
-    touchCredential: (clientId, now) => Effect.sync(() => lastUsed.note(clientId, now)),
-    noteUse: lastUsed.note,
+    recordUse: (clientId, now) => Effect.sync(() => lastUsed.recordUse(clientId, now)),
+    recordUseSync: lastUsed.recordUse,
 
     liveServices: (scope, after, limit) =>
       livePage({
