@@ -20,7 +20,7 @@ import { localGuard, withReadCache } from "../src/catalogue/CredentialRepoCache.
 import * as LastUsedWrites from "../src/storage/LastUsedWrites.js"
 import * as PgliteClient from "../src/storage/PgliteClient.js"
 import * as Migrations from "../src/storage/Migrations.js"
-import { embeddedStorage } from "./support/Databases.js"
+import { embeddedStorage, memoryStorage } from "./support/Databases.js"
 import { TEST_ACTOR } from "../src/testing.js"
 
 const address = (profile: string, uuid = "6f1c2a4e-8b3d-4c5e-9f10-1a2b3c4d5e6f"): ServiceAddress => ({
@@ -183,9 +183,10 @@ const givenCredential = (repo: CredentialRepoShape) =>
     return { profile, at, id, now }
   })
 
-describe("embedded database", () => {
+/** The cached path over a store: the same on the embedded database and on memory (the in-process test server's). */
+const cachedStore = (storage: Layer.Layer<CredentialRepo, unknown>) =>
   // As the server runs when it exports no traces (with them, uses are recorded in Effect, in spans).
-  layer(embeddedStorage().pipe(Layer.locally(FiberRef.currentTracerEnabled, false)), { timeout: 180_000 })((it) => {
+  layer(storage.pipe(Layer.locally(FiberRef.currentTracerEnabled, false), Layer.orDie), { timeout: 180_000 })((it) => {
     it.effect("a service created and given credentials is in memory at its first use, and its deletion is seen at once", () =>
       Effect.gen(function*() {
         const repo = yield* CredentialRepo
@@ -222,6 +223,15 @@ describe("embedded database", () => {
       }))
   })
 
+describe("embedded database", () => {
+  cachedStore(embeddedStorage())
+})
+
+describe("memory storage, behind the same cache", () => {
+  cachedStore(memoryStorage)
+})
+
+describe("spans", () => {
   it("with spans (traces exported) a use is recorded by recordUse, in its span, never synchronously", () => {
     const noted: Array<string> = []
     const repo = { recordUse: () => Effect.void, recordUseSync: (id: ClientId) => void noted.push(id) } as unknown as CredentialRepoShape

@@ -7,7 +7,7 @@
  * catalogue change of anything, so every instance drops them before it is answered.
  *
  * `layerSql` serves PostgreSQL and the embedded database; `layerMemory` records its events in the
- * in-memory audit trail it is given (that of `CredentialRepoMemory.layer`).
+ * in-memory audit trail it is given (that of `CredentialRepoMemory.makeWithAuditTrail`).
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Context, Effect, Layer, Option, Schema } from "effect"

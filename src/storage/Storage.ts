@@ -6,11 +6,11 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { AppConfig } from "../config/AppConfig.js"
 import { AdminTokenStore } from "./AdminTokenStore.js"
 import * as AuditTrail from "./AuditTrail.js"
-import { CredentialRepo, withSpans } from "./CredentialRepo.js"
+import { CredentialRepo, type CredentialRepoShape, withSpans } from "./CredentialRepo.js"
 import * as CacheCoherence from "../catalogue/CacheCoherence.js"
 import { type CacheGuard, localGuard, withReadCache } from "../catalogue/CredentialRepoCache.js"
 import * as CredentialRepoMemory from "./CredentialRepoMemory.js"
@@ -28,13 +28,14 @@ import { SigningKeyStore } from "../keys/SigningKeyStore.js"
 import { tracerEnabled } from "../observability/Tracing.js"
 
 /**
- * The SQL repository behind its read cache, which loads the live catalogue in the background; when traces are exported (read as the layer is built),
- * with a span for each storage operation and each cache read.
+ * A repository (SQL or memory) behind its read cache, which loads the live catalogue in the
+ * background; when traces are exported (read as the layer is built), with a span for each storage
+ * operation and each cache read.
  */
-const cachedRepo = <E, R>(guard: Effect.Effect<CacheGuard, E, R>) =>
+const cachedRepo = <E, R, EG, RG>(store: Effect.Effect<CredentialRepoShape, E, R>, guard: Effect.Effect<CacheGuard, EG, RG>) =>
   Effect.gen(function*() {
     const traced = yield* tracerEnabled
-    const repo = yield* CredentialRepoSql.make
+    const repo = yield* store
     const { maintain, ...cached } = withReadCache(traced ? withSpans(repo) : repo, yield* guard, traced)
     // The live catalogue is loaded while the server already serves (misses read the database).
     yield* Effect.forkScoped(maintain)
@@ -60,13 +61,13 @@ const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>, failureCounts: 
  */
 const layerSqlReposCoherent = (url: Redacted.Redacted<string>) =>
   sqlRepos(
-    Layer.scoped(CredentialRepo, cachedRepo(CacheCoherence.make(url))),
+    Layer.scoped(CredentialRepo, cachedRepo(CredentialRepoSql.make, CacheCoherence.make(url))),
     FailureCounts.layerSql
   )
 
 /** With the hot reads cached and failures counted locally: only for a database this process alone writes. */
 const layerSqlReposCached = sqlRepos(
-  Layer.scoped(CredentialRepo, cachedRepo(Effect.sync(localGuard))),
+  Layer.scoped(CredentialRepo, cachedRepo(CredentialRepoSql.make, Effect.sync(localGuard))),
   FailureCounts.layerLocal
 )
 
@@ -183,8 +184,18 @@ export const layerEmbedded = (dataDir: string | undefined) =>
 export const layerMigrated = <E, R>(client: Layer.Layer<SqlClient.SqlClient, E, R>) =>
   Migrations.layer.pipe(Layer.provideMerge(client))
 
+/**
+ * The in-memory repository and its audit trail, behind the same read cache as the embedded
+ * database's (one process owns it): tests on memory run production's cached path.
+ */
+const layerMemoryRepo = Layer.scopedContext(Effect.gen(function*() {
+  const { auditTrail, repo } = yield* CredentialRepoMemory.makeWithAuditTrail
+  const cached = yield* cachedRepo(Effect.succeed(repo), Effect.sync(localGuard))
+  return Context.make(CredentialRepo, cached).pipe(Context.add(AuditTrail.AuditTrail, auditTrail))
+}))
+
 export const layerMemory = Layer.mergeAll(
-  AdminTokenStore.layerMemory.pipe(Layer.provideMerge(CredentialRepoMemory.layer)),
+  AdminTokenStore.layerMemory.pipe(Layer.provideMerge(layerMemoryRepo)),
   ServerKeyStore.layerMemory,
   SigningKeyStore.layerMemory,
   FailureCounts.layerLocal
