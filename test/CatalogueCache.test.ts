@@ -8,13 +8,15 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Effect, FiberRef, Layer, Option } from "effect"
+import { Context, Effect, FiberRef, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import { CacheLease } from "../src/catalogue/CacheLease.js"
 import { CatalogueMemory } from "../src/catalogue/CatalogueMemory.js"
 import { announcedScopes, parseAnnouncement } from "../src/catalogue/CatalogueScope.js"
-import { CredentialRepo, type CredentialRepoShape, type TokenTarget, withSpans } from "../src/storage/CredentialRepo.js"
+import * as CatalogueServices from "../src/storage/CatalogueServices.js"
+import { CredentialRepo, type CredentialRepoShape, type TokenTarget } from "../src/storage/CredentialRepo.js"
+import { UsageRecord } from "../src/storage/UsageRecord.js"
 import { type ServiceAddress } from "../src/domain/ServiceAddress.js"
 import { localGuard, withReadCache } from "../src/catalogue/CredentialRepoCache.js"
 import * as LastUsedWrites from "../src/storage/LastUsedWrites.js"
@@ -232,14 +234,19 @@ describe("memory storage, behind the same cache", () => {
 })
 
 describe("spans", () => {
-  it("with spans (traces exported) a use is recorded by recordUse, in its span, never synchronously", () => {
-    const noted: Array<string> = []
-    const repo = { recordUse: () => Effect.void, recordUseSync: (id: ClientId) => void noted.push(id) } as unknown as CredentialRepoShape
-    expect(withSpans(repo).recordUseSync).toBeUndefined()
-    expect(withReadCache(withSpans(repo), localGuard()).recordUseSync).toBeUndefined()
-    withReadCache(repo, localGuard()).recordUseSync?.(CLIENT, new Date())
-    expect(noted).toEqual([CLIENT])
-  })
+  it.scoped("with spans (traces exported) a use is recorded by recordUse, in its span, never synchronously", () =>
+    Effect.gen(function*() {
+      const noted: Array<string> = []
+      const repo = { recordUse: () => Effect.void, recordUseSync: (id: ClientId) => void noted.push(id) } as unknown as CredentialRepoShape
+      const usageRecord = (traced: boolean) =>
+        Effect.map(CatalogueServices.make(Effect.succeed(repo), Effect.sync(localGuard)), (services) => Context.get(services, UsageRecord))
+          .pipe(Effect.locally(FiberRef.currentTracerEnabled, traced))
+      expect((yield* usageRecord(true)).recordUseSync).toBeUndefined()
+      const untraced = yield* usageRecord(false)
+      expect(untraced.recordUseSync).toBeDefined()
+      untraced.recordUseSync!(CLIENT, new Date())
+      expect(noted).toEqual([CLIENT])
+    }))
 })
 
 describe("the catalogue load", () => {

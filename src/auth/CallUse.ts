@@ -13,7 +13,7 @@
 import { Context, Effect, Layer, Runtime } from "effect"
 import type { ClientId } from "../domain/Identifiers.js"
 import { lastUseIsStale } from "../domain/LastUse.js"
-import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { UsageRecord } from "../storage/UsageRecord.js"
 
 /** How many credentials the last-noted times are kept for (one entry each, a few dozen bytes). */
 const MAX_TRACKED_CREDENTIALS = 100_000
@@ -27,10 +27,10 @@ export class CallUse extends Context.Tag("service-auth/CallUse")<CallUse, CallUs
   static readonly layer = Layer.effect(
     CallUse,
     Effect.gen(function*() {
-      const repo = yield* CredentialRepo
+      const usage = yield* UsageRecord
       const runtime = yield* Effect.runtime<never>()
-      const recordUse: (clientId: ClientId, at: Date) => void = repo.recordUseSync ??
-        ((clientId, at) => void Runtime.runFork(runtime)(Effect.ignore(repo.recordUse(clientId, at))))
+      const recordUse: (clientId: ClientId, at: Date) => void = usage.recordUseSync ??
+        ((clientId, at) => void Runtime.runFork(runtime)(Effect.ignore(usage.recordUse(clientId, at))))
       // Insertion order is the order of the last notes: the first key is the one noted longest ago.
       const notedAt = new Map<ClientId, number>()
       return CallUse.of({

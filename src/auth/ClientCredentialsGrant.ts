@@ -26,7 +26,9 @@ import { type ClientId, isClientId } from "../domain/Identifiers.js"
 import { lastUseIsStale } from "../domain/LastUse.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import type { TokenResult } from "../observability/ServiceMetrics.js"
-import { CredentialRepo, type TokenTarget } from "../storage/CredentialRepo.js"
+import { CatalogueLookup } from "../storage/CatalogueLookup.js"
+import type { TokenTarget } from "../storage/CredentialRepo.js"
+import { UsageRecord } from "../storage/UsageRecord.js"
 import { resourceAddress, type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled } from "../observability/Tracing.js"
 import { isKeyVerifier } from "../domain/KeyCredential.js"
@@ -218,7 +220,8 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
   static readonly layer = Layer.effect(
     ClientCredentialsGrant,
     Effect.gen(function*() {
-      const repo = yield* CredentialRepo
+      const lookup = yield* CatalogueLookup
+      const usage = yield* UsageRecord
       const secrets = yield* ClientSecrets
       const tokens = yield* TokenService
       const limiter = yield* AuthFailureLimiter
@@ -226,12 +229,11 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
       const seen = yield* SeenJtis
       const tokenEndpoint = `${(yield* AppConfig).issuer}/oauth/token`
       const traced = yield* tracerEnabled
-      const peek = repo.peek
 
       const { issuer } = yield* AppConfig
       const services: TokenDecisionServices = {
         blockedAt: limiter.blockedAt,
-        tokenTarget: peek === undefined ? () => undefined : peek.tokenTarget,
+        tokenTarget: lookup.tokenTarget,
         matches: secrets.matches,
         resourceAddress: (resource) => resourceAddress(issuer, resource)
       }
@@ -242,7 +244,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
           if (decision._tag === "NeedsTarget") {
             const { address, clientId } = decision
             if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
-            const target = yield* repo.findTokenTarget(address, clientId)
+            const target = yield* lookup.findTokenTarget(address, clientId)
             decision = decideToken(input, { ...services, tokenTarget: () => target })
           }
           if (decision._tag === "Assert") {
@@ -270,7 +272,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
               return { answer: decision.answer, result: "invalid_client" as const }
             case "Issue": {
               if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(decision.address, Option.some(decision.clientId)))
-              if (decision.recordUse) yield* repo.recordUse(decision.clientId, new Date(input.nowMillis))
+              if (decision.recordUse) yield* usage.recordUse(decision.clientId, new Date(input.nowMillis))
               const issued = yield* tokens.issue(decision.clientId, decision.address, jkt)
               return { answer: { status: 200, headers: NO_STORE, body: tokenAnswer(issued) }, result: "issued" as const }
             }

@@ -10,16 +10,16 @@
  * second of moving it, and a server sees it within a second of the expiry.
  */
 import { Clock, Effect, Layer } from "effect"
-import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { CatalogueWrites } from "../storage/CatalogueWrites.js"
 
 /** How often each instance looks for credentials that expired and were not recorded yet. */
 export const EXPIRY_SWEEP_INTERVAL = "1 second"
 
 export const layer = Layer.scopedDiscard(
   Effect.gen(function*() {
-    const repo = yield* CredentialRepo
+    const writes = yield* CatalogueWrites
     const clock = yield* Effect.clock
-    const sweep = Effect.suspend(() => repo.recordExpiries(new Date(clock.unsafeCurrentTimeMillis()))).pipe(
+    const sweep = Effect.suspend(() => writes.recordExpiries(new Date(clock.unsafeCurrentTimeMillis()))).pipe(
       // Storage unavailable: the next sweep records what this one could not.
       Effect.catchAll(() => Effect.void),
       Effect.catchAllDefect((defect) => Effect.logWarning("The credential expiry sweep failed", defect))

@@ -32,7 +32,7 @@ import type { ClientId } from "../domain/Identifiers.js"
 import { laterUse } from "../domain/LastUse.js"
 import { CatalogueMemory, MAX_LIVE_ENTRIES, MAX_NEGATIVE_ENTRIES } from "./CatalogueMemory.js"
 import { type CatalogueScope, writeScopes } from "./CatalogueScope.js"
-import { type CredentialRepoShape, type LiveService, revokedSet, type ServiceRoute, type TokenTarget } from "../storage/CredentialRepo.js"
+import { type CachedCatalogue, type CredentialRepoShape, type LiveService, revokedSet, type ServiceRoute, type TokenTarget } from "../storage/CredentialRepo.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 
 /** Says whether, and from which generation on, cached entries may be used. */
@@ -70,7 +70,7 @@ const MAX_PENDING_RELOADS = 10_000
 
 type Answer = Option.Option<TokenTarget> | Option.Option<ServiceRoute>
 
-export interface CachedRepo extends CredentialRepoShape {
+export interface CachedRepo extends CachedCatalogue {
   /** Loads the live catalogue, then reloads what writes evict; runs as long as the cache (fork it). */
   readonly maintain: Effect.Effect<never>
 }
@@ -140,7 +140,6 @@ export const withReadCache = (
   const reloads = new Map<string, CatalogueScope | undefined>()
   let wake: (() => void) | undefined = undefined
   const reloadLater = (scope: CatalogueScope | undefined) => {
-    if (repo.liveServices === undefined) return
     if (reloads.has("*")) return
     if (scope === undefined || reloads.size >= MAX_PENDING_RELOADS) {
       reloads.clear()
@@ -188,7 +187,7 @@ export const withReadCache = (
   /** Loads a scope (the whole catalogue when undefined), page by page; false when it had to stop. */
   const load = (scope: CatalogueScope | undefined) =>
     Effect.gen(function*() {
-      const liveServices = repo.liveServices!
+      const liveServices = repo.liveServices
       let after: ServiceAddress | undefined = undefined
       while (true) {
         const startedAt = usable()
@@ -223,7 +222,7 @@ export const withReadCache = (
     })
   })
 
-  const maintain: Effect.Effect<never> = repo.liveServices === undefined ? Effect.never : Effect.gen(function*() {
+  const maintain: Effect.Effect<never> = Effect.gen(function*() {
     // The whole catalogue first, from the first hot read on, once the cache may be used
     // (PostgreSQL: after the first renewal). Not before: on the embedded database each page runs
     // on the event loop, and a start with 100,000 credentials was kept from answering for as long
@@ -296,8 +295,8 @@ export const withReadCache = (
   }
 
   /** A use recorded synchronously, and in the credential's entry, where the repository can. */
-  const recordUseSync = repo.recordUseSync === undefined ? undefined : (clientId: ClientId, now: Date) => {
-    repo.recordUseSync!(clientId, now)
+  const recordUseSync = (clientId: ClientId, now: Date) => {
+    repo.recordUseSync(clientId, now)
     recordUseHeld(clientId, now)
   }
 
@@ -324,7 +323,7 @@ export const withReadCache = (
       const key = routeKey(address, clientId)
       return cached("findServiceRoute", key, () => repo.findServiceRoute(address, clientId), (mark, value) => storeRoute(mark, key, address, value))
     },
-    ...(recordUseSync === undefined ? {} : { recordUseSync }),
+    recordUseSync,
     dropCached: Effect.zipRight(Effect.sync(() => guard.invalidate()), guard.settle),
     peek: {
       epoch: () => {

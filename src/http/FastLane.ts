@@ -38,7 +38,7 @@ import {
 import { echoOf, ServiceHandlers, traceparentOf, upstreamAttributes } from "../gateway/ServiceHandlers.js"
 import { UpstreamGateway } from "../gateway/UpstreamGateway.js"
 import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult } from "../observability/ServiceMetrics.js"
-import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { UsageRecord } from "../storage/UsageRecord.js"
 import { spanAttributes } from "../domain/ServiceAddress.js"
 import { writeAnswer } from "./Answer.js"
 import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
@@ -75,7 +75,7 @@ const make = Effect.gen(function*() {
   const upstreams = yield* UpstreamGateway
   // `last_used_at` recorded synchronously where storage can (a catalogue spread over many credentials
   // makes most token requests some credential's first in a minute); otherwise in Effect.
-  const recordUseSync = (yield* CredentialRepo).recordUseSync
+  const { recordUseSync } = yield* UsageRecord
   const recordUse = (clientId: ClientId, nowMillis: number) =>
     recordUseSync !== undefined && (recordUseSync(clientId, new Date(nowMillis)), true)
   // The app's runtime (its tracer, logger, log level, clock): what needs Effect runs on it.

@@ -101,7 +101,7 @@ export class AdminTokenStore extends Context.Tag("service-auth/AdminTokenStore")
             yield* insertEvents(removed.map(eventOf))
             return true
             // Announced as a change of anything: every instance drops its cache, and with it the
-            // introspection's cached callers (`CredentialRepo.dropCached` waits for them).
+            // introspection's cached callers (`CatalogueWrites.dropCached` waits for them).
           }).pipe(catalogueWriteWith(sql), storageOperation),
         markUsed: (name, at) =>
           storageOperation(Effect.asVoid(

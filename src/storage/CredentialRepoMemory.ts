@@ -23,7 +23,7 @@ import {
 } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey, type ServiceSnapshot } from "./CredentialChanges.js"
 import { covers } from "../catalogue/CatalogueScope.js"
-import { CredentialRepo, type LiveService, revokedSet, type ServiceFields } from "./CredentialRepo.js"
+import { type CredentialRepoShape, type LiveService, revokedSet, type ServiceFields } from "./CredentialRepo.js"
 import { compareAddresses, type ServiceAddress } from "../domain/ServiceAddress.js"
 
 interface StoredService extends ServiceFields {
@@ -133,7 +133,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
   })
 
   const DAY_MS = 86_400_000
-  const repo = CredentialRepo.of({
+  const repo: CredentialRepoShape = {
     ping: Effect.void,
 
     countExpiring: (now) =>
@@ -379,7 +379,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
         log.append([revocationEvent(actor, now, revocation)])
         return true
       })
-  })
+  }
   return { repo, auditTrail: log.trail }
 })
 

@@ -7,7 +7,7 @@
  * live credentials, checks, and writes, all in one transaction.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Either, Layer, Option } from "effect"
+import { Effect, Either, Option } from "effect"
 import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
@@ -19,7 +19,7 @@ import { expiryOperations } from "./CredentialExpirySql.js"
 import { credentialEvents, deletionEvents, profileEvent, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
 import { announcedScopes, type CatalogueScope, writeScopes } from "../catalogue/CatalogueScope.js"
-import { CredentialRepo, type CredentialRepoShape, type LiveService } from "./CredentialRepo.js"
+import type { CredentialRepoShape, LiveService } from "./CredentialRepo.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
 import { type CredentialRow, credentialStatements, type LiveRow, type ServiceRow } from "./CredentialRepoStatements.js"
 import * as LastUsedWrites from "./LastUsedWrites.js"
@@ -388,7 +388,5 @@ export const make = Effect.gen(function*() {
           storageOperation
         )
   }
-  return CredentialRepo.of(repo)
+  return repo
 })
-
-export const layer = Layer.scoped(CredentialRepo, make)

@@ -10,9 +10,9 @@ import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { AppConfig } from "../config/AppConfig.js"
 import { AdminTokenStore } from "./AdminTokenStore.js"
 import * as AuditTrail from "./AuditTrail.js"
-import { CredentialRepo, type CredentialRepoShape, withSpans } from "./CredentialRepo.js"
+import * as CatalogueServices from "./CatalogueServices.js"
 import * as CacheCoherence from "../catalogue/CacheCoherence.js"
-import { type CacheGuard, localGuard, withReadCache } from "../catalogue/CredentialRepoCache.js"
+import { localGuard } from "../catalogue/CredentialRepoCache.js"
 import * as CredentialRepoMemory from "./CredentialRepoMemory.js"
 import * as CredentialRepoSql from "./CredentialRepoSql.js"
 import * as EmbeddedTemplate from "../datadir/EmbeddedTemplate.js"
@@ -25,25 +25,9 @@ import { StartupError } from "../config/StartupError.js"
 import { STORAGE_TIMEOUT } from "./StorageErrors.js"
 import { ServerKeyStore } from "../keys/ServerKeyStore.js"
 import { SigningKeyStore } from "../keys/SigningKeyStore.js"
-import { tracerEnabled } from "../observability/Tracing.js"
-
-/**
- * A repository (SQL or memory) behind its read cache, which loads the live catalogue in the
- * background; when traces are exported (read as the layer is built), with a span for each storage
- * operation and each cache read.
- */
-const cachedRepo = <E, R, EG, RG>(store: Effect.Effect<CredentialRepoShape, E, R>, guard: Effect.Effect<CacheGuard, EG, RG>) =>
-  Effect.gen(function*() {
-    const traced = yield* tracerEnabled
-    const repo = yield* store
-    const { maintain, ...cached } = withReadCache(traced ? withSpans(repo) : repo, yield* guard, traced)
-    // The live catalogue is loaded while the server already serves (misses read the database).
-    yield* Effect.forkScoped(maintain)
-    return cached
-  })
 
 /** Repositories over whatever `SqlClient` is provided, after migrating it. */
-const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>, failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>) =>
+const sqlRepos = <E, R>(repo: Layer.Layer<CatalogueServices.CatalogueServices, E, R>, failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>) =>
   Layer.mergeAll(
     repo,
     AuditTrail.layerSql,
@@ -61,13 +45,13 @@ const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>, failureCounts: 
  */
 const layerSqlReposCoherent = (url: Redacted.Redacted<string>) =>
   sqlRepos(
-    Layer.scoped(CredentialRepo, cachedRepo(CredentialRepoSql.make, CacheCoherence.make(url))),
+    Layer.scopedContext(CatalogueServices.make(CredentialRepoSql.make, CacheCoherence.make(url))),
     FailureCounts.layerSql
   )
 
 /** With the hot reads cached and failures counted locally: only for a database this process alone writes. */
 const layerSqlReposCached = sqlRepos(
-  Layer.scoped(CredentialRepo, cachedRepo(CredentialRepoSql.make, Effect.sync(localGuard))),
+  Layer.scopedContext(CatalogueServices.make(CredentialRepoSql.make, Effect.sync(localGuard))),
   FailureCounts.layerLocal
 )
 
@@ -190,8 +174,8 @@ export const layerMigrated = <E, R>(client: Layer.Layer<SqlClient.SqlClient, E, 
  */
 const layerMemoryRepo = Layer.scopedContext(Effect.gen(function*() {
   const { auditTrail, repo } = yield* CredentialRepoMemory.makeWithAuditTrail
-  const cached = yield* cachedRepo(Effect.succeed(repo), Effect.sync(localGuard))
-  return Context.make(CredentialRepo, cached).pipe(Context.add(AuditTrail.AuditTrail, auditTrail))
+  const services = yield* CatalogueServices.make(Effect.succeed(repo), Effect.sync(localGuard))
+  return Context.add(services, AuditTrail.AuditTrail, auditTrail)
 }))
 
 export const layerMemory = Layer.mergeAll(
