@@ -2,7 +2,7 @@
  * The audit side of credential expiry (issue 37). Refusing an expired credential needs nothing
  * here: the token and service-call decisions compare its `expires_at` with their clock, so it is
  * refused on every instance at the same moment, with no event to propagate. What remains is the
- * trail's `credential.expired`, written once (`CredentialRepo.recordExpiries`, a conditional
+ * trail's `credential.expired`, written once (`CatalogueWrites.recordExpiries`, a conditional
  * UPDATE that only one instance wins) by a sweep every second.
  *
  * The sweep is paced on the real clock, like every background loop of storage, but reads the

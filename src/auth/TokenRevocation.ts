@@ -7,7 +7,7 @@
  * revoked, or another client's, which is left alone), so the endpoint tells nobody anything about a
  * token. Not a hot path: the client is found by its client id with one indexed read.
  *
- * A revocation is a catalogue write of the token's service (`CredentialRepo.revokeToken`): answered
+ * A revocation is a catalogue write of the token's service (`CatalogueWrites.revokeToken`): answered
  * only once every instance has dropped that service's cached answers, it is refused by the gateway
  * and reported inactive by introspection from the next request on, everywhere, until its `exp`.
  */
