@@ -107,6 +107,10 @@ export const readSigningKeyFile = (file: string) =>
     })
   ))
 
+/**
+ * Not a server's state: the tests' fixed key (`KeyService.layerTest`), the same for every test server
+ * of a process on purpose, as a fixture is; no production layer reads it.
+ */
 let testKey: Promise<HeldKey> | undefined
 
 /** The tests' key: generated once per process, so deterministic within a run and fast after the first. */
