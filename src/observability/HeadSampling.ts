@@ -91,7 +91,11 @@ export const randomHexId = (bytes: 8 | 16): string => {
   }
 }
 
-/** The trace id a new sampled trace is to get: set just before its span is made, taken by `LaneIdGenerator`. */
+/**
+ * The trace id a new sampled trace is to get: set just before its span is made, taken by
+ * `LaneIdGenerator`. Not a server's state: it never outlives the synchronous call that makes the span
+ * (`withDrawnTraceId` withdraws it).
+ */
 let drawnTraceId: string | undefined
 
 /**
