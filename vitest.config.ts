@@ -10,9 +10,10 @@ import { defineConfig } from "vitest/config"
  *   layers). Most of such a file's CPU used to be loading Effect and the sources again for every
  *   file; these files share worker threads and their loaded modules (`isolate: false`), so each
  *   worker loads them once. A server's pools, ports and caches live in its layers, so files sharing
- *   a worker do not share them. What is still per process: Effect's metric registry (assert on
- *   metric changes, not totals), the random pools of request and trace ids, and the OpenAPI
- *   document once built.
+ *   a worker do not share them. What is still per process, none of it a server's state: Effect's
+ *   metric registry (assert on metric changes, not totals; the process metrics count up to the
+ *   process's totals), the random pools of request and trace ids, the OpenAPI document once
+ *   built, and the tests' fixed signing key.
  * - **processes** (`PROCESS_FILES`): files that start real servers or CLIs, and one that inspects
  *   what a start has loaded (`StartUpWork`). Each gets a fresh process; most of their time is spent
  *   waiting on their children, so four run at once. `test/Layout.test.ts` checks that every file

@@ -107,10 +107,10 @@ await bundle("start.js", "service-auth.mjs", "", [lazyPackages])
 // fetch; undici was a third of the CPU of every command, `--help` included).
 await bundle("cli/main.js", "cli.mjs", "#!/usr/bin/env node\n", [lazyPackages])
 chmodSync(join(DIST, "cli.mjs"), 0o755)
-// A fresh embedded database for first starts to copy (src/storage/EmbeddedTemplate.ts): initdb runs
+// A fresh embedded database for first starts to copy (src/datadir/EmbeddedTemplate.ts): initdb runs
 // here once instead of on every new DATA_DIR. Without it a first start runs initdb itself.
 const { Effect } = await import("effect")
-const EmbeddedTemplate = await import(join(DIST, "storage", "EmbeddedTemplate.js"))
+const EmbeddedTemplate = await import(join(DIST, "datadir", "EmbeddedTemplate.js"))
 await Effect.runPromise(EmbeddedTemplate.build()).catch((error) =>
   console.error(`service-auth: no embedded database template (first starts will run initdb): ${error?.message ?? error}`)
 )

@@ -44,15 +44,15 @@ import * as TokenHttp from "./http/TokenHttp.js"
 import * as WebHttp from "./http/WebHttp.js"
 import type { AdminTokenStore } from "./storage/AdminTokenStore.js"
 import type { AuditTrail } from "./storage/AuditTrail.js"
-import type { CredentialRepo } from "./storage/CredentialRepo.js"
+import type { CatalogueServices } from "./storage/CatalogueServices.js"
 import type { FailureCounts } from "./storage/FailureCounts.js"
 import { SeenJtis } from "./storage/SeenJtis.js"
-import type { ServerKeyStore } from "./storage/ServerKeyStore.js"
-import type { SigningKeyStore } from "./storage/SigningKeyStore.js"
+import type { ServerKeyStore } from "./keys/ServerKeyStore.js"
+import type { SigningKeyStore } from "./keys/SigningKeyStore.js"
 import * as Storage from "./storage/Storage.js"
 
 /**
- * Domain services over the given key and digest-key layers. Needs AppConfig, CredentialRepo, and
+ * Domain services over the given key and digest-key layers. Needs AppConfig, the catalogue's services, and
  * whatever the key layers need (the live ones: ServerKeyStore, SigningKeyStore, KeyEncryption).
  */
 export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
@@ -125,7 +125,7 @@ export const withoutPlatformRequestSpans = HttpMiddleware.withTracerDisabledWhen
 
 /** What a server's storage layer provides: the repositories every storage of `storage/Storage.ts` holds. */
 export type StorageServices =
-  | CredentialRepo
+  | CatalogueServices
   | AuditTrail
   | AdminTokenStore
   | ServerKeyStore

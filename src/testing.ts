@@ -19,10 +19,10 @@ import * as FastLane from "./http/FastLane.js"
 import * as NodeServer from "./http/NodeServer.js"
 import type { AdminTokenStore } from "./storage/AdminTokenStore.js"
 import type { AuditTrail } from "./storage/AuditTrail.js"
-import type { CredentialRepo } from "./storage/CredentialRepo.js"
+import type { CatalogueServices } from "./storage/CatalogueServices.js"
 import type { FailureCounts } from "./storage/FailureCounts.js"
-import type { ServerKeyStore } from "./storage/ServerKeyStore.js"
-import type { SigningKeyStore } from "./storage/SigningKeyStore.js"
+import type { ServerKeyStore } from "./keys/ServerKeyStore.js"
+import type { SigningKeyStore } from "./keys/SigningKeyStore.js"
 import * as Storage from "./storage/Storage.js"
 
 /** A port of 127.0.0.1 free at the moment of asking (for servers a test starts). */
@@ -68,7 +68,7 @@ const layerNodeServer = Layer.unwrapEffect(
 )
 
 /** What a test server's storage provides (every storage layer of Storage.ts holds the signing keys too). */
-export type TestStorage = CredentialRepo | AuditTrail | AdminTokenStore | ServerKeyStore | FailureCounts
+export type TestStorage = CatalogueServices | AuditTrail | AdminTokenStore | ServerKeyStore | FailureCounts
 
 export const makeTestServer = (options: {
   readonly storage?: Layer.Layer<TestStorage, unknown>

@@ -9,10 +9,10 @@
 import { expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Option, TestClock } from "effect"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
-import { CacheLease, LEASE_MS, RENEW_EVERY_MS, RENEWAL_PATIENCE_MS, TRUST_MARGIN_MS } from "../src/storage/CacheLease.js"
+import { CacheLease, LEASE_MS, RENEW_EVERY_MS, RENEWAL_PATIENCE_MS, TRUST_MARGIN_MS } from "../src/catalogue/CacheLease.js"
 import type { CredentialRepoShape, ServiceRoute } from "../src/storage/CredentialRepo.js"
 import type { ServiceAddress } from "../src/domain/ServiceAddress.js"
-import { withReadCache } from "../src/storage/CredentialRepoCache.js"
+import { withReadCache } from "../src/catalogue/CredentialRepoCache.js"
 
 const TRUST_MS = LEASE_MS - TRUST_MARGIN_MS
 

@@ -8,19 +8,21 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Effect, FiberRef, Layer, Option } from "effect"
+import { Context, Effect, FiberRef, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
-import { CacheLease } from "../src/storage/CacheLease.js"
-import { CatalogueMemory } from "../src/storage/CatalogueMemory.js"
-import { announcedScopes, parseAnnouncement } from "../src/storage/CatalogueScope.js"
-import { CredentialRepo, type CredentialRepoShape, type TokenTarget, withSpans } from "../src/storage/CredentialRepo.js"
+import { CacheLease } from "../src/catalogue/CacheLease.js"
+import { CatalogueMemory } from "../src/catalogue/CatalogueMemory.js"
+import { announcedScopes, parseAnnouncement } from "../src/catalogue/CatalogueScope.js"
+import * as CatalogueServices from "../src/storage/CatalogueServices.js"
+import { CredentialRepo, type CredentialRepoShape, type TokenTarget } from "../src/storage/CredentialRepo.js"
+import { UsageRecord } from "../src/storage/UsageRecord.js"
 import { type ServiceAddress } from "../src/domain/ServiceAddress.js"
-import { localGuard, withReadCache } from "../src/storage/CredentialRepoCache.js"
+import { localGuard, withReadCache } from "../src/catalogue/CredentialRepoCache.js"
 import * as LastUsedWrites from "../src/storage/LastUsedWrites.js"
 import * as PgliteClient from "../src/storage/PgliteClient.js"
 import * as Migrations from "../src/storage/Migrations.js"
-import { embeddedStorage } from "./support/Databases.js"
+import { embeddedStorage, memoryStorage } from "./support/Databases.js"
 import { TEST_ACTOR } from "../src/testing.js"
 
 const address = (profile: string, uuid = "6f1c2a4e-8b3d-4c5e-9f10-1a2b3c4d5e6f"): ServiceAddress => ({
@@ -48,7 +50,7 @@ const countingRepo = () => {
     deleteService: () => Effect.succeed(true),
     deleteProfile: (profile: string) => Effect.sync(() => deleted.add(profile)).pipe(Effect.as(true)),
     putProfile: () => Effect.succeed(true),
-    touchCredential: () => Effect.void
+    recordUse: () => Effect.void
   } as unknown as CredentialRepoShape
   return { reads, deleted, repo }
 }
@@ -183,9 +185,10 @@ const givenCredential = (repo: CredentialRepoShape) =>
     return { profile, at, id, now }
   })
 
-describe("embedded database", () => {
+/** The cached path over a store: the same on the embedded database and on memory (the in-process test server's). */
+const cachedStore = (storage: Layer.Layer<CredentialRepo, unknown>) =>
   // As the server runs when it exports no traces (with them, uses are recorded in Effect, in spans).
-  layer(embeddedStorage().pipe(Layer.locally(FiberRef.currentTracerEnabled, false)), { timeout: 180_000 })((it) => {
+  layer(storage.pipe(Layer.locally(FiberRef.currentTracerEnabled, false), Layer.orDie), { timeout: 180_000 })((it) => {
     it.effect("a service created and given credentials is in memory at its first use, and its deletion is seen at once", () =>
       Effect.gen(function*() {
         const repo = yield* CredentialRepo
@@ -204,7 +207,7 @@ describe("embedded database", () => {
         expect((yield* repo.findServiceRoute(at, Option.some(id))).pipe(Option.getOrThrow).credentialLive).toBe(false)
       }))
 
-    it.effect("a use noted synchronously (peek.touch) is in the cached entry at once and in the database after a flush", () =>
+    it.effect("a use recorded synchronously (recordUseSync) is in the cached entry at once and in the database after a flush", () =>
       Effect.gen(function*() {
         const repo = yield* CredentialRepo
         const { at, id } = yield* givenCredential(repo)
@@ -212,7 +215,8 @@ describe("embedded database", () => {
         expect(Option.getOrThrow(held.credential).lastUsedAt).toBeNull()
 
         const used = new Date("2026-03-01T10:00:00Z")
-        expect(repo.peek?.touch?.(id, used)).toBe(true)
+        expect(repo.recordUseSync).toBeDefined()
+        repo.recordUseSync!(id, used)
         const cachedNow = repo.peek?.tokenTarget(at, Option.some(id))
         expect(cachedNow !== undefined && Option.isSome(cachedNow) && Option.getOrThrow(cachedNow.value.credential).lastUsedAt).toEqual(used)
         // An admin read flushes first, so it shows the use.
@@ -221,14 +225,28 @@ describe("embedded database", () => {
       }))
   })
 
-  it("with spans (traces exported) a use is recorded by touchCredential, in its span, never synchronously", () => {
-    const noted: Array<string> = []
-    const repo = { touchCredential: () => Effect.void, noteUse: (id: ClientId) => void noted.push(id) } as unknown as CredentialRepoShape
-    expect(withSpans(repo).noteUse).toBeUndefined()
-    expect(withReadCache(withSpans(repo), localGuard()).peek?.touch?.(CLIENT, new Date())).toBe(false)
-    expect(withReadCache(repo, localGuard()).peek?.touch?.(CLIENT, new Date())).toBe(true)
-    expect(noted).toEqual([CLIENT])
-  })
+describe("embedded database", () => {
+  cachedStore(embeddedStorage())
+})
+
+describe("memory storage, behind the same cache", () => {
+  cachedStore(memoryStorage)
+})
+
+describe("spans", () => {
+  it.scoped("with spans (traces exported) a use is recorded by recordUse, in its span, never synchronously", () =>
+    Effect.gen(function*() {
+      const noted: Array<string> = []
+      const repo = { recordUse: () => Effect.void, recordUseSync: (id: ClientId) => void noted.push(id) } as unknown as CredentialRepoShape
+      const usageRecord = (traced: boolean) =>
+        Effect.map(CatalogueServices.make(Effect.succeed(repo), Effect.sync(localGuard)), (services) => Context.get(services, UsageRecord))
+          .pipe(Effect.locally(FiberRef.currentTracerEnabled, traced))
+      expect((yield* usageRecord(true)).recordUseSync).toBeUndefined()
+      const untraced = yield* usageRecord(false)
+      expect(untraced.recordUseSync).toBeDefined()
+      untraced.recordUseSync!(CLIENT, new Date())
+      expect(noted).toEqual([CLIENT])
+    }))
 })
 
 describe("the catalogue load", () => {
@@ -269,10 +287,10 @@ describe("last_used_at in batches", () => {
         const writes = yield* LastUsedWrites.make(sql)
         const t1 = new Date("2026-01-01T00:00:00Z")
         const t2 = new Date("2026-01-01T00:01:00Z")
-        for (const id of ids) writes.note(id, t1)
-        writes.note(ids[0]!, t2)
+        for (const id of ids) writes.recordUse(id, t1)
+        writes.recordUse(ids[0]!, t2)
         expect(writes.pending()).toBe(3)
-        expect(writes.noted(ids[0]!)).toEqual(t2)
+        expect(writes.pendingUse(ids[0]!)).toEqual(t2)
         const unwritten = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM credentials WHERE last_used_at IS NOT NULL`
         expect(unwritten[0]!.n).toBe(0)
         yield* writes.flush
@@ -294,13 +312,13 @@ describe("last_used_at in batches", () => {
                    VALUES (${id}, 'p', 'e', 'u', 'h', ${new Date()})`
         const writes = yield* LastUsedWrites.make(sql)
         // A service call noted late, after a token request's later note.
-        writes.note(id, t2)
-        writes.note(id, t1)
-        expect(writes.noted(id)).toEqual(t2)
+        writes.recordUse(id, t2)
+        writes.recordUse(id, t1)
+        expect(writes.pendingUse(id)).toEqual(t2)
         yield* writes.flush
         // Another instance's batch, older than what is written.
         const other = yield* LastUsedWrites.make(sql)
-        other.note(id, t1)
+        other.recordUse(id, t1)
         yield* other.flush
         const rows = yield* sql<{ last_used_at: Date }>`SELECT last_used_at FROM credentials WHERE client_id = ${id}`
         expect(rows[0]!.last_used_at.getTime()).toBe(t2.getTime())

@@ -12,7 +12,7 @@ import { Effect, Either, Logger, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import pg from "pg"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
-import { LEASE_MS } from "../src/storage/CacheLease.js"
+import { LEASE_MS } from "../src/catalogue/CacheLease.js"
 import { CredentialRepo } from "../src/storage/CredentialRepo.js"
 import { type ServiceAddress } from "../src/domain/ServiceAddress.js"
 import { CATALOGUE_CHANNEL } from "../src/storage/CredentialRepoSql.js"
@@ -30,7 +30,7 @@ const version = Effect.flatMap(SqlClient.SqlClient, (sql) =>
 
 const now = new Date()
 
-/** What a write logs when it gave up waiting for a lease (src/storage/CacheCoherence.ts). */
+/** What a write logs when it gave up waiting for a lease (src/catalogue/CacheCoherence.ts). */
 const WAITED_OUT_A_LEASE = "a change waited out the lease of an instance that did not acknowledge it"
 
 /** Runs `effect` and answers the messages it logged along with its result. */
@@ -87,7 +87,7 @@ describe("catalogue version on the embedded database", () => {
         expect(Either.isLeft(yield* Effect.either(
           repo.putService(address, { name: "x", auth_type: "oauth", handler: { type: "echo" } }, "create", now, TEST_ACTOR)
         ))).toBe(true)
-        yield* repo.touchCredential(clientId(), now)
+        yield* repo.recordUse(clientId(), now)
         expect(yield* version).toBe(before)
       }))
   })

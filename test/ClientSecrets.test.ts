@@ -6,7 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { ClientSecrets, makeClientSecrets } from "../src/auth/ClientSecrets.js"
 import { KeyEncryption } from "../src/auth/KeyEncryption.js"
-import { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
+import { ServerKeyStore } from "../src/keys/ServerKeyStore.js"
 
 describe("ClientSecrets", () => {
   it.layer(ClientSecrets.layerTest)((it) => {

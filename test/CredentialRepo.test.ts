@@ -538,16 +538,16 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
         }))
     })
 
-    describe("touchCredential", () => {
+    describe("recordUse", () => {
       it.effect("records the time of the latest use", () =>
         Effect.gen(function*() {
           const repo = yield* CredentialRepo
           const address = yield* givenService()
           const [used, unused] = yield* givenCredentials(address, 2)
-          yield* repo.touchCredential(used!, T2)
+          yield* repo.recordUse(used!, T2)
           const target = Option.getOrThrow(yield* repo.findTokenTarget(address, Option.some(used!)))
           expect(Option.getOrThrow(target.credential).lastUsedAt?.getTime()).toBe(T2.getTime())
-          yield* repo.touchCredential(used!, T3)
+          yield* repo.recordUse(used!, T3)
           const service = Option.getOrThrow(yield* repo.getService(address))
           expect(service.credentials).toEqual([
             { client_id: used, created_at: T1, expires_at: null, last_used_at: T3 },

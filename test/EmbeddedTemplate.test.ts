@@ -1,6 +1,6 @@
 /**
  * A first start on an empty DATA_DIR copies the build's template database instead of running
- * initdb (src/storage/EmbeddedTemplate.ts). The copy is a working database that migrates and keeps
+ * initdb (src/datadir/EmbeddedTemplate.ts). The copy is a working database that migrates and keeps
  * what it is given, beside the files already in the directory; without a template nothing is copied
  * and the caller runs initdb.
  */
@@ -10,7 +10,7 @@ import { Effect, Layer } from "effect"
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import * as EmbeddedTemplate from "../src/storage/EmbeddedTemplate.js"
+import * as EmbeddedTemplate from "../src/datadir/EmbeddedTemplate.js"
 import * as PgliteClient from "../src/storage/PgliteClient.js"
 import * as Storage from "../src/storage/Storage.js"
 

@@ -3,31 +3,31 @@
  * process): whatever throws inside it, the request goes to the app, once.
  */
 import { expect, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { createServer } from "node:http"
 import { AppConfig } from "../src/config/AppConfig.js"
 import { layerDomainTest } from "../src/AppLayer.js"
 import { FastLane, layer as fastLaneLayer } from "../src/http/FastLane.js"
-import { CredentialRepo } from "../src/storage/CredentialRepo.js"
+import { localGuard } from "../src/catalogue/CredentialRepoCache.js"
+import { CatalogueLookup } from "../src/storage/CatalogueLookup.js"
+import * as CatalogueServices from "../src/storage/CatalogueServices.js"
 import * as CredentialRepoMemory from "../src/storage/CredentialRepoMemory.js"
 import { FailureCounts } from "../src/storage/FailureCounts.js"
-import { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
+import { ServerKeyStore } from "../src/keys/ServerKeyStore.js"
 import { rawRequest } from "./support/Http.js"
 
-/** A repository whose cache "holds" every service, and throws when asked for it. */
-const throwingPeek = Layer.effect(
-  CredentialRepo,
-  Effect.map(CredentialRepoMemory.make, (repo) => ({
-    ...repo,
-    peek: {
+/** A catalogue whose cache "holds" every service, and throws when asked for it. */
+const throwingPeek = Layer.scopedContext(
+  Effect.map(CatalogueServices.make(CredentialRepoMemory.make, Effect.sync(localGuard)), (services) =>
+    Context.add(services, CatalogueLookup, {
+      ...Context.get(services, CatalogueLookup),
       tokenTarget: () => {
         throw new Error("peek failed")
       },
       serviceRoute: () => {
         throw new Error("peek failed")
       }
-    }
-  }))
+    }))
 )
 
 const lane = fastLaneLayer.pipe(

@@ -31,7 +31,7 @@ const lastUsedOf = (fixture: Fixture) => Effect.map(lastUsed(fixture), (credenti
 
 const MINUTE = 60_000
 
-/** The same cases on each storage: memory (no synchronous note), and SQL behind its cache (noted, written in batches). */
+/** The same cases on each storage, each behind its cache: memory (recorded at once), and SQL (recorded, written in batches). */
 const countsCalls = (storage: Layer.Layer<TestStorage, unknown>) =>
   layer(makeTestServer({ storage }), { timeout: 180_000 })((it) => {
     it.effect("a call with a cached token moves it, at most once a minute, never more than a minute behind", () =>

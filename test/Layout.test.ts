@@ -80,6 +80,13 @@ describe("src/ layout", () => {
     expect(crossing).toEqual([])
   })
 
+  it("has flows that depend on the narrow storage services, never on the whole CredentialRepo", () => {
+    const flows = files.filter((file) => /^src\/(auth|gateway|http|api|admin-auth|transfer|cli)\//.test(file))
+    const wide = flows.filter((file) => /\bCredentialRepo\b(?!Shape)/.test(readFileSync(join(ROOT, file), "utf8").replace(/^\s*(\*|\/\/).*$/gm, "").replace(/"[^"\n]*"/g, "")))
+    expect(flows.length).toBeGreaterThan(0)
+    expect(wide).toEqual([])
+  })
+
   it("has no import cycle", () => {
     const graph = importGraph(files)
     // The check itself sees imports: a module that imports nothing relative would make it vacuous.

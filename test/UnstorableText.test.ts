@@ -11,10 +11,11 @@ import { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, FastCheck as fc, Layer, Logger } from "effect"
 import { AdminTokenStore } from "../src/storage/AdminTokenStore.js"
 import { AuditTrail } from "../src/storage/AuditTrail.js"
-import { CredentialRepo } from "../src/storage/CredentialRepo.js"
+import { localGuard } from "../src/catalogue/CredentialRepoCache.js"
+import * as CatalogueServices from "../src/storage/CatalogueServices.js"
 import * as CredentialRepoMemory from "../src/storage/CredentialRepoMemory.js"
 import { FailureCounts } from "../src/storage/FailureCounts.js"
-import { ServerKeyStore } from "../src/storage/ServerKeyStore.js"
+import { ServerKeyStore } from "../src/keys/ServerKeyStore.js"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { expectErrorAnswer } from "./support/Hostile.js"
 import { basicAuthorization, formEncode, latin1, type RawRequest, rawRequest } from "./support/Http.js"
@@ -316,9 +317,10 @@ describe("an unexpected storage failure", () => {
   const INPUT = "name-the-client-sent"
   // A repository whose write fails the way a statement refused for its data would, quoting the value.
   const failingStorage = Layer.mergeAll(
-    AdminTokenStore.layerMemory.pipe(Layer.provideMerge(Layer.effectContext(
-      Effect.map(CredentialRepoMemory.makeWithAuditTrail, ({ auditTrail, repo }) =>
-        Context.make(CredentialRepo, {
+    AdminTokenStore.layerMemory.pipe(Layer.provideMerge(Layer.scopedContext(
+      Effect.gen(function*() {
+        const { auditTrail, repo } = yield* CredentialRepoMemory.makeWithAuditTrail
+        const failing = Effect.succeed({
           ...repo,
           putService: () =>
             Effect.die(
@@ -327,7 +329,9 @@ describe("an unexpected storage failure", () => {
                 message: "Failed to execute statement"
               })
             )
-        }).pipe(Context.add(AuditTrail, auditTrail)))
+        })
+        return Context.add(yield* CatalogueServices.make(failing, Effect.sync(localGuard)), AuditTrail, auditTrail)
+      })
     ))),
     ServerKeyStore.layerMemory,
     FailureCounts.layerLocal

@@ -179,6 +179,10 @@ export const openApiSpec = (): Json => {
 
 export const openApiYaml = (): string => toYaml(openApiSpec())
 
+/**
+ * Not a server's state: the document is a function of `Api` alone, the same for every server the
+ * process builds, so keeping it once per process is memoisation of a constant.
+ */
 let served: string | undefined
 
 /**

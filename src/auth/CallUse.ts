@@ -5,15 +5,15 @@
  * last ask for a token". Both entries of the service call reach it through `decideServiceCall`.
  *
  * The hot path pays one map read per call: a credential is noted at most once per
- * `LAST_USE_RESOLUTION`, and the note itself is the repository's in-memory one (`noteUse`, written
- * in batches by `LastUsedWrites`); a repository without it (in-memory storage, or spans around every
- * operation) records through `touchCredential`, forked. The map is bounded: when full, the credential
+ * `LAST_USE_RESOLUTION`, and the record itself is the repository's synchronous one (`recordUseSync`,
+ * written in batches by `LastUsedWrites`); without it (spans around every operation) the use is
+ * recorded through `recordUse`, forked. The map is bounded: when full, the credential
  * noted longest ago is forgotten, which costs at most one extra note.
  */
 import { Context, Effect, Layer, Runtime } from "effect"
 import type { ClientId } from "../domain/Identifiers.js"
 import { lastUseIsStale } from "../domain/LastUse.js"
-import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { UsageRecord } from "../storage/UsageRecord.js"
 
 /** How many credentials the last-noted times are kept for (one entry each, a few dozen bytes). */
 const MAX_TRACKED_CREDENTIALS = 100_000
@@ -27,10 +27,10 @@ export class CallUse extends Context.Tag("service-auth/CallUse")<CallUse, CallUs
   static readonly layer = Layer.effect(
     CallUse,
     Effect.gen(function*() {
-      const repo = yield* CredentialRepo
+      const usage = yield* UsageRecord
       const runtime = yield* Effect.runtime<never>()
-      const record: (clientId: ClientId, at: Date) => void = repo.noteUse ??
-        ((clientId, at) => void Runtime.runFork(runtime)(Effect.ignore(repo.touchCredential(clientId, at))))
+      const recordUse: (clientId: ClientId, at: Date) => void = usage.recordUseSync ??
+        ((clientId, at) => void Runtime.runFork(runtime)(Effect.ignore(usage.recordUse(clientId, at))))
       // Insertion order is the order of the last notes: the first key is the one noted longest ago.
       const notedAt = new Map<ClientId, number>()
       return CallUse.of({
@@ -39,7 +39,7 @@ export class CallUse extends Context.Tag("service-auth/CallUse")<CallUse, CallUs
           notedAt.delete(clientId)
           if (notedAt.size >= MAX_TRACKED_CREDENTIALS) notedAt.delete(notedAt.keys().next().value!)
           notedAt.set(clientId, nowMillis)
-          record(clientId, new Date(nowMillis))
+          recordUse(clientId, new Date(nowMillis))
         }
       })
     })

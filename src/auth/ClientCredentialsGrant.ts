@@ -27,7 +27,9 @@ import { type ClientId, isClientId } from "../domain/Identifiers.js"
 import { lastUseIsStale } from "../domain/LastUse.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import type { TokenResult } from "../observability/ServiceMetrics.js"
-import { CredentialRepo, type TokenTarget } from "../storage/CredentialRepo.js"
+import { CatalogueLookup } from "../storage/CatalogueLookup.js"
+import type { TokenTarget } from "../storage/CredentialRepo.js"
+import { UsageRecord } from "../storage/UsageRecord.js"
 import { resourceAddress, type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled } from "../observability/Tracing.js"
 import { isKeyVerifier } from "../domain/KeyCredential.js"
@@ -66,8 +68,8 @@ export type TokenDecision =
   | { readonly _tag: "NeedsTarget"; readonly address: ServiceAddress; readonly clientId: Option.Option<ClientId> }
   /** Authentication failed: count the failure (shared between instances), then answer `answer`. */
   | { readonly _tag: "Refuse"; readonly clientId: string; readonly answer: Answer }
-  /** Authenticated: sign a token for it, recording `last_used_at` first when `touch`. */
-  | { readonly _tag: "Issue"; readonly clientId: ClientId; readonly address: ServiceAddress; readonly touch: boolean }
+  /** Authenticated: sign a token for it, recording the credential's use first when `recordUse` (its `last_used_at` is stale). */
+  | { readonly _tag: "Issue"; readonly clientId: ClientId; readonly address: ServiceAddress; readonly recordUse: boolean }
   /** Authenticated, with a DPoP proof (`DPoPProof`): a token bound to its key, or 400 `invalid_dpop_proof`. */
   | Bind
   /** A key credential's assertion to verify (`ClientAssertions`): then `next`, or `Refuse` with `answer`. */
@@ -199,8 +201,8 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
     if (credential === undefined || !assertion.jwtBearer || !isKeyVerifier(credential.secretHash)) {
       return { _tag: "Refuse", clientId: client.right.clientId, answer: refusal }
     }
-    const touch = lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
-    const next = issueOrBind(input, { _tag: "Issue", clientId: credential.clientId, address, touch }, found.value.requireDpop)
+    const recordUse = lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
+    const next = issueOrBind(input, { _tag: "Issue", clientId: credential.clientId, address, recordUse }, found.value.requireDpop)
     const { clientId } = credential
     return { _tag: "Assert", assertion: assertion.assertion, clientId, verifier: credential.secretHash, next, answer: refusal }
   }
@@ -212,7 +214,7 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
     _tag: "Issue",
     clientId: credential.clientId,
     address,
-    touch: lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
+    recordUse: lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
   }, found.value.requireDpop)
 }
 
@@ -236,7 +238,8 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
   static readonly layer = Layer.effect(
     ClientCredentialsGrant,
     Effect.gen(function*() {
-      const repo = yield* CredentialRepo
+      const lookup = yield* CatalogueLookup
+      const usage = yield* UsageRecord
       const secrets = yield* ClientSecrets
       const tokens = yield* TokenService
       const limiter = yield* AuthFailureLimiter
@@ -244,12 +247,11 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
       const seen = yield* SeenJtis
       const tokenEndpoint = `${(yield* AppConfig).issuer}/oauth/token`
       const traced = yield* tracerEnabled
-      const peek = repo.peek
 
       const { issuer } = yield* AppConfig
       const services: TokenDecisionServices = {
         blockedAt: limiter.blockedAt,
-        tokenTarget: peek === undefined ? () => undefined : peek.tokenTarget,
+        tokenTarget: lookup.tokenTarget,
         matches: secrets.matches,
         resourceAddress: (resource) => resourceAddress(issuer, resource)
       }
@@ -260,7 +262,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
           if (decision._tag === "NeedsTarget") {
             const { address, clientId } = decision
             if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
-            const target = yield* repo.findTokenTarget(address, clientId)
+            const target = yield* lookup.findTokenTarget(address, clientId)
             decision = decideToken(input, { ...services, tokenTarget: () => target })
           }
           if (decision._tag === "Assert") {
@@ -288,7 +290,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
               return { answer: decision.answer, result: "invalid_client" as const }
             case "Issue": {
               if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(decision.address, Option.some(decision.clientId)))
-              if (decision.touch) yield* repo.touchCredential(decision.clientId, new Date(input.nowMillis))
+              if (decision.recordUse) yield* usage.recordUse(decision.clientId, new Date(input.nowMillis))
               const issued = yield* tokens.issue(decision.clientId, decision.address, jkt)
               return { answer: { status: 200, headers: NO_STORE, body: tokenAnswer(issued) }, result: "issued" as const }
             }

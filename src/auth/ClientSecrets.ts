@@ -10,7 +10,7 @@ import { Context, Effect, Either, Layer, Redacted } from "effect"
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from "node:crypto"
 import type { ClientId } from "../domain/Identifiers.js"
 import { StartupError } from "../config/StartupError.js"
-import { ServerKeyStore } from "../storage/ServerKeyStore.js"
+import { ServerKeyStore } from "../keys/ServerKeyStore.js"
 import { KeyEncryption } from "./KeyEncryption.js"
 
 export interface GeneratedCredential {

@@ -10,7 +10,9 @@ import type { ClientId, ProfileId } from "../domain/Identifiers.js"
 import { keyVerifier, type PublicJwk, publicKeyInfo } from "../domain/KeyCredential.js"
 import type { CredentialChange, NewCredential, NewKeyCredential, SaveProfileResult } from "../domain/Models.js"
 import { currentDate } from "../domain/Time.js"
-import { CredentialRepo, type StoredChange } from "../storage/CredentialRepo.js"
+import { CatalogueQueries } from "../storage/CatalogueQueries.js"
+import { CatalogueWrites } from "../storage/CatalogueWrites.js"
+import type { StoredChange } from "../storage/CredentialRepo.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
 import { ClientSecrets } from "./ClientSecrets.js"
 
@@ -76,7 +78,8 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
   static readonly layer = Layer.effect(
     CredentialManager,
     Effect.gen(function*() {
-      const repo = yield* CredentialRepo
+      const queries = yield* CatalogueQueries
+      const writes = yield* CatalogueWrites
       const secrets = yield* ClientSecrets
 
       const apply = (
@@ -89,7 +92,7 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
           const now = yield* currentDate
           // The policy is read only for additions; a profile that does not exist fails in storage.
           const maxDays = staged.some((change) => change.op === "add_credential")
-            ? Option.getOrNull(yield* repo.credentialLifetime(profile))
+            ? Option.getOrNull(yield* queries.credentialLifetime(profile))
             : null
           const created: Array<SaveProfileResult["created"][number]> = []
           const removed: Array<SaveProfileResult["removed"][number]> = []
@@ -132,7 +135,7 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
               ...(expiresAt === null ? {} : { expires_at: expiresAt })
             })
           }
-          yield* repo.applyCredentialChanges(profile, changes, now, actor, { save })
+          yield* writes.applyCredentialChanges(profile, changes, now, actor, { save })
           return { created, removed }
         })
 

@@ -13,8 +13,8 @@ import { Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto"
 import { AppConfig } from "../config/AppConfig.js"
 import { StartupError } from "../config/StartupError.js"
-import { ServerKeyStore } from "../storage/ServerKeyStore.js"
-import { SigningKeyStore } from "../storage/SigningKeyStore.js"
+import { ServerKeyStore } from "../keys/ServerKeyStore.js"
+import { SigningKeyStore } from "../keys/SigningKeyStore.js"
 
 export const SEALED_PREFIX = "enc:v1:"
 

@@ -6,7 +6,7 @@
 import { Clock, Effect, Either, Redacted } from "effect"
 import * as Jose from "jose"
 import type { KeyObject } from "node:crypto"
-import type { StoredSigningKey } from "../storage/SigningKeyStore.js"
+import type { StoredSigningKey } from "../keys/SigningKeyStore.js"
 import { type KeyEncryptionShape, signingKeyName } from "./KeyEncryption.js"
 import { type KeyStatus, schedule, type Scheduled, statusAt, verifiesAt } from "./KeySchedule.js"
 import {

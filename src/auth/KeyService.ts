@@ -20,8 +20,8 @@ import { StartupError } from "../config/StartupError.js"
 import type { AdminActorShape } from "../domain/AdminActor.js"
 import { Conflict, type StorageUnavailable } from "../domain/Errors.js"
 import { AuditTrail } from "../storage/AuditTrail.js"
-import { ServerKeyStore } from "../storage/ServerKeyStore.js"
-import { type SealedKey, SigningKeyStore } from "../storage/SigningKeyStore.js"
+import { ServerKeyStore } from "../keys/ServerKeyStore.js"
+import { type SealedKey, SigningKeyStore } from "../keys/SigningKeyStore.js"
 import { KeyEncryption, signingKeyName } from "./KeyEncryption.js"
 import {
   infoOf,

@@ -8,7 +8,7 @@ import * as Jose from "jose"
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto"
 import { readFile } from "node:fs/promises"
 import { describeFileError, StartupError } from "../config/StartupError.js"
-import type { PublicRsaJwk } from "../storage/SigningKeyStore.js"
+import type { PublicRsaJwk } from "../keys/SigningKeyStore.js"
 
 export const SIGNING_ALGORITHM = "RS256"
 
@@ -107,6 +107,10 @@ export const readSigningKeyFile = (file: string) =>
     })
   ))
 
+/**
+ * Not a server's state: the tests' fixed key (`KeyService.layerTest`), the same for every test server
+ * of a process on purpose, as a fixture is; no production layer reads it.
+ */
 let testKey: Promise<HeldKey> | undefined
 
 /** The tests' key: generated once per process, so deterministic within a run and fast after the first. */

@@ -22,7 +22,7 @@ import { type Answer, errorAnswer } from "../domain/Answer.js"
 import { AdminTooManyAttempts, INVALID_REQUEST_DESCRIPTION, InvalidRequest, Unauthorized } from "../domain/Errors.js"
 import { serviceAddress } from "../domain/ServiceAddress.js"
 import { LAST_USED_EVERY_MS } from "../storage/AdminTokenStore.js"
-import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { CatalogueLookup } from "../storage/CatalogueLookup.js"
 import { FailureCounts } from "../storage/FailureCounts.js"
 import { parseAuthorization } from "./AuthorizationHeader.js"
 import { makeAuthFailureLimiter } from "./AuthFailureLimiter.js"
@@ -73,10 +73,9 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
     Effect.gen(function*() {
       const config = yield* AppConfig
       const access = yield* AdminAccess
-      const repo = yield* CredentialRepo
+      const lookup = yield* CatalogueLookup
       const tokens = yield* TokenService
       const limiter = yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts, "admin")
-      const peek = repo.peek
 
       /**
        * Callers resolved, by their token's digest, in the catalogue cache's generation (`epoch`):
@@ -87,7 +86,7 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
       const callers = new Map<string, { readonly identity: AdminIdentity; readonly epoch: number; readonly readAt: number }>()
       const resolveCaller = (presented: string, nowMillis: number) =>
         Effect.suspend(() => {
-          const epoch = peek?.epoch?.()
+          const epoch = lookup.epoch()
           if (epoch === undefined) return access.resolve(presented)
           const digest = tokenDigest(presented).toString("hex")
           const known = callers.get(digest)
@@ -98,7 +97,7 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
             Effect.sync(() => {
               callers.delete(digest)
               // Stored only if no drop happened while it was read (the read may predate a revocation).
-              if (Option.isNone(found) || peek?.epoch?.() !== epoch) return
+              if (Option.isNone(found) || lookup.epoch() !== epoch) return
               if (callers.size >= MAX_CALLERS) callers.delete(callers.keys().next().value!)
               callers.set(digest, { identity: found.value, epoch, readAt: nowMillis })
             }))
@@ -114,7 +113,7 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
           const address = serviceAddress(claims.data.profile, claims.data.environment, claims.data.service_uuid)
           if (address === undefined || !tokens.isForService(claims, address)) return undefined
           const clientId = Option.some(claims.client_id)
-          const route = peek?.serviceRoute(address, clientId) ?? (yield* repo.findServiceRoute(address, clientId))
+          const route = lookup.serviceRoute(address, clientId) ?? (yield* lookup.findServiceRoute(address, clientId))
           if (Option.isNone(route)) return undefined
           const { authType, credentialLive, revokedTokens } = route.value
           if (authType !== "oauth" || !credentialLive || revokedTokens?.has(claims.jti) === true) return undefined

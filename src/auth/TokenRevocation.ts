@@ -7,7 +7,7 @@
  * revoked, or another client's, which is left alone), so the endpoint tells nobody anything about a
  * token. Not a hot path: the client is found by its client id with one indexed read.
  *
- * A revocation is a catalogue write of the token's service (`CredentialRepo.revokeToken`): answered
+ * A revocation is a catalogue write of the token's service (`CatalogueWrites.revokeToken`): answered
  * only once every instance has dropped that service's cached answers, it is refused by the gateway
  * and reported inactive by introspection from the next request on, everywhere, until its `exp`.
  */
@@ -17,7 +17,9 @@ import { INVALID_REQUEST_DESCRIPTION, InvalidClient, InvalidRequest, TooManyAtte
 import { isClientId } from "../domain/Identifiers.js"
 import { isKeyVerifier } from "../domain/KeyCredential.js"
 import { serviceAddress } from "../domain/ServiceAddress.js"
-import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { CatalogueLookup } from "../storage/CatalogueLookup.js"
+import { CatalogueQueries } from "../storage/CatalogueQueries.js"
+import { CatalogueWrites } from "../storage/CatalogueWrites.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
 import { ClientAssertions } from "./ClientAssertion.js"
 import { ClientSecrets } from "./ClientSecrets.js"
@@ -55,7 +57,9 @@ export class TokenRevocation extends Context.Tag("service-auth/TokenRevocation")
   static readonly layer = Layer.effect(
     TokenRevocation,
     Effect.gen(function*() {
-      const repo = yield* CredentialRepo
+      const lookup = yield* CatalogueLookup
+      const queries = yield* CatalogueQueries
+      const writes = yield* CatalogueWrites
       const secrets = yield* ClientSecrets
       const tokens = yield* TokenService
       const limiter = yield* AuthFailureLimiter
@@ -74,7 +78,7 @@ export class TokenRevocation extends Context.Tag("service-auth/TokenRevocation")
         const blocked = limiter.blockedAt(clientId, input.remoteAddress, input.nowMillis)
         if (Option.isSome(blocked)) return refusal(new TooManyAttempts({ retryAfterSeconds: blocked.value }))
         // Always compare, so an unknown client id costs what a wrong secret costs.
-        const credential = isClientId(clientId) ? Option.getOrUndefined(yield* repo.findClientCredential(clientId)) : undefined
+        const credential = isClientId(clientId) ? Option.getOrUndefined(yield* queries.findClientCredential(clientId)) : undefined
         // A secret never matches a key credential's verifier; an assertion is checked only against one.
         const authenticated = assertion === undefined
           ? Option.isSome(clientSecret) && secrets.matches(clientSecret.value, credential?.secretHash)
@@ -92,11 +96,11 @@ export class TokenRevocation extends Context.Tag("service-auth/TokenRevocation")
         const address = serviceAddress(claims.data.profile, claims.data.environment, claims.data.service_uuid)
         if (address === undefined) return REVOKED
         // Nothing to write for a token refused already: its credential gone, or revoked before.
-        const route = yield* repo.findServiceRoute(address, Option.some(clientId))
+        const route = yield* lookup.findServiceRoute(address, Option.some(clientId))
         if (Option.isNone(route) || !route.value.credentialLive || route.value.revokedTokens?.has(claims.jti) === true) {
           return REVOKED
         }
-        yield* repo.revokeToken(
+        yield* writes.revokeToken(
           { jti: claims.jti, clientId, address, expiresAt: new Date(claims.exp * 1000) },
           new Date(input.nowMillis),
           { name: clientId, source: input.remoteAddress }

@@ -20,6 +20,18 @@ export interface ServiceAddress {
   readonly uuid: ServiceUuid
 }
 
+/** The catalogue's order of services (profile, environment, uuid), in which the cache loads them. */
+export const compareAddresses = (a: ServiceAddress, b: ServiceAddress): number =>
+  a.profile !== b.profile
+    ? (a.profile < b.profile ? -1 : 1)
+    : a.environment !== b.environment
+    ? (a.environment < b.environment ? -1 : 1)
+    : a.uuid === b.uuid
+    ? 0
+    : a.uuid < b.uuid
+    ? -1
+    : 1
+
 /** The address a client wrote (any uuid casing), checked; undefined when no service can have it. */
 export const serviceAddress = (profile: string, environment: string, uuid: string): ServiceAddress | undefined => {
   const canonical = canonicalServiceUuid(uuid)

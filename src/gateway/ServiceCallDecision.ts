@@ -20,7 +20,8 @@ import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answ
 import { parseAuthorization } from "../auth/AuthorizationHeader.js"
 import { parseJson } from "../domain/Json.js"
 import { describeDefect } from "../observability/Defects.js"
-import { CredentialRepo, type ServiceRoute } from "../storage/CredentialRepo.js"
+import { CatalogueLookup } from "../storage/CatalogueLookup.js"
+import type { ServiceRoute } from "../storage/CredentialRepo.js"
 import { type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled } from "../observability/Tracing.js"
 import { AppConfig } from "../config/AppConfig.js"
@@ -236,7 +237,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
   static readonly layer = Layer.effect(
     ServiceCallGate,
     Effect.gen(function*() {
-      const repo = yield* CredentialRepo
+      const lookup = yield* CatalogueLookup
       const tokens = yield* TokenService
       const handlers = yield* ServiceHandlers
       const upstreams = yield* UpstreamGateway
@@ -245,12 +246,11 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
       const { issuer } = yield* AppConfig
       const { admit } = yield* RateLimits
       const traced = yield* tracerEnabled
-      const peek = repo.peek
       const services: ServiceCallServices = {
         verifyAt: tokens.verifyAt,
         isUnknownKey: tokens.isUnknownKey,
         isForService: tokens.isForService,
-        serviceRoute: peek === undefined ? () => undefined : peek.serviceRoute,
+        serviceRoute: lookup.serviceRoute,
         noteCall,
         admit
       }
@@ -266,7 +266,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
           if (decision._tag === "NeedsRoute") {
             const { address, clientId } = decision
             if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
-            const route = yield* repo.findServiceRoute(address, clientId)
+            const route = yield* lookup.findServiceRoute(address, clientId)
             decision = decideServiceCall(input, { ...services, isUnknownKey: () => false, serviceRoute: () => route })
           }
           if (decision._tag === "NeedsKey" || decision._tag === "NeedsRoute") {

@@ -20,7 +20,9 @@ import { defaultHandler } from "../domain/Handlers.js"
 import { currentDate } from "../domain/Time.js"
 import { storedHandlerOf } from "../gateway/UpstreamHeaders.js"
 import { AuditTrail } from "../storage/AuditTrail.js"
-import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { CatalogueLookup } from "../storage/CatalogueLookup.js"
+import { CatalogueQueries } from "../storage/CatalogueQueries.js"
+import { CatalogueWrites } from "../storage/CatalogueWrites.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
 import * as AdminAuthHttp from "../admin-auth/AdminAuthHttp.js"
 import * as AdminBodies from "./AdminBodies.js"
@@ -67,17 +69,18 @@ export const adminMiddleware = Layer.merge(AdminAuthHttp.layer, AdminBodies.laye
 
 export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
   Effect.gen(function*() {
-    const repo = yield* CredentialRepo
+    const queries = yield* CatalogueQueries
+    const writes = yield* CatalogueWrites
     const manager = yield* CredentialManager
     const getProfile = (profile: ProfileId) =>
-      Effect.flatMap(repo.getProfile(profile), Option.match({ onNone: () => Effect.fail(profileNotFound), onSome: Effect.succeed }))
+      Effect.flatMap(queries.getProfile(profile), Option.match({ onNone: () => Effect.fail(profileNotFound), onSome: Effect.succeed }))
 
     return handlers
       .handle("listProfiles", () =>
         Effect.gen(function*() {
           yield* permit("profile.read")
           const caller = yield* AdminActor
-          const profiles = yield* repo.listProfiles
+          const profiles = yield* queries.listProfiles
           return { profiles: profiles.filter((summary) => reaches(caller, summary.profile)) }
         }))
       .handle("putProfile", ({ path: { profile }, payload }) =>
@@ -85,14 +88,14 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
           yield* permitOn("profile.create", profile)
           const lifetimeDays = payload.credential_max_lifetime_days
           if (lifetimeDays !== undefined) yield* permitOn("catalogue.change", profile)
-          const created = yield* repo.putProfile(profile, yield* currentDate, yield* AdminActor, lifetimeDays)
+          const created = yield* writes.putProfile(profile, yield* currentDate, yield* AdminActor, lifetimeDays)
           return yield* documentResponse(ProfileDocument, yield* getProfile(profile), created ? 201 : 200)
         }))
       .handle("getProfile", ({ path: { profile } }) => Effect.zipRight(permitOn("profile.read", profile), getProfile(profile)))
       .handle("deleteProfile", ({ path: { profile } }) =>
         Effect.gen(function*() {
           yield* permitOn("profile.delete", profile)
-          if (!(yield* repo.deleteProfile(profile, yield* currentDate, yield* AdminActor))) return yield* profileNotFound
+          if (!(yield* writes.deleteProfile(profile, yield* currentDate, yield* AdminActor))) return yield* profileNotFound
         }))
       .handle("saveProfile", ({ path: { profile }, payload: { changes } }) =>
         Effect.gen(function*() {
@@ -130,7 +133,7 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
       .handle("putEnvironment", ({ path: { environment, profile } }) =>
         Effect.gen(function*() {
           yield* permitOn("catalogue.change", profile)
-          const created = yield* repo.putEnvironment(profile, environment, yield* currentDate, yield* AdminActor)
+          const created = yield* writes.putEnvironment(profile, environment, yield* currentDate, yield* AdminActor)
           const document = (yield* getProfile(profile)).environments.find((e) => e.name === environment)
           if (document === undefined) return yield* environmentNotFound // deleted concurrently
           return yield* documentResponse(EnvironmentDocument, document, created ? 201 : 200)
@@ -138,7 +141,7 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
       .handle("deleteEnvironment", ({ path: { environment, profile } }) =>
         Effect.gen(function*() {
           yield* permitOn("catalogue.change", profile, environmentNotFound)
-          if (!(yield* repo.deleteEnvironment(profile, environment, yield* currentDate, yield* AdminActor))) {
+          if (!(yield* writes.deleteEnvironment(profile, environment, yield* currentDate, yield* AdminActor))) {
             return yield* environmentNotFound
           }
         }))
@@ -146,10 +149,12 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
 
 export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
   Effect.gen(function*() {
-    const repo = yield* CredentialRepo
+    const queries = yield* CatalogueQueries
+    const writes = yield* CatalogueWrites
+    const lookup = yield* CatalogueLookup
     const manager = yield* CredentialManager
     const getService = (address: ServiceAddress) =>
-      Effect.flatMap(repo.getService(address), Option.match({ onNone: () => Effect.fail(serviceNotFound), onSome: Effect.succeed }))
+      Effect.flatMap(queries.getService(address), Option.match({ onNone: () => Effect.fail(serviceNotFound), onSome: Effect.succeed }))
     const { headerSealingKey } = yield* ClientSecrets
     const putService = (address: ServiceAddress, input: ServiceInput, mode: "create" | "upsert") =>
       Effect.gen(function*() {
@@ -158,13 +163,13 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
         // profile, then refused as one.
         const current = mode === "create" || input.handler?.type !== "proxy" || !reaches(yield* AdminActor, address.profile)
           ? Option.none()
-          : yield* repo.findServiceRoute(address, Option.none())
+          : yield* lookup.findServiceRoute(address, Option.none())
         const handler = input.handler === undefined ? defaultHandler : yield* Either.match(
           storedHandlerOf(headerSealingKey, address.uuid, input.handler, Option.getOrUndefined(current)?.handler),
           { onLeft: Effect.fail, onRight: Effect.succeed }
         )
         yield* permitOn("catalogue.change", address.profile)
-        const created = yield* repo.putService(
+        const created = yield* writes.putService(
           address,
           {
             name: input.name ?? address.uuid,
@@ -188,7 +193,7 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
       .handle("deleteService", ({ path }) =>
         Effect.gen(function*() {
           yield* permitOn("catalogue.change", path.profile, serviceNotFound)
-          if (!(yield* repo.deleteService(path, yield* currentDate, yield* AdminActor))) return yield* serviceNotFound
+          if (!(yield* writes.deleteService(path, yield* currentDate, yield* AdminActor))) return yield* serviceNotFound
         }))
       .handle("listCredentials", ({ path }) =>
         Effect.zipRight(permitOn("profile.read", path.profile, serviceNotFound), getService(path)).pipe(

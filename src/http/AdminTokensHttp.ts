@@ -14,7 +14,7 @@ import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import { currentDate } from "../domain/Time.js"
 import { AdminTokenStore, type StoredAdminToken } from "../storage/AdminTokenStore.js"
-import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { CatalogueWrites } from "../storage/CatalogueWrites.js"
 import * as AdminAuthHttp from "../admin-auth/AdminAuthHttp.js"
 import { adminMiddleware, permit } from "./AdminHttp.js"
 
@@ -29,7 +29,7 @@ export const layerTokens = HttpApiBuilder.group(Api, "adminTokens", (handlers) =
   Effect.gen(function*() {
     const store = yield* AdminTokenStore
     const access = yield* AdminAccess
-    const repo = yield* CredentialRepo
+    const writes = yield* CatalogueWrites
     const taken = (name: string) => new Conflict({ description: `An admin token named ${name} exists` })
 
     return handlers
@@ -61,7 +61,7 @@ export const layerTokens = HttpApiBuilder.group(Api, "adminTokens", (handlers) =
             auditEvent(caller, now, { action: "admin_token.revoked", details: tokenDetails(token) }))
           if (!revoked) return yield* new NotFound({ description: "No stored admin token has that name" })
           // Cached callers of introspection are dropped on every instance before the answer.
-          if (repo.dropCached !== undefined) yield* repo.dropCached
+          yield* writes.dropCached
         }))
   })).pipe(Layer.provide(adminMiddleware), Layer.provide(AdminAccess.layer))
 

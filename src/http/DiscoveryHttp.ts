@@ -6,7 +6,7 @@ import { Api } from "../api/Api.js"
 import { KeyService } from "../auth/KeyService.js"
 import { SERVICE_CALL_SCOPE } from "../domain/AccessTokens.js"
 import { SIGNING_ALGORITHMS } from "../domain/KeyCredential.js"
-import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { CatalogueQueries } from "../storage/CatalogueQueries.js"
 
 /** How clients authenticate, at the token and the revocation endpoints alike. */
 const CLIENT_AUTH_METHODS = ["client_secret_post", "client_secret_basic", "private_key_jwt"]
@@ -14,7 +14,7 @@ const CLIENT_AUTH_METHODS = ["client_secret_post", "client_secret_basic", "priva
 export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
   Effect.gen(function*() {
     const keys = yield* KeyService
-    const repo = yield* CredentialRepo
+    const queries = yield* CatalogueQueries
     const { issuer, keyPublishDelaySeconds } = yield* AppConfig
     // Resource servers that honour it refetch well within the publication delay, so they hold a
     // new key before its first token (half the delay, at most a minute).
@@ -54,6 +54,6 @@ export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
       .handle("jwks", () => jwks)
       .handle("metadata", () => Effect.succeed(metadata))
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
-      .handle("readyz", () => Effect.as(repo.ping, { status: "ok" as const }))
+      .handle("readyz", () => Effect.as(queries.ping, { status: "ok" as const }))
       .handle("openapi", () => openapi)
   }))

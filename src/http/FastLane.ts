@@ -38,7 +38,7 @@ import {
 import { echoOf, ServiceHandlers, traceparentOf, upstreamAttributes } from "../gateway/ServiceHandlers.js"
 import { UpstreamGateway } from "../gateway/UpstreamGateway.js"
 import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult } from "../observability/ServiceMetrics.js"
-import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { UsageRecord } from "../storage/UsageRecord.js"
 import { spanAttributes } from "../domain/ServiceAddress.js"
 import { writeAnswer } from "./Answer.js"
 import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
@@ -73,10 +73,11 @@ const make = Effect.gen(function*() {
   const tokens = yield* TokenService
   const handlers = yield* ServiceHandlers
   const upstreams = yield* UpstreamGateway
-  // `last_used_at` noted synchronously where storage can (a catalogue spread over many credentials
+  // `last_used_at` recorded synchronously where storage can (a catalogue spread over many credentials
   // makes most token requests some credential's first in a minute); otherwise in Effect.
-  const touch = (yield* CredentialRepo).peek?.touch
-  const noteUse = (clientId: ClientId, nowMillis: number) => touch !== undefined && touch(clientId, new Date(nowMillis))
+  const { recordUseSync } = yield* UsageRecord
+  const recordUse = (clientId: ClientId, nowMillis: number) =>
+    recordUseSync !== undefined && (recordUseSync(clientId, new Date(nowMillis)), true)
   // The app's runtime (its tracer, logger, log level, clock): what needs Effect runs on it.
   const runtime = yield* Effect.runtime<never>()
   const run = Runtime.runPromise(runtime)
@@ -167,7 +168,7 @@ const make = Effect.gen(function*() {
         tokenTarget: cacheSpanned(span, "CredentialRepoCache.findTokenTarget", grants.services.tokenTarget)
       })
       if (decision._tag === "Answer") return done(decision)
-      if (decision._tag === "Issue" && (!decision.touch || noteUse(decision.clientId, input.nowMillis))) {
+      if (decision._tag === "Issue" && (!decision.recordUse || recordUse(decision.clientId, input.nowMillis))) {
         // All in memory: only the signature remains (on the thread pool).
         const grant = span && childSpan(tracer, span, "ClientCredentialsGrant.grant", spanAttributes(decision.address, Option.some(decision.clientId)))
         const issue = grant && childSpan(tracer, grant, "TokenService.issue")

@@ -14,7 +14,7 @@ import { Unauthorized } from "../domain/Errors.js"
 import { ProcessMetrics } from "../observability/ProcessMetrics.js"
 import * as Prometheus from "../observability/Prometheus.js"
 import { registerKnownSeries } from "../observability/ServiceMetrics.js"
-import { CredentialRepo } from "../storage/CredentialRepo.js"
+import { CatalogueQueries } from "../storage/CatalogueQueries.js"
 import { currentDate } from "../domain/Time.js"
 import { tokenDigest } from "../admin-auth/TokenDigest.js"
 import { parseAuthorization } from "../auth/AuthorizationHeader.js"
@@ -43,7 +43,7 @@ const unauthorized = (description: string) =>
 export const layer = HttpApiBuilder.group(Api, "metrics", (handlers) =>
   Effect.gen(function*() {
     const config = yield* AppConfig
-    const repo = yield* CredentialRepo
+    const queries = yield* CatalogueQueries
     const processMetrics = yield* ProcessMetrics
     const expected = Option.map(config.metricsToken, (token) => tokenDigest(Redacted.value(token)))
     registerKnownSeries()
@@ -57,7 +57,7 @@ export const layer = HttpApiBuilder.group(Api, "metrics", (handlers) =>
     const scrape = Effect.gen(function*() {
       yield* processMetrics.sample
       const counts = yield* Effect.option(
-        Effect.all([repo.countCatalogue, Effect.flatMap(currentDate, repo.countExpiring)])
+        Effect.all([queries.countCatalogue, Effect.flatMap(currentDate, queries.countExpiring)])
       )
       if (Option.isSome(counts)) {
         const [catalogue, soon] = counts.value

@@ -7,6 +7,8 @@
 import { randomBytes } from "node:crypto"
 
 const ID_BYTES = 8
+// Not a server's state, so no layer owns them: ids are keyed weakly by request objects, which no
+// two servers share, and the block is random bytes not yet used, which nothing can tell apart.
 const ids = new WeakMap<object, string>()
 let block: Buffer = Buffer.alloc(0)
 let offset = 0

@@ -68,7 +68,8 @@ export const accumulate = (traceId: string): number => {
   return accumulation
 }
 
-// Random bytes for ids, refilled 4 KiB at a time: one system call per 170 new traces.
+// Random bytes for ids, refilled 4 KiB at a time: one system call per 170 new traces. Not a server's
+// state (bytes not yet used, which nothing can tell apart), so shared by every server of the process.
 const POOL = Buffer.allocUnsafe(4096)
 let poolUsed = POOL.length
 const takeRandom = (bytes: number): number => {
@@ -90,7 +91,11 @@ export const randomHexId = (bytes: 8 | 16): string => {
   }
 }
 
-/** The trace id a new sampled trace is to get: set just before its span is made, taken by `LaneIdGenerator`. */
+/**
+ * The trace id a new sampled trace is to get: set just before its span is made, taken by
+ * `LaneIdGenerator`. Not a server's state: it never outlives the synchronous call that makes the span
+ * (`withDrawnTraceId` withdraws it).
+ */
 let drawnTraceId: string | undefined
 
 /**

@@ -25,8 +25,13 @@ const utilization = gauge(
   "Share of the time since the previous scrape the event loop was busy (0 to 1)."
 )
 
-/** CPU time already added to the counters: module-wide, as the counters are, whichever layer samples. */
-let reportedCpu = { user: 0, system: 0 }
+/**
+ * Brings a counter of the process's CPU time up to `totalSeconds`. The counter itself holds what was
+ * reported (Effect's metrics are the process's, like the CPU time), so no layer keeps a copy that a
+ * second server in the process would count again.
+ */
+const countUpTo = (counter: typeof cpuUser, totalSeconds: number) =>
+  counter.unsafeUpdate(totalSeconds - counter.unsafeValue([]).count, [])
 
 export class ProcessMetrics extends Context.Tag("service-auth/ProcessMetrics")<ProcessMetrics, {
   /** Updates the gauges and counters above to this moment. */
@@ -48,9 +53,8 @@ export class ProcessMetrics extends Context.Tag("service-auth/ProcessMetrics")<P
           heapTotal.unsafeUpdate(memory.heapTotal, [])
           externalMemory.unsafeUpdate(memory.external, [])
           const cpu = process.cpuUsage()
-          cpuUser.unsafeUpdate((cpu.user - reportedCpu.user) / 1e6, [])
-          cpuSystem.unsafeUpdate((cpu.system - reportedCpu.system) / 1e6, [])
-          reportedCpu = cpu
+          countUpTo(cpuUser, cpu.user / 1e6)
+          countUpTo(cpuSystem, cpu.system / 1e6)
           // No sample yet (a scrape right after start) reads as zero delay, not as NaN.
           const sampled = delay.count > 0
           lagMean.unsafeUpdate(sampled ? seconds(delay.mean) : 0, [])

@@ -7,7 +7,7 @@
  * catalogue change of anything, so every instance drops them before it is answered.
  *
  * `layerSql` serves PostgreSQL and the embedded database; `layerMemory` records its events in the
- * in-memory audit trail it is given (that of `CredentialRepoMemory.layer`).
+ * in-memory audit trail it is given (that of `CredentialRepoMemory.makeWithAuditTrail`).
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Context, Effect, Layer, Option, Schema } from "effect"
@@ -101,7 +101,7 @@ export class AdminTokenStore extends Context.Tag("service-auth/AdminTokenStore")
             yield* insertEvents(removed.map(eventOf))
             return true
             // Announced as a change of anything: every instance drops its cache, and with it the
-            // introspection's cached callers (`CredentialRepo.dropCached` waits for them).
+            // introspection's cached callers (`CatalogueWrites.dropCached` waits for them).
           }).pipe(catalogueWriteWith(sql), storageOperation),
         markUsed: (name, at) =>
           storageOperation(Effect.asVoid(

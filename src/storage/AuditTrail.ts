@@ -6,7 +6,7 @@
  * call `record` inside their transaction.
  *
  * `layerSql` is the trail on PostgreSQL or the embedded database; the in-memory trail is made with
- * the in-memory repository it shares its log with (`CredentialRepoMemory.layer`).
+ * the in-memory repository it shares its log with (`CredentialRepoMemory.makeWithAuditTrail`).
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"

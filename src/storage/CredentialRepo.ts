@@ -1,7 +1,9 @@
 /**
  * The catalogue of profiles, environments and services, and the credentials that protect them.
  * Two implementations serve it: `CredentialRepoSql` (PostgreSQL or embedded PGlite) and
- * `CredentialRepoMemory` (unit tests); `test/CredentialRepo.test.ts` runs one suite against each.
+ * `CredentialRepoMemory` (unit tests, embedding), each behind the read cache (`CredentialRepoCache`);
+ * `test/CredentialRepo.test.ts` runs one suite against each. The flows see it through narrow
+ * services, one per need (`CatalogueServices`).
  *
  * Deleted credentials are kept as tombstones (`deleted_at`), never removed, so that a client id is
  * never reused and a token of a deleted credential can never verify again, even if its service is
@@ -19,7 +21,7 @@ import type { AuthType, CredentialRemoval, GeneratedAddition, ProfileDocument, P
 import type { StoredHandler } from "../domain/Handlers.js"
 import type { RateLimit } from "../domain/Policies.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
-import type { CatalogueScope } from "./CatalogueScope.js"
+import type { CatalogueScope } from "../catalogue/CatalogueScope.js"
 
 export interface ServiceFields {
   readonly name: string
@@ -179,13 +181,16 @@ export interface CredentialRepoShape {
     address: ServiceAddress,
     clientId: Option.Option<ClientId>
   ) => Effect.Effect<Option.Option<TokenTarget>, StorageUnavailable>
-  /** Records a successful token request. */
-  readonly touchCredential: (clientId: ClientId, now: Date) => Effect.Effect<void, StorageUnavailable>
   /**
-   * `touchCredential` done synchronously, by a repository that only notes the use in memory and
-   * writes it later (the SQL one, `LastUsedWrites`): what lets the cache record it without Effect.
+   * Records a use of the credential at `now` (a token request, a service call): its `last_used_at`
+   * becomes the later of the two, whatever the order uses arrive in.
    */
-  readonly noteUse?: (clientId: ClientId, now: Date) => void
+  readonly recordUse: (clientId: ClientId, now: Date) => Effect.Effect<void, StorageUnavailable>
+  /**
+   * `recordUse` done synchronously: both stores only keep the use in memory (the SQL one writes it
+   * later, `LastUsedWrites`), which lets the hot paths record it without Effect.
+   */
+  readonly recordUseSync: (clientId: ClientId, now: Date) => void
 
   /** The live credential of this client id, wherever it is; None when there is none. */
   readonly findClientCredential: (clientId: ClientId) => Effect.Effect<Option.Option<ClientCredential>, StorageUnavailable>
@@ -206,20 +211,12 @@ export interface CredentialRepoShape {
     clientId: Option.Option<ClientId>
   ) => Effect.Effect<Option.Option<ServiceRoute>, StorageUnavailable>
 
-  readonly peek?: CredentialRepoPeek
-  /**
-   * After a committed change that the catalogue's scopes cannot name and that announced itself as
-   * "anything" (an admin token revoked, `AdminTokenStore.revoke`): drops this instance's cache (a new
-   * `epoch`), then returns once every other instance has dropped its own. Absent without a cache.
-   */
-  readonly dropCached?: Effect.Effect<void>
-
   /**
    * The live catalogue as the cache holds it: the services of `scope` (all when undefined) in
-   * address order after `after`, at most `limit`, each with its live credentials. Offered by the SQL
-   * repository; the cache loads with it at start and reloads what a write changed.
+   * address order after `after`, at most `limit`, each with its live credentials. The cache loads
+   * with it at start and reloads what a write changed.
    */
-  readonly liveServices?: (
+  readonly liveServices: (
     scope: CatalogueScope | undefined,
     after: ServiceAddress | undefined,
     limit: number
@@ -243,44 +240,35 @@ export interface LiveService extends ServiceAddress {
 }
 
 /**
- * The answers of the two hot reads that a repository holds in memory, read synchronously: undefined
- * when not held (then the read itself must be made). Only a repository that keeps an exact cache
- * offers it (`CredentialRepoCache`).
+ * The store behind its read cache (`CredentialRepoCache`): every operation of the store, writes
+ * evicting what they change, and the two hot reads answered from memory when held (`peek`).
  */
-export interface CredentialRepoPeek {
+export interface CachedCatalogue extends CredentialRepoShape {
+  readonly peek: CataloguePeek
+  /**
+   * After a committed change that the catalogue's scopes cannot name and that announced itself as
+   * "anything" (an admin token revoked, `AdminTokenStore.revoke`): drops this instance's cache (a new
+   * `epoch`), then returns once every other instance has dropped its own.
+   */
+  readonly dropCached: Effect.Effect<void>
+}
+
+/** The answers of the two hot reads the cache holds, read synchronously: undefined when not held. */
+export interface CataloguePeek {
   readonly tokenTarget: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<TokenTarget> | undefined
   readonly serviceRoute: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<ServiceRoute> | undefined
-  /**
-   * Records a successful token request (`touchCredential`) synchronously when the repository can:
-   * true when recorded, false when the caller must run `touchCredential` instead.
-   */
-  readonly touch?: (clientId: ClientId, now: Date) => boolean
   /**
    * The cache's generation while its answers may be used, undefined while not. What another cache
    * keeps beside this one (introspection's callers) is valid only in the generation it was read
    * in: it is dropped with everything when `dropCached` runs here or on any other instance.
    */
-  readonly epoch?: () => number | undefined
+  readonly epoch: () => number | undefined
 }
 
 /**
- * Each storage operation in a span `CredentialRepo.<operation>` (its SQL statements are spans of
- * their own below it). Installed only where the tracer is on: the server turns it on only when it
- * exports traces.
+ * The whole cached store, as one service. No server module depends on it: each flow depends on the
+ * narrow service it uses (`CatalogueLookup`, `CatalogueWrites`, `CatalogueQueries`, `UsageRecord`).
+ * It stays because the repository suite (`test/CredentialRepo.test.ts`) and the cache's tests run
+ * every operation against each storage through one interface.
  */
-export const withSpans = (repo: CredentialRepoShape): CredentialRepoShape => {
-  const spanned = <A, E, R>(operation: string, effect: Effect.Effect<A, E, R>) =>
-    Effect.withSpan(effect, `CredentialRepo.${operation}`, { captureStackTrace: false })
-  // Every member is an operation (an effect, or a function returning one) except the synchronous
-  // `peek`; `noteUse` is left out, so that a use is recorded by `touchCredential`, in its span.
-  const entries = Object.entries(repo).filter(([operation]) => operation !== "noteUse").map(([operation, member]) =>
-    operation === "peek"
-      ? [operation, member]
-      : Effect.isEffect(member)
-      ? [operation, spanned(operation, member)]
-      : [operation, (...args: Array<unknown>) => spanned(operation, (member as Function)(...args))]
-  )
-  return Object.fromEntries(entries) as unknown as CredentialRepoShape
-}
-
-export class CredentialRepo extends Context.Tag("service-auth/CredentialRepo")<CredentialRepo, CredentialRepoShape>() {}
+export class CredentialRepo extends Context.Tag("service-auth/CredentialRepo")<CredentialRepo, CachedCatalogue>() {}

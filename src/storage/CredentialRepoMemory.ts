@@ -1,16 +1,17 @@
 /**
- * In-memory `CredentialRepo` for unit tests and embedding. Every operation is one synchronous step,
+ * In-memory `CredentialRepo` for unit tests and embedding, served behind the same read cache as the
+ * SQL one (`Storage.layerMemory`), so that tests run production's cached path. Every operation is one synchronous step,
  * so each is atomic under Effect's cooperative scheduling, like a transaction; its audit events are
- * appended in that same step, to the log of the `AuditTrail` made with it (`layer` provides both).
+ * appended in that same step, to the log of the `AuditTrail` made with it (`makeWithAuditTrail`).
  */
-import { Context, Effect, Either, Layer, Option } from "effect"
+import { Effect, Either, Option } from "effect"
 import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId } from "../domain/Identifiers.js"
 import { laterUse } from "../domain/LastUse.js"
 import { type CredentialInfo, type ServiceDocument, withPublicKey } from "../domain/Models.js"
 import { answeredHandler } from "../domain/Handlers.js"
-import { AuditTrail, makeMemoryLog } from "./AuditTrail.js"
+import { makeMemoryLog } from "./AuditTrail.js"
 import {
   credentialEvents,
   deletionEvents,
@@ -21,8 +22,9 @@ import {
   serviceEvent
 } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey, type ServiceSnapshot } from "./CredentialChanges.js"
-import { CredentialRepo, revokedSet, type ServiceFields } from "./CredentialRepo.js"
-import { type ServiceAddress } from "../domain/ServiceAddress.js"
+import { covers } from "../catalogue/CatalogueScope.js"
+import { type CredentialRepoShape, type LiveService, revokedSet, type ServiceFields } from "./CredentialRepo.js"
+import { compareAddresses, type ServiceAddress } from "../domain/ServiceAddress.js"
 
 interface StoredService extends ServiceFields {
   readonly uuid: ServiceAddress["uuid"]
@@ -112,8 +114,29 @@ export const makeWithAuditTrail = Effect.sync(() => {
     )
   })
 
+  const recordUseSync = (clientId: ClientId, now: Date) => {
+    const credential = credentials.get(clientId)
+    if (credential !== undefined) credential.lastUsedAt = laterUse(credential.lastUsedAt, now)
+  }
+
+  /** A service with its live credentials, as the cache loads it (`liveServices`). */
+  const liveService = (address: ServiceAddress, service: StoredService): LiveService => ({
+    ...address,
+    authType: service.auth_type,
+    handler: service.handler,
+    rateLimit: service.rate_limit ?? null,
+    requireDpop: service.require_dpop === true,
+    credentials: liveCredentialsOf(address).map((c) => ({
+      clientId: c.clientId,
+      secretHash: c.secretHash,
+      lastUsedAt: c.lastUsedAt,
+      revoked: [...revoked].filter(([, token]) => token.clientId === c.clientId).map(([jti]) => jti),
+      expiresAt: c.expiresAt
+    }))
+  })
+
   const DAY_MS = 86_400_000
-  const repo = CredentialRepo.of({
+  const repo: CredentialRepoShape = {
     ping: Effect.void,
 
     countExpiring: (now) =>
@@ -132,16 +155,13 @@ export const makeWithAuditTrail = Effect.sync(() => {
           c.deletedAt === null && c.expiresAt !== null && c.expiresAt <= now && !c.expiryRecorded
         )
         for (const credential of expired) credential.expiryRecorded = true
-        log.append(expiryEvents(
-          now,
-          expired.map((c) => ({
-            profile: c.profile,
-            environment: c.environment,
-            service_uuid: c.serviceUuid,
-            client_id: c.clientId,
-            expires_at: c.expiresAt!
-          }))
-        ))
+        log.append(expiryEvents(now, expired.map((c) => ({
+          profile: c.profile,
+          environment: c.environment,
+          service_uuid: c.serviceUuid,
+          client_id: c.clientId,
+          expires_at: c.expiresAt!
+        }))))
         return expired.length
       }),
 
@@ -249,13 +269,8 @@ export const makeWithAuditTrail = Effect.sync(() => {
         if (!environmentOf(address.profile, address.environment)?.services.delete(address.uuid)) return false
         const removed = tombstone(now, (c) =>
           c.profile === address.profile && c.environment === address.environment && c.serviceUuid === address.uuid)
-        const deletion = {
-          action: "service.deleted",
-          profile: address.profile,
-          environment: address.environment,
-          service_uuid: address.uuid
-        } as const
-        log.append(deletionEvents(actor, now, deletion, removed))
+        const { environment, profile, uuid: service_uuid } = address
+        log.append(deletionEvents(actor, now, { action: "service.deleted", profile, environment, service_uuid }, removed))
         return true
       }),
 
@@ -313,11 +328,23 @@ export const makeWithAuditTrail = Effect.sync(() => {
         })))
       ),
 
-    touchCredential: (clientId, now) =>
-      Effect.sync(() => {
-        const credential = credentials.get(clientId)
-        if (credential !== undefined) credential.lastUsedAt = laterUse(credential.lastUsedAt, now)
-      }),
+    recordUse: (clientId, now) => Effect.sync(() => recordUseSync(clientId, now)),
+    recordUseSync,
+
+    liveServices: (scope, after, limit) =>
+      Effect.sync(() =>
+        [...profiles].flatMap(([profile, stored]) =>
+          [...stored.environments].flatMap(([environment, { services }]) =>
+            [...services.values()].map((service) => ({ address: { profile, environment, uuid: service.uuid }, service }))
+          )
+        )
+          .filter(({ address: a }) =>
+            (scope === undefined || covers(scope, a.profile, a.environment, a.uuid)) && (after === undefined || compareAddresses(after, a) < 0)
+          )
+          .sort((a, b) => compareAddresses(a.address, b.address))
+          .slice(0, limit)
+          .map(({ address, service }) => liveService(address, service))
+      ),
 
     findServiceRoute: (address, clientId) =>
       Effect.sync(() =>
@@ -357,15 +384,9 @@ export const makeWithAuditTrail = Effect.sync(() => {
         log.append([revocationEvent(actor, now, revocation)])
         return true
       })
-  })
+  }
   return { repo, auditTrail: log.trail }
 })
 
 /** The repository alone (its audit trail then unread). */
 export const make = Effect.map(makeWithAuditTrail, ({ repo }) => repo)
-
-/** The repository and its audit trail. */
-export const layer = Layer.effectContext(
-  Effect.map(makeWithAuditTrail, ({ auditTrail, repo }) =>
-    Context.make(CredentialRepo, repo).pipe(Context.add(AuditTrail, auditTrail)))
-)

@@ -7,7 +7,7 @@
  * live credentials, checks, and writes, all in one transaction.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Either, Layer, Option } from "effect"
+import { Effect, Either, Option } from "effect"
 import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
@@ -16,8 +16,8 @@ import { insertAuditEvents } from "./AuditTrail.js"
 import { expiryOperations } from "./CredentialExpirySql.js"
 import { credentialEvents, deletionEvents, profileEvent, serviceEvent } from "./CatalogueEvents.js"
 import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
-import { announcedScopes, type CatalogueScope, writeScopes } from "./CatalogueScope.js"
-import { CredentialRepo, type CredentialRepoShape } from "./CredentialRepo.js"
+import { announcedScopes, type CatalogueScope, writeScopes } from "../catalogue/CatalogueScope.js"
+import type { CredentialRepoShape } from "./CredentialRepo.js"
 import { liveServicesOf, servicesWithCredentials } from "./CredentialRepoDocuments.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
 import { credentialStatements } from "./CredentialRepoStatements.js"
@@ -58,7 +58,7 @@ export const make = Effect.gen(function*() {
   const lastUsed = yield* LastUsedWrites.make(sql)
   /** The stored `last_used_at`, or the later time noted and not yet written. */
   const notedOver = (clientId: ClientId, stored: Date | null) => {
-    const noted = lastUsed.noted(clientId)
+    const noted = lastUsed.pendingUse(clientId)
     return noted === undefined ? stored : laterUse(stored, noted)
   }
 
@@ -310,8 +310,8 @@ export const make = Effect.gen(function*() {
 
     ...revocationOperations(sql, catalogueWrite, record),
 
-    touchCredential: (clientId, now) => Effect.sync(() => lastUsed.note(clientId, now)),
-    noteUse: lastUsed.note,
+    recordUse: (clientId, now) => Effect.sync(() => lastUsed.recordUse(clientId, now)),
+    recordUseSync: lastUsed.recordUse,
 
     liveServices: (scope, after, limit) =>
       livePage({
@@ -338,7 +338,5 @@ export const make = Effect.gen(function*() {
           storageOperation
         )
   }
-  return CredentialRepo.of(repo)
+  return repo
 })
-
-export const layer = Layer.scoped(CredentialRepo, make)

@@ -1,6 +1,6 @@
 /**
- * `last_used_at`, recorded in batches: a token request or a service call notes its credential in
- * memory (O(1)), and one statement a second writes every credential noted since, whatever their
+ * `last_used_at`, written in batches: a token request or a service call records its credential's use
+ * in memory (`recordUse`, O(1)), and one statement a second writes every use recorded since, whatever their
  * number. Callers already note a credential at most once a minute per kind of use (`lastUseIsStale`,
  * `CallUse`), so a credential is still written at most twice a minute. The statement keeps the later
  * time (GREATEST): a note that arrives late, or another instance's older one, never moves it back.
@@ -17,12 +17,12 @@ import { storageOperation } from "./StorageErrors.js"
 export const FLUSH_EVERY = Duration.seconds(1)
 
 export interface LastUsedWrites {
-  /** Notes that the credential was used at `now` (the latest time noted wins, whatever the order). */
-  readonly note: (clientId: string, now: Date) => void
+  /** Records that the credential was used at `now` (the latest time recorded wins, whatever the order). */
+  readonly recordUse: (clientId: string, now: Date) => void
   /** Writes every credential noted so far, in one statement; what fails is noted again. */
   readonly flush: Effect.Effect<void, StorageUnavailable>
   /** The time noted for a credential and not yet written (or being written), if any: reads answer it over the database's. */
-  readonly noted: (clientId: string) => Date | undefined
+  readonly pendingUse: (clientId: string) => Date | undefined
   /** How many credentials wait to be written (for tests). */
   readonly pending: () => number
 }
@@ -74,8 +74,8 @@ export const make = (sql: SqlClient.SqlClient): Effect.Effect<LastUsedWrites, ne
     yield* Effect.addFinalizer(() => Effect.ignore(Effect.timeout(flush, Duration.seconds(1))))
 
     return {
-      note: (clientId, now) => void noted.set(clientId, laterUse(noted.get(clientId), now)),
-      noted: notedOf,
+      recordUse: (clientId, now) => void noted.set(clientId, laterUse(noted.get(clientId), now)),
+      pendingUse: notedOf,
       flush,
       pending: () => noted.size
     }

@@ -17,7 +17,7 @@ import { join } from "node:path"
 import { execFile } from "node:child_process"
 import { pathToFileURL } from "node:url"
 import { pgliteDist, warmedPgliteOptions } from "./PgliteWarmup.js"
-import { PrivateNodeFs } from "./PrivateNodeFs.js"
+import { PrivateNodeFs } from "../datadir/PrivateNodeFs.js"
 
 const statementError = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 

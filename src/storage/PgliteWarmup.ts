@@ -24,6 +24,10 @@ interface Warming {
   readonly fsBundle: Promise<Buffer>
 }
 
+/**
+ * Not a server's state: a hand-off from the process's entry (`start.ts`, before any layer exists)
+ * to the first embedded database opened, which takes it; later ones load PGlite themselves.
+ */
 let warming: Warming | undefined
 
 /** Starts reading and compiling PGlite's files (once); failures surface only as "not warmed". */

@@ -6,43 +6,28 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { AppConfig } from "../config/AppConfig.js"
 import { AdminTokenStore } from "./AdminTokenStore.js"
 import * as AuditTrail from "./AuditTrail.js"
-import { CredentialRepo, withSpans } from "./CredentialRepo.js"
-import * as CacheCoherence from "./CacheCoherence.js"
-import { type CacheGuard, localGuard, withReadCache } from "./CredentialRepoCache.js"
+import * as CatalogueServices from "./CatalogueServices.js"
+import * as CacheCoherence from "../catalogue/CacheCoherence.js"
+import { localGuard } from "../catalogue/CredentialRepoCache.js"
 import * as CredentialRepoMemory from "./CredentialRepoMemory.js"
 import * as CredentialRepoSql from "./CredentialRepoSql.js"
-import * as EmbeddedTemplate from "./EmbeddedTemplate.js"
-import { lockDataDir } from "./DataDirLock.js"
+import * as EmbeddedTemplate from "../datadir/EmbeddedTemplate.js"
+import { lockDataDir } from "../datadir/DataDirLock.js"
 import { FailureCounts } from "./FailureCounts.js"
 import * as Migrations from "./Migrations.js"
 import * as PgliteClient from "./PgliteClient.js"
-import { makeDataDirPrivate, tightenDataDir } from "./PrivateDataDir.js"
+import { makeDataDirPrivate, tightenDataDir } from "../datadir/PrivateDataDir.js"
 import { StartupError } from "../config/StartupError.js"
 import { STORAGE_TIMEOUT } from "./StorageErrors.js"
-import { ServerKeyStore } from "./ServerKeyStore.js"
-import { SigningKeyStore } from "./SigningKeyStore.js"
-import { tracerEnabled } from "../observability/Tracing.js"
-
-/**
- * The SQL repository behind its read cache, which loads the live catalogue in the background; when traces are exported (read as the layer is built),
- * with a span for each storage operation and each cache read.
- */
-const cachedRepo = <E, R>(guard: Effect.Effect<CacheGuard, E, R>) =>
-  Effect.gen(function*() {
-    const traced = yield* tracerEnabled
-    const repo = yield* CredentialRepoSql.make
-    const { maintain, ...cached } = withReadCache(traced ? withSpans(repo) : repo, yield* guard, traced)
-    // The live catalogue is loaded while the server already serves (misses read the database).
-    yield* Effect.forkScoped(maintain)
-    return cached
-  })
+import { ServerKeyStore } from "../keys/ServerKeyStore.js"
+import { SigningKeyStore } from "../keys/SigningKeyStore.js"
 
 /** Repositories over whatever `SqlClient` is provided, after migrating it. */
-const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>, failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>) =>
+const sqlRepos = <E, R>(repo: Layer.Layer<CatalogueServices.CatalogueServices, E, R>, failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>) =>
   Layer.mergeAll(
     repo,
     AuditTrail.layerSql,
@@ -60,13 +45,13 @@ const sqlRepos = <E, R>(repo: Layer.Layer<CredentialRepo, E, R>, failureCounts: 
  */
 const layerSqlReposCoherent = (url: Redacted.Redacted<string>) =>
   sqlRepos(
-    Layer.scoped(CredentialRepo, cachedRepo(CacheCoherence.make(url))),
+    Layer.scopedContext(CatalogueServices.make(CredentialRepoSql.make, CacheCoherence.make(url))),
     FailureCounts.layerSql
   )
 
 /** With the hot reads cached and failures counted locally: only for a database this process alone writes. */
 const layerSqlReposCached = sqlRepos(
-  Layer.scoped(CredentialRepo, cachedRepo(Effect.sync(localGuard))),
+  Layer.scopedContext(CatalogueServices.make(CredentialRepoSql.make, Effect.sync(localGuard))),
   FailureCounts.layerLocal
 )
 
@@ -183,8 +168,18 @@ export const layerEmbedded = (dataDir: string | undefined) =>
 export const layerMigrated = <E, R>(client: Layer.Layer<SqlClient.SqlClient, E, R>) =>
   Migrations.layer.pipe(Layer.provideMerge(client))
 
+/**
+ * The in-memory repository and its audit trail, behind the same read cache as the embedded
+ * database's (one process owns it): tests on memory run production's cached path.
+ */
+const layerMemoryRepo = Layer.scopedContext(Effect.gen(function*() {
+  const { auditTrail, repo } = yield* CredentialRepoMemory.makeWithAuditTrail
+  const services = yield* CatalogueServices.make(Effect.succeed(repo), Effect.sync(localGuard))
+  return Context.add(services, AuditTrail.AuditTrail, auditTrail)
+}))
+
 export const layerMemory = Layer.mergeAll(
-  AdminTokenStore.layerMemory.pipe(Layer.provideMerge(CredentialRepoMemory.layer)),
+  AdminTokenStore.layerMemory.pipe(Layer.provideMerge(layerMemoryRepo)),
   ServerKeyStore.layerMemory,
   SigningKeyStore.layerMemory,
   FailureCounts.layerLocal

@@ -4,7 +4,7 @@ import { Effect, Option, Schema } from "effect"
 import { isSealed } from "../auth/KeyEncryption.js"
 import { importSigningKey, SIGNING_KEY_NAME } from "../auth/SigningKeyMaterial.js"
 import { parseFailureIsDefect } from "../storage/Rows.js"
-import { serverKeyValue } from "../storage/ServerKeyStore.js"
+import { serverKeyValue } from "../keys/ServerKeyStore.js"
 import type { ExportedTables } from "./ExportRows.js"
 
 const SameRow = Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.Boolean) })

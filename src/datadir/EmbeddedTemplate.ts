@@ -14,7 +14,7 @@ import { Effect } from "effect"
 import fs from "node:fs"
 import { join } from "node:path"
 import { PACKAGE_ROOT } from "../config/PackageRoot.js"
-import * as PgliteClient from "./PgliteClient.js"
+import * as PgliteClient from "../storage/PgliteClient.js"
 
 /** What PostgreSQL writes first and the start-up reads as "initialized": copied last. */
 const VERSION_FILE = "PG_VERSION"

@@ -24,7 +24,7 @@
  *
  * `last_used_at` is not part of the catalogue: recording it evicts nothing; the entry of the
  * credential (found through `byClient`, O(1)) is updated in place, so it is noted at most once a
- * minute. `peek.touch` records it synchronously (the fast path's way: with a catalogue spread over
+ * minute. `recordUseSync` records it synchronously (the fast path's way: with a catalogue spread over
  * many credentials, most token requests are some credential's first in a minute).
  */
 import { Clock, Effect, Option } from "effect"
@@ -32,7 +32,7 @@ import type { ClientId } from "../domain/Identifiers.js"
 import { laterUse } from "../domain/LastUse.js"
 import { CatalogueMemory, MAX_LIVE_ENTRIES, MAX_NEGATIVE_ENTRIES } from "./CatalogueMemory.js"
 import { type CatalogueScope, writeScopes } from "./CatalogueScope.js"
-import { type CredentialRepoShape, type LiveService, revokedSet, type ServiceRoute, type TokenTarget } from "./CredentialRepo.js"
+import { type CachedCatalogue, type CredentialRepoShape, type LiveService, revokedSet, type ServiceRoute, type TokenTarget } from "../storage/CredentialRepo.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 
 /** Says whether, and from which generation on, cached entries may be used. */
@@ -70,7 +70,7 @@ const MAX_PENDING_RELOADS = 10_000
 
 type Answer = Option.Option<TokenTarget> | Option.Option<ServiceRoute>
 
-export interface CachedRepo extends CredentialRepoShape {
+export interface CachedRepo extends CachedCatalogue {
   /** Loads the live catalogue, then reloads what writes evict; runs as long as the cache (fork it). */
   readonly maintain: Effect.Effect<never>
 }
@@ -100,7 +100,7 @@ export const withReadCache = (
   let heldGeneration: number | undefined = undefined
   /** Generations held so far: every one after the first empties a cache that was loaded. */
   let generationsHeld = 0
-  /** The token-target entry of each live credential held, for `touchCredential`. */
+  /** The token-target entry of each live credential held, for `recordUse`. */
   const byClient = new Map<string, string>()
   const memory = new CatalogueMemory<Answer>(capacities, (key, value) => {
     if (key.startsWith("t") && Option.isSome<unknown>(value)) {
@@ -140,7 +140,6 @@ export const withReadCache = (
   const reloads = new Map<string, CatalogueScope | undefined>()
   let wake: (() => void) | undefined = undefined
   const reloadLater = (scope: CatalogueScope | undefined) => {
-    if (repo.liveServices === undefined) return
     if (reloads.has("*")) return
     if (scope === undefined || reloads.size >= MAX_PENDING_RELOADS) {
       reloads.clear()
@@ -193,7 +192,7 @@ export const withReadCache = (
   /** Loads a scope (the whole catalogue when undefined), page by page; false when it had to stop. */
   const load = (scope: CatalogueScope | undefined) =>
     Effect.gen(function*() {
-      const liveServices = repo.liveServices!
+      const liveServices = repo.liveServices
       let after: ServiceAddress | undefined = undefined
       while (true) {
         const startedAt = usable()
@@ -228,7 +227,7 @@ export const withReadCache = (
     })
   })
 
-  const maintain: Effect.Effect<never> = repo.liveServices === undefined ? Effect.never : Effect.gen(function*() {
+  const maintain: Effect.Effect<never> = Effect.gen(function*() {
     // The whole catalogue first, from the first hot read on, once the cache may be used
     // (PostgreSQL: after the first renewal). Not before: on the embedded database each page runs
     // on the event loop, and a start with 100,000 credentials was kept from answering for as long
@@ -291,8 +290,8 @@ export const withReadCache = (
       )
       : lookup(key, read, store, noRecord)
 
-  /** The recorded `last_used_at`, in the entry of this credential. */
-  const touched = (clientId: ClientId, now: Date) => {
+  /** A use recorded in the cached entry of this credential (its `last_used_at`). */
+  const recordUseHeld = (clientId: ClientId, now: Date) => {
     const key = byClient.get(clientId)
     if (key === undefined) return
     const target = memory.live.get(key) as Option.Option<TokenTarget> | undefined
@@ -300,10 +299,10 @@ export const withReadCache = (
     memory.live.update(key, Option.some({ ...target.value, credential: Option.some({ ...target.value.credential.value, lastUsedAt: laterUse(target.value.credential.value.lastUsedAt, now) }) }))
   }
 
-  /** A use noted synchronously, and in the credential's entry, where the repository can. */
-  const noteUse = repo.noteUse === undefined ? undefined : (clientId: ClientId, now: Date) => {
-    repo.noteUse!(clientId, now)
-    touched(clientId, now)
+  /** A use recorded synchronously, and in the credential's entry, where the repository can. */
+  const recordUseSync = (clientId: ClientId, now: Date) => {
+    repo.recordUseSync(clientId, now)
+    recordUseHeld(clientId, now)
   }
 
   return {
@@ -320,8 +319,7 @@ export const withReadCache = (
       write(writeScopes.credentials(profile, changes))(repo.applyCredentialChanges(profile, changes, ...rest)),
     // A revocation changes its service's routes: evicted here, and by every instance before the answer.
     revokeToken: (revocation, ...rest) => write(writeScopes.service(revocation.address))(repo.revokeToken(revocation, ...rest)),
-    touchCredential: (clientId, now) =>
-      Effect.tap(repo.touchCredential(clientId, now), () => Effect.sync(() => touched(clientId, now))),
+    recordUse: (clientId, now) => Effect.tap(repo.recordUse(clientId, now), () => Effect.sync(() => recordUseHeld(clientId, now))),
     findTokenTarget: (address, clientId) => {
       const key = targetKey(address, clientId)
       return cached("findTokenTarget", key, () => repo.findTokenTarget(address, clientId), (mark, value) => storeTarget(mark, key, address, value))
@@ -330,17 +328,12 @@ export const withReadCache = (
       const key = routeKey(address, clientId)
       return cached("findServiceRoute", key, () => repo.findServiceRoute(address, clientId), (mark, value) => storeRoute(mark, key, address, value))
     },
-    ...(noteUse === undefined ? {} : { noteUse }),
+    recordUseSync,
     dropCached: Effect.zipRight(Effect.sync(() => guard.invalidate()), guard.settle),
     peek: {
       epoch: () => {
         if (!inUse) firstUse()
         return usable()
-      },
-      touch: (clientId, now) => {
-        if (noteUse === undefined) return false
-        noteUse(clientId, now)
-        return true
       },
       tokenTarget: (address, clientId) => {
         if (!inUse) firstUse()
