@@ -36,7 +36,7 @@ import { isKeyVerifier } from "../domain/KeyCredential.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
 import { ClientAssertions } from "./ClientAssertion.js"
 import { ClientSecrets, type ClientSecretsShape } from "./ClientSecrets.js"
-import { clientCredentials, formFields, NO_STORE, tokenAnswer, type TokenFields } from "./TokenRequest.js"
+import { clientCredentials, formFields, NO_STORE, tokenAnswer, type TokenFields } from "./TokenForm.js"
 import { TokenService } from "./TokenService.js"
 
 /** What a token request said, as read by either entry. */

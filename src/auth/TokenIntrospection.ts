@@ -27,7 +27,7 @@ import { FailureCounts } from "../storage/FailureCounts.js"
 import { parseAuthorization } from "./AuthorizationHeader.js"
 import { makeAuthFailureLimiter } from "./AuthFailureLimiter.js"
 import type { FormInput } from "./TokenRevocation.js"
-import { formFieldsOf, NO_STORE } from "./TokenRequest.js"
+import { formFieldsOf, NO_STORE } from "./TokenForm.js"
 import { type AccessTokenClaims, TokenService } from "./TokenService.js"
 
 /** The admin API's challenge: the caller's token is an admin token. */

@@ -23,7 +23,7 @@ import { CatalogueWrites } from "../storage/CatalogueWrites.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
 import { ClientAssertions } from "./ClientAssertion.js"
 import { ClientSecrets } from "./ClientSecrets.js"
-import { clientCredentials, formFieldsOf, NO_STORE } from "./TokenRequest.js"
+import { clientCredentials, formFieldsOf, NO_STORE } from "./TokenForm.js"
 import { TokenService } from "./TokenService.js"
 
 /** What a request to a form endpoint of clients said, as its HTTP entry read it. */

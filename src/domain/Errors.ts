@@ -169,6 +169,21 @@ export const StorageUnavailableWire = wireError(StorageUnavailable, {
   make: (description) => new StorageUnavailable({ description })
 })
 
+/**
+ * 503 `temporarily_unavailable` at the service endpoint when a proxy service's upstream is failing
+ * or saturated (its circuit breaker or bulkhead, `UpstreamGuard`): the same wire body as
+ * `StorageUnavailable`, which the OpenAPI document describes for both, but another cause.
+ */
+export class UpstreamFailing extends Schema.TaggedError<UpstreamFailing>()("UpstreamFailing", { description: Schema.String }) {}
+export const UpstreamFailingWire = wireError(UpstreamFailing, {
+  code: "temporarily_unavailable",
+  status: 503,
+  identifier: "UpstreamFailingError",
+  summary: "A proxy service's upstream is failing or saturated; retry after Retry-After.",
+  describe: (e) => e.description,
+  make: (description) => new UpstreamFailing({ description })
+})
+
 /** 401 `invalid_token`: At the service endpoint: a token missing, malformed, forged, expired, for another service or revoked. */
 export class InvalidToken extends Schema.TaggedError<InvalidToken>()("InvalidToken", { description: Schema.String }) {}
 export const InvalidTokenWire = wireError(InvalidToken, {
@@ -263,6 +278,7 @@ export const WIRE_ERRORS = {
   CredentialLimitExceeded: CredentialLimitExceededWire,
   PayloadTooLarge: PayloadTooLargeWire,
   StorageUnavailable: StorageUnavailableWire,
+  UpstreamFailing: UpstreamFailingWire,
   InvalidToken: InvalidTokenWire,
   InsufficientScope: InsufficientScopeWire,
   BadGateway: BadGatewayWire,

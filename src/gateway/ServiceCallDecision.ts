@@ -11,36 +11,18 @@
  * instance is refused by every instance on the next request.
  * A call let through with a token is a use of its credential (`noteCall`, docs/contract.md §3).
  */
-import { Cause, Context, Effect, Either, Layer, Option } from "effect"
-import { CallUse } from "../auth/CallUse.js"
-import { type AccessTokenClaims, TokenService } from "../auth/TokenService.js"
-import { BadGateway, type InsufficientScope, InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
+import { Either, Option } from "effect"
+import { type AccessTokenClaims } from "../auth/TokenService.js"
+import { type InsufficientScope, InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
 import type { ClientId } from "../domain/Identifiers.js"
-import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
+import { type Answer, errorAnswer } from "../domain/Answer.js"
 import { parseAuthorization } from "../auth/AuthorizationHeader.js"
 import { parseJson } from "../domain/Json.js"
-import { describeDefect } from "../observability/Defects.js"
-import { CatalogueLookup } from "../storage/CatalogueLookup.js"
 import type { ServiceRoute } from "../storage/CredentialRepo.js"
-import { type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
-import { tracerEnabled } from "../observability/Tracing.js"
-import { AppConfig } from "../config/AppConfig.js"
-import { verifyProof } from "../auth/DPoPProof.js"
-import { SeenJtis } from "../storage/SeenJtis.js"
-import {
-  asDpopRefusal,
-  boundTokenAsBearer,
-  dpopChallenge,
-  dpopRefusal,
-  dpopRequired,
-  proofMissing,
-  unboundTokenAsDpop,
-  wrongProofKey
-} from "./DPoPBinding.js"
-import { type JsonObject, ServiceHandlers, traceparentOf, upstreamAttributes } from "./ServiceHandlers.js"
-import { whenAborted } from "./Upstream.js"
-import { RateLimits, type RateLimitsShape } from "./RateLimits.js"
-import { type ProxyHandler, UpstreamGateway } from "./UpstreamGateway.js"
+import { type ServiceAddress, serviceAddress } from "../domain/ServiceAddress.js"
+import { asDpopRefusal, boundTokenAsBearer, dpopChallenge, dpopRequired, proofMissing, unboundTokenAsDpop } from "./DPoPBinding.js"
+import { type JsonObject } from "./ServiceHandlers.js"
+import { type RateLimitsShape } from "./RateLimits.js"
 
 const REALM = `Bearer realm="service"`
 const challenge = (error?: "invalid_request" | "invalid_token" | "insufficient_scope") => ({
@@ -186,7 +168,7 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
  * The last step of a call let through (directly, or once its DPoP proof verified): the service's
  * rate limit for this client (`RateLimits`), then the call is a use of its credential (`noteCall`).
  */
-const admitCall = (
+export const admitCall = (
   services: Pick<ServiceCallServices, "admit" | "noteCall">,
   input: ServiceCallInput,
   call: Omit<ServiceCallAllowed, "_tag" | "rateHeaders">
@@ -208,21 +190,6 @@ export const withRateHeaders = (allowed: ServiceCallAllowed, answer: Answer): An
 
 export type ServiceCallVerdict = Extract<ServiceCallDecision, { readonly _tag: "Answer" | "Call" }>
 
-export interface ServiceCallGateShape {
-  readonly services: ServiceCallServices
-  /**
-   * Carries a decision to an answer or a call: learns an unknown key, reads the route the cache did
-   * not hold, and decides again. A storage failure is answered 503.
-   */
-  readonly complete: (input: ServiceCallInput, decision: ServiceCallDecision) => Effect.Effect<ServiceCallVerdict>
-  readonly decide: (input: ServiceCallInput) => Effect.Effect<ServiceCallVerdict>
-  /**
-   * Calls the service's handler with the validated body: its JSON object (200), an upstream's answer
-   * passed on, a 502, or a 503 from the upstream's guard. `requestId` is the request's log id.
-   */
-  readonly call: (call: ServiceCallAllowed, body: JsonObject, bodyText: string, requestId: string) => Effect.Effect<Answer>
-}
-
 export type ServiceCallAllowed = Extract<ServiceCallDecision, { readonly _tag: "Call" }>
 
 
@@ -232,127 +199,3 @@ export const jsonObject = (text: string): Either.Either<JsonObject, InvalidReque
     typeof body === "object" && body !== null && !Array.isArray(body)
       ? Either.right(body as JsonObject)
       : Either.left(new InvalidRequest({ description: "The request body must be a JSON object" })))
-
-export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")<ServiceCallGate, ServiceCallGateShape>() {
-  static readonly layer = Layer.effect(
-    ServiceCallGate,
-    Effect.gen(function*() {
-      const lookup = yield* CatalogueLookup
-      const tokens = yield* TokenService
-      const handlers = yield* ServiceHandlers
-      const upstreams = yield* UpstreamGateway
-      const { noteCall } = yield* CallUse
-      const seen = yield* SeenJtis
-      const { issuer } = yield* AppConfig
-      const { admit } = yield* RateLimits
-      const traced = yield* tracerEnabled
-      const services: ServiceCallServices = {
-        verifyAt: tokens.verifyAt,
-        isUnknownKey: tokens.isUnknownKey,
-        isForService: tokens.isForService,
-        serviceRoute: lookup.serviceRoute,
-        noteCall,
-        admit
-      }
-
-      const complete = (input: ServiceCallInput, first: ServiceCallDecision) =>
-        Effect.gen(function*() {
-          let decision = first
-          if (decision._tag === "NeedsKey") {
-            yield* tokens.learnKeyOf(decision.token)
-            // Decided again with the keys as they are now; a kid still unknown is refused as such.
-            decision = decideServiceCall(input, { ...services, isUnknownKey: () => false })
-          }
-          if (decision._tag === "NeedsRoute") {
-            const { address, clientId } = decision
-            if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(address, clientId))
-            const route = yield* lookup.findServiceRoute(address, clientId)
-            decision = decideServiceCall(input, { ...services, isUnknownKey: () => false, serviceRoute: () => route })
-          }
-          if (decision._tag === "NeedsKey" || decision._tag === "NeedsRoute") {
-            return yield* Effect.dieMessage("the service-call decision needed storage twice")
-          }
-          if (decision._tag === "Prove") {
-            const { address } = decision.call
-            const url = `${issuer}/service/${address.profile}/${address.environment}/json/${address.uuid}`
-            const proof = yield* verifyProof(seen, decision.proof, { method: "POST", url, nowMillis: input.nowMillis, accessToken: decision.token })
-            if ("refused" in proof) return { _tag: "Answer" as const, answer: dpopRefusal("invalid_dpop_proof", proof.refused) }
-            if (proof.jkt !== decision.jkt) return { _tag: "Answer" as const, answer: wrongProofKey }
-            decision = admitCall(services, input, decision.call)
-          }
-          if (traced && decision._tag === "Call") {
-            yield* Effect.annotateCurrentSpan(spanAttributes(decision.address, decision.clientId))
-          }
-          return decision
-        }).pipe(
-          Effect.catchTag("StorageUnavailable", (error) => Effect.succeed({ _tag: "Answer" as const, answer: errorAnswer(error) }))
-        )
-
-      // With traces, the app reads the route through the cache's traced read (its span says whether
-      // the cache answered), as the fast path records its own cache hits.
-      const appServices: ServiceCallServices = traced ? { ...services, serviceRoute: () => undefined } : services
-      const decide = (input: ServiceCallInput) => Effect.suspend(() => complete(input, decideServiceCall(input, appServices)))
-
-      /** A stored proxy: the upstream's answer, in a client span continuing the trace when traces are exported. */
-      const proxy = (allowed: ServiceCallAllowed, handler: ProxyHandler, bodyText: string, requestId: string) => {
-        const calling = (traceparent: string | undefined) =>
-          Effect.promise((signal) =>
-            upstreams.call({
-              address: allowed.address,
-              handler,
-              clientId: allowed.caller,
-              bodyText,
-              requestId,
-              whenCallerGone: whenAborted(signal),
-              ...(traceparent === undefined ? {} : { traceparent })
-            })
-          )
-        if (!traced) return Effect.map(calling(undefined), (called) => called.answer)
-        return Effect.useSpan(
-          "ServiceHandlers.proxy",
-          { kind: "client", captureStackTrace: false, attributes: upstreamAttributes(handler.url) },
-          (span) =>
-            Effect.map(calling(traceparentOf(span)), (called) => {
-              if (called.status !== undefined) span.attribute("http.response.status_code", called.status)
-              return called.answer
-            })
-        )
-      }
-
-      const call = (allowed: ServiceCallAllowed, body: JsonObject, bodyText: string, requestId: string): Effect.Effect<Answer> => {
-        const stored = allowed.route.handler
-        const calling: Effect.Effect<Answer> = stored.type === "proxy" && !handlers.isRegistered(allowed.address)
-          ? proxy(allowed, stored, bodyText, requestId)
-          : Effect.suspend(() =>
-            handlers.resolve(allowed.address)({
-              address: allowed.address,
-              clientId: allowed.caller,
-              body,
-              bodyText
-            })
-          ).pipe(
-            Effect.map((answer): Answer => ({ status: 200, headers: SERVICE_ANSWER_HEADERS, body: answer })),
-            Effect.catchAll((error) => Effect.succeed(errorAnswer(error)))
-          )
-        return calling.pipe(
-          // The stored handler type: a handler registered in code for this uuid runs in its place.
-          (handling) =>
-            traced
-              ? Effect.withSpan(handling, "ServiceHandlers.call", {
-                captureStackTrace: false,
-                attributes: { "service_auth.handler.configured": stored.type }
-              })
-              : handling,
-          // A handler registered in code that throws has failed, like one that fails: 502, not 500.
-          Effect.catchAllDefect((defect) =>
-            Effect.as(
-              Effect.logError(`Service handler failed: ${describeDefect(Cause.die(defect))}`),
-              errorAnswer(new BadGateway({ description: "The service's handler failed" }))
-            )
-          )
-        )
-      }
-      return ServiceCallGate.of({ services, complete, decide, call })
-    })
-  )
-}

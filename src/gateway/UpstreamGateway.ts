@@ -18,7 +18,7 @@ import { randomUUID } from "node:crypto"
 import { AppConfig } from "../config/AppConfig.js"
 import { ClientSecrets } from "../auth/ClientSecrets.js"
 import { KeyService } from "../auth/KeyService.js"
-import { BadGateway, StorageUnavailable } from "../domain/Errors.js"
+import { BadGateway, UpstreamFailing } from "../domain/Errors.js"
 import type { StoredHandler } from "../domain/Handlers.js"
 import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
 import { recordOpenBreakers, recordUpstreamCall } from "../observability/ServiceMetrics.js"
@@ -59,7 +59,7 @@ export interface UpstreamGatewayShape {
 
 const FAILING_DESCRIPTION = "The upstream service is failing; retry later"
 const unavailable = (retryAfterSeconds: number): UpstreamCalled => ({
-  answer: errorAnswer(new StorageUnavailable({ description: FAILING_DESCRIPTION }), { "retry-after": String(retryAfterSeconds) }),
+  answer: errorAnswer(new UpstreamFailing({ description: FAILING_DESCRIPTION }), { "retry-after": String(retryAfterSeconds) }),
   status: undefined
 })
 const unreadableHeaders: UpstreamCalled = {

@@ -24,7 +24,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { AppConfig } from "../config/AppConfig.js"
 import { ClientCredentialsGrant, decideToken, type TokenInput } from "../auth/ClientCredentialsGrant.js"
 import { dpopHeader } from "../auth/DPoPProof.js"
-import { NO_STORE, tokenAnswer } from "../auth/TokenRequest.js"
+import { NO_STORE, tokenAnswer } from "../auth/TokenForm.js"
 import { TokenService } from "../auth/TokenService.js"
 import type { ClientId } from "../domain/Identifiers.js"
 import {
@@ -32,9 +32,9 @@ import {
   withRateHeaders,
   jsonObject,
   type ServiceCallAllowed,
-  ServiceCallGate,
   type ServiceCallInput
 } from "../gateway/ServiceCallDecision.js"
+import { ServiceCallGate } from "../gateway/ServiceCallGate.js"
 import { echoOf, ServiceHandlers, traceparentOf, upstreamAttributes } from "../gateway/ServiceHandlers.js"
 import { UpstreamGateway } from "../gateway/UpstreamGateway.js"
 import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult } from "../observability/ServiceMetrics.js"
