@@ -18,7 +18,7 @@ import { createPublicKey, type KeyObject } from "node:crypto"
 import { decodeJwt, jwtVerify } from "jose"
 import { AppConfig } from "../config/AppConfig.js"
 import type { StorageUnavailable } from "../domain/Errors.js"
-import { ALLOWED_ALGORITHMS, type PublicJwk, verifierKey } from "../domain/KeyCredential.js"
+import { ALLOWED_ALGORITHMS, isKeyVerifier, type PublicJwk, verifierKey } from "../domain/KeyCredential.js"
 import { SeenJtis } from "../storage/SeenJtis.js"
 
 /** `client_assertion_type` of a JWT client assertion (RFC 7523 §2.2). */
@@ -28,6 +28,16 @@ export const JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type
 export const ASSERTION_MAX_LIFETIME_SECONDS = 300
 /** How far ahead `iat` and `nbf` may be (the client's clock running fast). */
 export const CLOCK_SKEW_SECONDS = 10
+
+/**
+ * Whether an assertion may be verified against this credential at all: it is a JWT bearer assertion
+ * and the credential is a key. A secret credential never accepts an assertion (nor a key credential
+ * a secret): the token and revocation endpoints both refuse the client then, before any signature.
+ */
+export const assertionApplies = (
+  assertion: { readonly jwtBearer: boolean },
+  verifier: string | undefined
+): verifier is string => verifier !== undefined && assertion.jwtBearer && isKeyVerifier(verifier)
 
 /**
  * The client id an assertion claims (its `iss`), read without verifying anything: only to find the

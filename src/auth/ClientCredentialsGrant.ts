@@ -32,9 +32,8 @@ import type { TokenTarget } from "../storage/CredentialRepo.js"
 import { UsageRecord } from "../storage/UsageRecord.js"
 import { resourceAddress, type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled } from "../observability/Tracing.js"
-import { isKeyVerifier } from "../domain/KeyCredential.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
-import { ClientAssertions } from "./ClientAssertion.js"
+import { assertionApplies, ClientAssertions } from "./ClientAssertion.js"
 import { ClientSecrets, type ClientSecretsShape } from "./ClientSecrets.js"
 import { clientCredentials, formFields, NO_STORE, tokenAnswer, type TokenFields } from "./TokenForm.js"
 import { TokenService } from "./TokenService.js"
@@ -198,7 +197,7 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
   if (assertion !== undefined) {
     // private_key_jwt: only a key credential's key verifies an assertion (ClientAssertion.ts).
     const refusal = failureAnswer(new InvalidClient({ basic }))
-    if (credential === undefined || !assertion.jwtBearer || !isKeyVerifier(credential.secretHash)) {
+    if (credential === undefined || !assertionApplies(assertion, credential.secretHash)) {
       return { _tag: "Refuse", clientId: client.right.clientId, answer: refusal }
     }
     const recordUse = lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)

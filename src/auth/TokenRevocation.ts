@@ -15,13 +15,12 @@ import { Context, Effect, Either, Layer, Option } from "effect"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import { INVALID_REQUEST_DESCRIPTION, InvalidClient, InvalidRequest, TooManyAttempts } from "../domain/Errors.js"
 import { isClientId } from "../domain/Identifiers.js"
-import { isKeyVerifier } from "../domain/KeyCredential.js"
 import { serviceAddress } from "../domain/ServiceAddress.js"
 import { CatalogueLookup } from "../storage/CatalogueLookup.js"
 import { CatalogueQueries } from "../storage/CatalogueQueries.js"
 import { CatalogueWrites } from "../storage/CatalogueWrites.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
-import { ClientAssertions } from "./ClientAssertion.js"
+import { assertionApplies, ClientAssertions } from "./ClientAssertion.js"
 import { ClientSecrets } from "./ClientSecrets.js"
 import { clientCredentials, formFieldsOf, NO_STORE } from "./TokenForm.js"
 import { TokenService } from "./TokenService.js"
@@ -82,7 +81,7 @@ export class TokenRevocation extends Context.Tag("service-auth/TokenRevocation")
         // A secret never matches a key credential's verifier; an assertion is checked only against one.
         const authenticated = assertion === undefined
           ? Option.isSome(clientSecret) && secrets.matches(clientSecret.value, credential?.secretHash)
-          : credential !== undefined && assertion.jwtBearer && isKeyVerifier(credential.secretHash) &&
+          : credential !== undefined && assertionApplies(assertion, credential.secretHash) &&
             (yield* assertions.verify(assertion.assertion, clientId, credential.secretHash, input.nowMillis))
         if (!authenticated || !isClientId(clientId)) {
           yield* limiter.recordFailure(clientId, input.remoteAddress)
