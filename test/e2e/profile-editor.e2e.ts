@@ -121,21 +121,18 @@ async function apiCredential(f: Fixture): Promise<{ client_id: string; client_se
   return created.body
 }
 
-async function requestToken(f: Fixture, clientId: string, clientSecret: string) {
+/** A token request for the fixture's service, authenticated by `client` (a secret or an assertion). */
+async function tokenFor(f: Fixture, client: Record<string, string>) {
   const response = await fetch(`${base}/oauth/token`, {
     method: "POST",
     headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({
-      grant_type: "client_credentials",
-      client_id: clientId,
-      client_secret: clientSecret,
-      profile: f.profile,
-      environment: f.env,
-      service_uuid: f.uuid
-    })
+    body: new URLSearchParams({ grant_type: "client_credentials", ...client, profile: f.profile, environment: f.env, service_uuid: f.uuid })
   })
   return { status: response.status, body: (await response.json()) as any }
 }
+
+const requestToken = (f: Fixture, clientId: string, clientSecret: string) =>
+  tokenFor(f, { client_id: clientId, client_secret: clientSecret })
 
 async function callService(f: Fixture, accessToken: string) {
   const response = await fetch(`${base}/service/${f.profile}/${f.env}/json/${f.uuid}`, {
@@ -207,19 +204,7 @@ async function keyToken(f: Fixture, clientId: string, privateKey: KeyObject, alg
   const assertion = await new SignJWT({ iss: clientId, sub: clientId, aud: issuer, jti: randomUUID(), iat: now, exp: now + 60 })
     .setProtectedHeader({ alg })
     .sign(privateKey)
-  const response = await fetch(`${base}/oauth/token`, {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({
-      grant_type: "client_credentials",
-      client_assertion_type: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-      client_assertion: assertion,
-      profile: f.profile,
-      environment: f.env,
-      service_uuid: f.uuid
-    })
-  })
-  return { status: response.status, body: (await response.json()) as any }
+  return tokenFor(f, { client_assertion_type: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer", client_assertion: assertion })
 }
 
 /** Pastes `text` into a service's "Add a public key" form and stages it. */
