@@ -9,7 +9,7 @@ import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { type ServerProcess, startServer } from "./support/ServerProcess.js"
+import { type ServerProcess, startServer, twoInstances } from "./support/ServerProcess.js"
 import { adminFetch } from "./support/AdminFetch.js"
 
 const DATABASE_URL = process.env.TEST_DATABASE_URL
@@ -92,22 +92,10 @@ const expiresEverywhere = async (servers: ReadonlyArray<ServerProcess>) => {
 }
 
 describe.skipIf(DATABASE_URL === undefined)("credential expiry on two instances on one PostgreSQL database", () => {
-  let first: ServerProcess
-  let second: ServerProcess
-
-  beforeAll(async () => {
-    ;[first, second] = await Promise.all([
-      startServer({ DATABASE_URL: DATABASE_URL!, ADMIN_TOKEN }),
-      startServer({ DATABASE_URL: DATABASE_URL!, ADMIN_TOKEN })
-    ])
-  }, 120_000)
-
-  afterAll(async () => {
-    await Promise.all([first?.stop(), second?.stop()])
-  })
+  const instances = twoInstances(() => ({ DATABASE_URL: DATABASE_URL!, ADMIN_TOKEN }))
 
   it("a short lifetime: refused on both instances at once when the time passes, audited once", () =>
-    expiresEverywhere([first, second]), 60_000)
+    expiresEverywhere([instances.first, instances.second]), 60_000)
 })
 
 describe("credential expiry on the embedded database", () => {

@@ -5,9 +5,9 @@
  * authentication method. Two real `npm start` processes on one PostgreSQL database (needs
  * TEST_DATABASE_URL).
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { randomBytes } from "node:crypto"
-import { type ServerProcess, startServer } from "./support/ServerProcess.js"
+import { type ServerProcess, twoInstances } from "./support/ServerProcess.js"
 import { adminJson } from "./support/AdminFetch.js"
 
 const DATABASE_URL = process.env.TEST_DATABASE_URL
@@ -15,19 +15,7 @@ const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 const FORM = { "content-type": "application/x-www-form-urlencoded" }
 
 describe.skipIf(DATABASE_URL === undefined)("revocation seen by a second instance on one PostgreSQL database", () => {
-  let first: ServerProcess
-  let second: ServerProcess
-
-  beforeAll(async () => {
-    ;[first, second] = await Promise.all([
-      startServer({ DATABASE_URL: DATABASE_URL!, ADMIN_TOKEN }),
-      startServer({ DATABASE_URL: DATABASE_URL!, ADMIN_TOKEN })
-    ])
-  }, 120_000)
-
-  afterAll(async () => {
-    await Promise.all([first?.stop(), second?.stop()])
-  })
+  const instances = twoInstances(() => ({ DATABASE_URL: DATABASE_URL!, ADMIN_TOKEN }))
 
   const callService = (server: ServerProcess, path: string, token: string) =>
     fetch(`${server.base}${path}`, {
@@ -46,20 +34,20 @@ describe.skipIf(DATABASE_URL === undefined)("revocation seen by a second instanc
   for (const method of ["client_secret_post", "client_secret_basic"] as const) {
     it(`a token revoked at one instance (${method}) is refused by the other at its next request`, async () => {
       const profile = `revoke-${randomBytes(6).toString("hex")}`
-      await adminJson(first.base, ADMIN_TOKEN, "PUT", `/admin/profiles/${profile}`)
-      await adminJson(first.base, ADMIN_TOKEN, "PUT", `/admin/profiles/${profile}/environments/prod`)
-      const service = await adminJson(first.base, ADMIN_TOKEN, "POST", `/admin/profiles/${profile}/environments/prod/services`, {
+      await adminJson(instances.first.base, ADMIN_TOKEN, "PUT", `/admin/profiles/${profile}`)
+      await adminJson(instances.first.base, ADMIN_TOKEN, "PUT", `/admin/profiles/${profile}/environments/prod`)
+      const service = await adminJson(instances.first.base, ADMIN_TOKEN, "POST", `/admin/profiles/${profile}/environments/prod/services`, {
         name: "billing",
         auth_type: "oauth"
       })
       const credential = await adminJson(
-        first.base,
+        instances.first.base,
         ADMIN_TOKEN,
         "POST",
         `/admin/profiles/${profile}/environments/prod/services/${service.uuid}/credentials`
       )
       const issue = async () => {
-        const response = await fetch(`${first.base}/oauth/token`, {
+        const response = await fetch(`${instances.first.base}/oauth/token`, {
           method: "POST",
           headers: FORM,
           body: new URLSearchParams({
@@ -78,13 +66,13 @@ describe.skipIf(DATABASE_URL === undefined)("revocation seen by a second instanc
       const path = `/service/${profile}/prod/json/${service.uuid}`
 
       // Both instances have the route cached, and accept the token.
-      for (const server of [first, second]) {
+      for (const server of [instances.first, instances.second]) {
         expect(await callService(server, path, token)).toBe(200)
         expect((await introspect(server, token)).active).toBe(true)
       }
 
       const basic = `Basic ${Buffer.from(`${credential.client_id}:${credential.client_secret}`).toString("base64")}`
-      const revoked = await fetch(`${first.base}/oauth/revoke`, {
+      const revoked = await fetch(`${instances.first.base}/oauth/revoke`, {
         method: "POST",
         headers: method === "client_secret_basic" ? { ...FORM, authorization: basic } : FORM,
         body: new URLSearchParams(
@@ -98,11 +86,11 @@ describe.skipIf(DATABASE_URL === undefined)("revocation seen by a second instanc
       expect(revoked.headers.get("cache-control")).toBe("no-store")
 
       // The very next request on the other instance refuses it; the other token still works.
-      expect(await callService(second, path, token)).toBe(401)
-      expect(await introspect(second, token)).toEqual({ active: false })
-      expect(await callService(first, path, token)).toBe(401)
-      expect(await introspect(first, token)).toEqual({ active: false })
-      for (const server of [second, first]) {
+      expect(await callService(instances.second, path, token)).toBe(401)
+      expect(await introspect(instances.second, token)).toEqual({ active: false })
+      expect(await callService(instances.first, path, token)).toBe(401)
+      expect(await introspect(instances.first, token)).toEqual({ active: false })
+      for (const server of [instances.second, instances.first]) {
         expect(await callService(server, path, other)).toBe(200)
         expect((await introspect(server, other)).active).toBe(true)
       }
@@ -111,9 +99,9 @@ describe.skipIf(DATABASE_URL === undefined)("revocation seen by a second instanc
 
   it("an introspector token revoked at one instance is refused by the other's introspection at its next request", async () => {
     const profile = `introspector-${randomBytes(6).toString("hex")}`
-    await adminJson(first.base, ADMIN_TOKEN, "PUT", `/admin/profiles/${profile}`)
+    await adminJson(instances.first.base, ADMIN_TOKEN, "PUT", `/admin/profiles/${profile}`)
     const name = `rs-${randomBytes(4).toString("hex")}`
-    const created = await adminJson(first.base, ADMIN_TOKEN, "POST", "/admin/tokens", { name, role: "introspector", profiles: [profile] })
+    const created = await adminJson(instances.first.base, ADMIN_TOKEN, "POST", "/admin/tokens", { name, role: "introspector", profiles: [profile] })
     const ask = (server: ServerProcess) =>
       fetch(`${server.base}/oauth/introspect`, {
         method: "POST",
@@ -121,9 +109,9 @@ describe.skipIf(DATABASE_URL === undefined)("revocation seen by a second instanc
         body: new URLSearchParams({ token: "not-a-token" })
       }).then((response) => response.status)
     // Both instances know the caller now (and remember it).
-    for (const server of [first, second, second]) expect(await ask(server)).toBe(200)
-    await adminJson(first.base, ADMIN_TOKEN, "DELETE", `/admin/tokens/${name}`)
-    expect(await ask(second)).toBe(401)
-    expect(await ask(first)).toBe(401)
+    for (const server of [instances.first, instances.second, instances.second]) expect(await ask(server)).toBe(200)
+    await adminJson(instances.first.base, ADMIN_TOKEN, "DELETE", `/admin/tokens/${name}`)
+    expect(await ask(instances.second)).toBe(401)
+    expect(await ask(instances.first)).toBe(401)
   })
 })

@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { get as httpsGet } from "node:https"
 import { fileURLToPath } from "node:url"
+import { afterAll, beforeAll } from "vitest"
 import { freePort } from "../../src/testing.js"
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
@@ -174,4 +175,19 @@ const startServerOnce = async (env: Readonly<Record<string, string>>, options: S
   }
   await stop(1_000)
   throw new Error(`server did not answer GET /healthz within the deadline:\n${log}`)
+}
+
+/**
+ * Two instances on one database (`env` read when they start), started before the enclosing
+ * `describe`'s tests and stopped after them: what a multi-instance suite shares.
+ */
+export const twoInstances = (env: () => Readonly<Record<string, string>>) => {
+  const instances = {} as { first: ServerProcess; second: ServerProcess }
+  beforeAll(async () => {
+    ;[instances.first, instances.second] = await Promise.all([startServer(env()), startServer(env())])
+  }, 120_000)
+  afterAll(async () => {
+    await Promise.all([instances.first?.stop(), instances.second?.stop()])
+  })
+  return instances
 }
