@@ -1,0 +1,70 @@
+/**
+ * Seen JWT ids on the embedded database (`SeenJtis`, `SoleWriter`): checked in memory, written
+ * behind to `seen_jtis` and read back at start, so a restart on the same DATA_DIR refuses an id
+ * accepted before it (a replay window never opens); memory full of unexpired ids falls back on the
+ * table. (A replay on another instance sharing PostgreSQL: PrivateKeyJwt.test.ts, DPoPGateway.test.ts.)
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { makeSoleWriter, SeenJtis, SoleWriter } from "../src/storage/SeenJtis.js"
+import * as Storage from "../src/storage/Storage.js"
+
+const dataDir = mkdtempSync(join(tmpdir(), "seen-jtis-"))
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }))
+
+/** The live layer on the embedded database in `dir` (undefined: in memory), as the server builds it. */
+const embedded = (dir: string | undefined) =>
+  SeenJtis.layer.pipe(Layer.provideMerge(Layer.merge(Storage.layerMigrated(Storage.layerEmbeddedClient(dir)), SoleWriter.layer)))
+
+const inScope = <A, E>(dir: string | undefined, use: Effect.Effect<A, E, SeenJtis | SqlClient.SqlClient>) =>
+  Effect.runPromise(Effect.scoped(Effect.provide(use, embedded(dir))))
+
+const claim = (jti: string, forMillis = 60_000) =>
+  Effect.flatMap(SeenJtis, (seen) => seen.claim("dpop:key", jti, Date.now() + forMillis, Date.now()))
+
+describe("SeenJtis on the embedded database", () => {
+  it("refuses, after a restart on the same data directory, an id accepted just before it", async () => {
+    const first = await inScope(dataDir, Effect.all([claim("a"), claim("a"), claim("short", 300)]))
+    expect(first).toEqual([true, false, true])
+    // Closed at once: the ids were written when the scope ended, not by the periodic flush.
+    await new Promise((resolve) => setTimeout(resolve, 400))
+    const second = await inScope(dataDir, Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM seen_jtis`
+      return [yield* claim("a"), yield* claim("b"), yield* claim("short"), rows[0]!.n]
+    }))
+    // "short" expired while the server was down: accepted again; its row was purged at start.
+    expect(second).toEqual([false, true, true, 1])
+  }, 60_000)
+
+  it("writes accepted ids behind, within about a tenth of a second", async () => {
+    const rows = await inScope(undefined, Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* claim("c")
+      yield* claim("d")
+      const before = yield* sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM seen_jtis`
+      yield* Effect.sleep("400 millis")
+      const after = yield* sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM seen_jtis`
+      return [before[0]!.n, after[0]!.n]
+    }))
+    expect(rows).toEqual([0, 2])
+  }, 60_000)
+
+  it("with memory full of unexpired ids, refuses an evicted one from the table and claims new ones there", async () => {
+    const results = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const seen = yield* makeSoleWriter(sql, 2)
+      const at = (jti: string) => seen.claim("client_assertion:svc", jti, Date.now() + 60_000, Date.now())
+      const out = [yield* at("e1"), yield* at("e2"), yield* at("e3")] // e1 leaves memory, unexpired
+      out.push(yield* at("e1")) // still waiting to be written: refused
+      yield* Effect.sleep("400 millis") // written
+      out.push(yield* at("e1"), yield* at("e4"), yield* at("e4"), yield* at("e2"))
+      return out
+    }).pipe(Effect.provide(Storage.layerMigrated(Storage.layerEmbeddedClient(undefined))))))
+    expect(results).toEqual([true, true, true, false, false, true, false, false])
+  }, 60_000)
+})
