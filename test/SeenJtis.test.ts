@@ -2,10 +2,13 @@
  * Seen JWT ids on the embedded database (`SeenJtis`, `SoleWriter`): checked in memory, written
  * behind to `seen_jtis` and read back at start, so a restart on the same DATA_DIR refuses an id
  * accepted before it (a replay window never opens); memory full of unexpired ids falls back on the
- * table. (A replay on another instance sharing PostgreSQL: PrivateKeyJwt.test.ts, DPoPGateway.test.ts.)
+ * table; and a server restarted on its DATA_DIR refuses a client assertion its predecessor accepted.
+ * (A replay on another instance sharing PostgreSQL: PrivateKeyJwt.test.ts.)
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
+import { makeTestServer, tokenRequest } from "../src/testing.js"
+import { addKeyCredential, assertion, clientKey, createService, JWT_BEARER, targetOf } from "./support/ClientKeys.js"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -67,4 +70,30 @@ describe("SeenJtis on the embedded database", () => {
     }).pipe(Effect.provide(Storage.layerMigrated(Storage.layerEmbeddedClient(undefined))))))
     expect(results).toEqual([true, true, true, false, false, true, false, false])
   }, 60_000)
+})
+
+describe("a server restarted on the same DATA_DIR", () => {
+  const serverDir = mkdtempSync(join(tmpdir(), "seen-jtis-server-"))
+  afterAll(() => rmSync(serverDir, { recursive: true, force: true }))
+  // Each run is a server on the embedded database in serverDir, stopped (gracefully) at its end.
+  const onServer = <A, E>(use: Effect.Effect<A, E, any>) =>
+    Effect.runPromise(Effect.scoped(Effect.provide(use, makeTestServer({ storage: Storage.layerEmbedded(serverDir) }))) as Effect.Effect<A, E>)
+
+  it("refuses the client assertion the previous process accepted (a replay across a restart)", async () => {
+    const { jwt, service } = await onServer(Effect.gen(function*() {
+      const service = yield* createService()
+      const key = yield* Effect.promise(() => clientKey("EC"))
+      const created = yield* addKeyCredential(service, key.publicJwk)
+      const jwt = yield* Effect.promise(() => assertion(key, created.body.client_id, "http://issuer.test", {}, Date.now()))
+      const request = { ...targetOf(service), client_assertion_type: JWT_BEARER, client_assertion: jwt }
+      expect((yield* tokenRequest(request)).status).toBe(200)
+      expect((yield* tokenRequest(request)).status).toBe(401)
+      return { jwt, service }
+    }))
+    const replayed = await onServer(tokenRequest({ ...targetOf(service), client_assertion_type: JWT_BEARER, client_assertion: jwt }))
+    expect({ status: replayed.status, body: replayed.body }).toEqual({
+      status: 401,
+      body: { error: "invalid_client", error_description: "Invalid client credentials" }
+    })
+  }, 120_000)
 })
