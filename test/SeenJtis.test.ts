@@ -72,6 +72,24 @@ describe("SeenJtis on the embedded database", () => {
   }, 60_000)
 })
 
+describe("SeenJtis in memory, full", () => {
+  it("drops expired ids first, then the oldest; the sole writer's memory is bounded the same way", async () => {
+    const results = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const seen = yield* makeSoleWriter(sql, 3)
+      const at = (jti: string, until: number, now: number) => seen.claim("dpop:k", jti, until, now)
+      const now = Date.now()
+      // f1 expires first; when memory is full it goes without sending claims to the table.
+      const out = [yield* at("f1", now + 1000, now), yield* at("f2", now + 60_000, now), yield* at("f3", now + 60_000, now)]
+      out.push(yield* at("f4", now + 60_000, now + 2000)) // room made by dropping the expired f1
+      out.push(yield* at("f1", now + 60_000, now + 2000)) // f1 expired: accepted again
+      out.push(yield* at("f2", now + 60_000, now + 2000)) // evicted unexpired by f1, still refused
+      return out
+    }).pipe(Effect.provide(Storage.layerMigrated(Storage.layerEmbeddedClient(undefined))))))
+    expect(results).toEqual([true, true, true, true, true, false])
+  }, 60_000)
+})
+
 describe("a server restarted on the same DATA_DIR", () => {
   const serverDir = mkdtempSync(join(tmpdir(), "seen-jtis-server-"))
   afterAll(() => rmSync(serverDir, { recursive: true, force: true }))

@@ -17,9 +17,9 @@
  *   scope: a graceful shutdown writes them all), and the unexpired ones are read back when the layer
  *   starts, before the server answers anything: a restart opens no replay window. Only a crash
  *   (SIGKILL, power loss) can lose the ids accepted in its last `FLUSH_EVERY`, a tenth of a second.
- *   When memory is full of unexpired ids (`LOCAL_MAX`), the oldest leaves it; until it would have
- *   expired, an id not in memory is claimed in the table (which holds every id written), so an
- *   eviction never lets a replay through either.
+ *   When memory is full of unexpired ids (`SOLE_WRITER_MAX`, some 2,000 proofs a second sustained),
+ *   the oldest leaves it; until it would have expired, an id not in memory is claimed in the table
+ *   (which holds every id written): slower, as before, but an eviction never lets a replay through.
  * - **Memory** (no `SqlClient`): this process's own memory, bounded (the oldest goes when full).
  */
 import { SqlClient } from "@effect/sql"
@@ -54,16 +54,27 @@ const keyOf = (scope: string, jti: string) =>
 
 /** At most this many ids in memory; beyond it the expired ones go, then the oldest. */
 export const LOCAL_MAX = 100_000
+/**
+ * At most this many on the embedded database (about 110 bytes each: 28 MB when full): DPoP ids stay
+ * 120 s, so about 2,000 proofs a second, sustained, before claims fall back on the table.
+ */
+export const SOLE_WRITER_MAX = 250_000
 /** How often the embedded database's new ids are written to `seen_jtis`. */
 export const FLUSH_EVERY = Duration.millis(100)
 /** How often the write-behind also deletes the expired rows. */
 const PURGE_EVERY_MILLIS = 10_000
 
-/** Ids in memory, each until it expires; `evictedUntil` says until when an evicted one would have been refused. */
+/**
+ * Ids in memory, each until it expires. When full: the expired ones at the front go (ids arrive in
+ * about the order they expire), then every expired one (a whole scan, at most once per
+ * `scanEveryMillis`), then the oldest; `evictedUntil` says until when an evicted one would have been
+ * refused.
+ */
 class LocalIds {
   readonly seen = new Map<string, number>()
   evictedUntil = 0
-  constructor(readonly max: number) {}
+  private scannedAt = -Infinity
+  constructor(readonly max: number, readonly scanEveryMillis: number) {}
 
   has(key: string, nowMillis: number): boolean {
     const until = this.seen.get(key)
@@ -71,21 +82,31 @@ class LocalIds {
   }
 
   add(key: string, expiresAtMillis: number, nowMillis: number): void {
-    if (this.seen.size >= this.max) {
-      for (const [other, otherUntil] of this.seen) if (otherUntil <= nowMillis) this.seen.delete(other)
-      if (this.seen.size >= this.max) {
-        const [oldest, oldestUntil] = this.seen.entries().next().value!
-        this.seen.delete(oldest)
-        this.evictedUntil = Math.max(this.evictedUntil, oldestUntil)
-      }
-    }
+    if (this.seen.size >= this.max) this.makeRoom(nowMillis)
     this.seen.delete(key)
     this.seen.set(key, expiresAtMillis)
+  }
+
+  private makeRoom(nowMillis: number): void {
+    for (const [oldest, until] of this.seen) {
+      if (until > nowMillis || this.seen.size < this.max) break
+      this.seen.delete(oldest)
+    }
+    if (this.seen.size >= this.max && !(Math.abs(nowMillis - this.scannedAt) < this.scanEveryMillis)) {
+      this.scannedAt = nowMillis
+      for (const [other, until] of this.seen) if (until <= nowMillis) this.seen.delete(other)
+    }
+    if (this.seen.size >= this.max) {
+      const [oldest, until] = this.seen.entries().next().value!
+      this.seen.delete(oldest)
+      if (until > nowMillis) this.evictedUntil = Math.max(this.evictedUntil, until)
+    }
   }
 }
 
 const makeLocal = (max: number = LOCAL_MAX): SeenJtisShape => {
-  const local = new LocalIds(max)
+  // Every expired id goes whenever memory is full, then the oldest (a replay of it is then accepted).
+  const local = new LocalIds(max, 0)
   return {
     claim: (scope, jti, expiresAtMillis, nowMillis) =>
       Effect.sync(() => {
@@ -124,9 +145,9 @@ const makeShared = (sql: SqlClient.SqlClient): SeenJtisShape => {
  * One process's database: memory decides, the table is written behind and read back at start
  * (see the header). `max` bounds the ids in memory (tests make it small).
  */
-export const makeSoleWriter = (sql: SqlClient.SqlClient, max: number = LOCAL_MAX) =>
+export const makeSoleWriter = (sql: SqlClient.SqlClient, max: number = SOLE_WRITER_MAX) =>
   Effect.gen(function*() {
-    const local = new LocalIds(max)
+    const local = new LocalIds(max, 1000)
     const claimInDatabase = claimInTable(sql)
     // Accepted, not yet written; batches being written.
     let pending = new Map<string, number>()
