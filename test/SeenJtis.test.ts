@@ -58,6 +58,7 @@ describe("SeenJtis on the embedded database", () => {
   }, 60_000)
 
   it("with memory full of unexpired ids, refuses an evicted one from the table and claims new ones there", async () => {
+    // The database outlives the scope of the ids (as the server's storage does): their last write finds it open.
     const results = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const seen = yield* makeSoleWriter(sql, 2)
@@ -67,13 +68,14 @@ describe("SeenJtis on the embedded database", () => {
       yield* Effect.sleep("400 millis") // written
       out.push(yield* at("e1"), yield* at("e4"), yield* at("e4"), yield* at("e2"))
       return out
-    }).pipe(Effect.provide(Storage.layerMigrated(Storage.layerEmbeddedClient(undefined))))))
+    })).pipe(Effect.provide(Storage.layerMigrated(Storage.layerEmbeddedClient(undefined)))))
     expect(results).toEqual([true, true, true, false, false, true, false, false])
   }, 60_000)
 })
 
 describe("SeenJtis in memory, full", () => {
   it("drops expired ids first, then the oldest; the sole writer's memory is bounded the same way", async () => {
+    // The database outlives the scope of the ids (as the server's storage does): their last write finds it open.
     const results = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const seen = yield* makeSoleWriter(sql, 3)
@@ -85,7 +87,7 @@ describe("SeenJtis in memory, full", () => {
       out.push(yield* at("f1", now + 60_000, now + 2000)) // f1 expired: accepted again
       out.push(yield* at("f2", now + 60_000, now + 2000)) // evicted unexpired by f1, still refused
       return out
-    }).pipe(Effect.provide(Storage.layerMigrated(Storage.layerEmbeddedClient(undefined))))))
+    })).pipe(Effect.provide(Storage.layerMigrated(Storage.layerEmbeddedClient(undefined)))))
     expect(results).toEqual([true, true, true, true, true, false])
   }, 60_000)
 })

@@ -213,7 +213,9 @@ export const makeSoleWriter = (sql: SqlClient.SqlClient, max: number = SOLE_WRIT
       Effect.withClock(Clock.make()),
       Effect.forkScoped
     )
-    yield* Effect.addFinalizer(() => Effect.ignore(Effect.timeout(flush, Duration.seconds(1))))
+    // A write that failed (a busy machine can exceed the storage timeout) is pending again: tried up to three times.
+    const flushAll = Effect.forEach([1, 2, 3], () => Effect.when(flush, () => pending.size > 0), { discard: true })
+    yield* Effect.addFinalizer(() => flushAll)
 
     return {
       claim: (scope, jti, expiresAtMillis, nowMillis) =>
