@@ -20,6 +20,7 @@ import { AppConfig } from "../config/AppConfig.js"
 import type { StorageUnavailable } from "../domain/Errors.js"
 import { ALLOWED_ALGORITHMS, isKeyVerifier, type PublicJwk, verifierKey } from "../domain/KeyCredential.js"
 import { SeenJtis } from "../storage/SeenJtis.js"
+import { IMPORTED_KEYS_MAX, LruCache } from "./ImportedKeys.js"
 
 /** `client_assertion_type` of a JWT client assertion (RFC 7523 §2.2). */
 export const JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -52,16 +53,19 @@ export const assertedClientId = (assertion: string): string | undefined => {
   }
 }
 
-/** A public key, imported once per verifier (bounded: one entry evicted when full). */
-export const keyCache = () => {
-  const keys = new Map<string, { readonly jwk: PublicJwk; readonly key: KeyObject }>()
+/**
+ * A credential's public key, imported once per verifier (bounded: the least recently used goes
+ * first). Keeping the same `KeyObject` also keeps jose's WebCrypto form of it; each assertion's
+ * signature is still verified.
+ */
+export const keyCache = (capacity: number = IMPORTED_KEYS_MAX) => {
+  const keys = new LruCache<string, { readonly jwk: PublicJwk; readonly key: KeyObject }>(capacity)
   return (verifier: string) => {
     const cached = keys.get(verifier)
     if (cached !== undefined) return cached
     const jwk = verifierKey(verifier)
     if (jwk === undefined) return undefined
     const entry = { jwk, key: createPublicKey({ key: jwk as never, format: "jwk" }) }
-    if (keys.size >= 1000) keys.delete(keys.keys().next().value!)
     keys.set(verifier, entry)
     return entry
   }

@@ -12,13 +12,16 @@
  * - `ath`, when a token is presented, the base64url SHA-256 of the token.
  *
  * A proof is bound to one request: never cached, one signature verification each. Never logged.
+ * Only the import of its key is kept (`ImportedKeys`: a client signs every proof with the same key),
+ * after the same checks of the `jwk`'s members as `parsePublicJwk` makes.
  */
-import { Effect } from "effect"
-import { createHash, createPublicKey, timingSafeEqual } from "node:crypto"
+import { Effect, Either } from "effect"
+import { createHash, timingSafeEqual } from "node:crypto"
 import { compactVerify, decodeProtectedHeader } from "jose"
 import type { StorageUnavailable } from "../domain/Errors.js"
-import { ALLOWED_ALGORITHMS, jwkThumbprint, parsePublicJwk } from "../domain/KeyCredential.js"
+import { ALLOWED_ALGORITHMS, publicJwkMembers } from "../domain/KeyCredential.js"
 import type { SeenJtisShape } from "../storage/SeenJtis.js"
+import { importedKeys } from "./ImportedKeys.js"
 
 /** The `DPoP` header as sent: repeated, its values joined (then never a valid proof). */
 export const dpopHeader = (header: string | ReadonlyArray<string> | undefined): string | undefined =>
@@ -28,6 +31,9 @@ export const dpopHeader = (header: string | ReadonlyArray<string> | undefined): 
 export const PROOF_WINDOW_SECONDS = 60
 /** Proofs larger than this are refused unread. */
 const MAX_PROOF_LENGTH = 8192
+
+/** The proofs' keys, imported once each (this process's; bounded). */
+const proofKeys = importedKeys()
 
 export interface ProofRequest {
   readonly method: string
@@ -66,14 +72,15 @@ const checkProof = async (proof: string, request: ProofRequest): Promise<ProofOu
     return refused("The DPoP proof is not a JWT")
   }
   if (header.typ !== "dpop+jwt") return refused("The DPoP proof's typ must be dpop+jwt")
-  const jwk = parsePublicJwk(header.jwk)
+  const jwk = Either.flatMap(publicJwkMembers(header.jwk), ({ members }) =>
+    Either.map(proofKeys.of(members), (imported) => ({ kty: members.kty, ...imported })))
   if (jwk._tag === "Left") return refused("The DPoP proof's jwk must be a public RSA, EC P-256 or Ed25519 key")
   const allowed = ALLOWED_ALGORITHMS[jwk.right.kty]
   if (typeof header.alg !== "string" || !allowed.includes(header.alg)) return refused("The DPoP proof's alg is not allowed")
   let payload: Record<string, unknown>
   try {
-    const key = createPublicKey({ key: jwk.right as never, format: "jwk" })
-    const verified = await compactVerify(proof, key, { algorithms: [...allowed] })
+    // The one signature verification of this proof (the key's import is kept, never a verification).
+    const verified = await compactVerify(proof, jwk.right.key, { algorithms: [...allowed] })
     payload = JSON.parse(Buffer.from(verified.payload).toString("utf8"))
   } catch {
     return refused("The DPoP proof's signature is invalid")
@@ -95,7 +102,7 @@ const checkProof = async (proof: string, request: ProofRequest): Promise<ProofOu
       return refused("The DPoP proof's ath is not the access token's hash")
     }
   }
-  return { jkt: jwkThumbprint(jwk.right), jti: payload.jti }
+  return { jkt: jwk.right.thumbprint, jti: payload.jti }
 }
 
 /** Checks `proof` for `request`, and records its jti (a replay is refused). */

@@ -9,7 +9,7 @@
  * an assertion checked against a secret's does. Keeping both in one column lets the catalogue, its
  * cache, export and import carry key credentials without a second path.
  */
-import { createHash, createPublicKey } from "node:crypto"
+import { createHash, createPublicKey, type KeyObject } from "node:crypto"
 import { Either, Schema } from "effect"
 
 /** The algorithms a client's key may sign with, per key type: asymmetric only, never `none` or HMAC. */
@@ -48,20 +48,36 @@ const KID = /^[\x21-\x7e]{1,128}$/
 const text = (value: unknown): value is string => typeof value === "string" && BASE64URL.test(value)
 
 /** The RFC 7638 thumbprint (SHA-256, base64url) of a public key. */
-export const jwkThumbprint = (jwk: KeyMembers): string => {
+export const jwkThumbprint = (jwk: KeyMembers): string => thumbprintOf(canonicalJwk(jwk))
+
+/** A key's required members as RFC 7638 orders them (the JSON its thumbprint hashes): one text per key. */
+export const canonicalJwk = (jwk: KeyMembers): string => {
   const required = jwk.kty === "RSA"
     ? { e: jwk.e, kty: jwk.kty, n: jwk.n }
     : jwk.kty === "EC"
     ? { crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y }
     : { crv: jwk.crv, kty: jwk.kty, x: jwk.x }
-  return createHash("sha256").update(JSON.stringify(required)).digest("base64url")
+  return JSON.stringify(required)
 }
+
+/** The thumbprint of a key given as `canonicalJwk`'s text. */
+export const thumbprintOf = (canonical: string): string => createHash("sha256").update(canonical).digest("base64url")
 
 /**
  * Checks what an operator sent as a public key. Left with a message that names what is wrong (never
  * the key material itself).
  */
-export const parsePublicJwk = (input: unknown): Either.Either<PublicJwk, string> => {
+export const parsePublicJwk = (input: unknown): Either.Either<PublicJwk, string> =>
+  Either.flatMap(publicJwkMembers(input), ({ kid, members }) =>
+    Either.map(importPublicKey(members), () => ({ ...members, kid: kid ?? jwkThumbprint(members) })))
+
+/**
+ * `parsePublicJwk`'s checks of the JWK's members, in its order, without importing the key (which
+ * `importPublicKey` does): what a caller that keeps imported keys (`ImportedKeys`) checks every time.
+ */
+export const publicJwkMembers = (
+  input: unknown
+): Either.Either<{ readonly members: KeyMembers; readonly kid: string | undefined }, string> => {
   if (typeof input !== "object" || input === null || Array.isArray(input)) return Either.left("public_key must be a JWK object")
   const jwk = input as Record<string, unknown>
   if (PRIVATE_MEMBERS.some((member) => member in jwk)) {
@@ -71,24 +87,25 @@ export const parsePublicJwk = (input: unknown): Either.Either<PublicJwk, string>
     return Either.left("public_key.kid must be 1-128 visible ASCII characters")
   }
   if (jwk.use !== undefined && jwk.use !== "sig") return Either.left("public_key.use must be sig when present")
-  return Either.map(publicKeyOf(jwk), (key) => ({ ...key, kid: typeof jwk.kid === "string" ? jwk.kid : jwkThumbprint(key) }))
-}
-
-const publicKeyOf = (jwk: Record<string, unknown>): Either.Either<KeyMembers, string> => {
   let key: KeyMembers
   if (jwk.kty === "RSA" && text(jwk.n) && text(jwk.e)) key = { kty: "RSA", n: jwk.n, e: jwk.e }
   else if (jwk.kty === "EC" && jwk.crv === "P-256" && text(jwk.x) && text(jwk.y)) key = { kty: "EC", crv: "P-256", x: jwk.x, y: jwk.y }
   else if (jwk.kty === "OKP" && jwk.crv === "Ed25519" && text(jwk.x)) key = { kty: "OKP", crv: "Ed25519", x: jwk.x }
   else return Either.left("public_key must be an RSA, EC P-256 or Ed25519 public JWK")
+  return Either.right({ members: key, kid: typeof jwk.kid === "string" ? jwk.kid : undefined })
+}
+
+/** The key of checked members, imported: Left when it is not a valid public key, or an RSA key under 2048 bits. */
+export const importPublicKey = (key: KeyMembers): Either.Either<KeyObject, string> => {
   try {
     const imported = createPublicKey({ key: key as never, format: "jwk" })
     if (key.kty === "RSA" && (imported.asymmetricKeyDetails?.modulusLength ?? 0) < 2048) {
       return Either.left("public_key must be an RSA key of at least 2048 bits")
     }
+    return Either.right(imported)
   } catch {
     return Either.left("public_key is not a valid public key")
   }
-  return Either.right(key)
 }
 
 /**

@@ -18,6 +18,7 @@ import * as CredentialRepoSql from "./CredentialRepoSql.js"
 import * as EmbeddedTemplate from "../datadir/EmbeddedTemplate.js"
 import { lockDataDir } from "../datadir/DataDirLock.js"
 import { FailureCounts } from "./FailureCounts.js"
+import { SoleWriter } from "./SeenJtis.js"
 import * as Migrations from "./Migrations.js"
 import * as PgliteClient from "./PgliteClient.js"
 import { makeDataDirPrivate, tightenDataDir } from "../datadir/PrivateDataDir.js"
@@ -156,10 +157,10 @@ export const layerEmbeddedClient = (dataDir: string | undefined) =>
 
 /**
  * Embedded database in `dataDir` (see `layerEmbeddedClient`). This process is its only writer, so
- * the hot reads are served from a cache.
+ * the hot reads are served from a cache, and seen JWT ids are checked in memory (`SoleWriter`).
  */
 export const layerEmbedded = (dataDir: string | undefined) =>
-  layerSqlReposCached.pipe(Layer.provideMerge(layerEmbeddedClient(dataDir)))
+  layerSqlReposCached.pipe(Layer.provideMerge(Layer.merge(layerEmbeddedClient(dataDir), SoleWriter.layer)))
 
 /**
  * Only the migrated `SqlClient`, no repositories, caches or leases: for the operator's commands that
