@@ -197,7 +197,7 @@ const runToExit = (env: Record<string, string>, deadlineMs = FAILS_WITHIN_MS + 5
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
     child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
     const timer = setTimeout(() => process.kill(-child.pid!, "SIGKILL"), deadlineMs)
-    child.once("exit", (code) => {
+    child.once("close", (code) => {
       clearTimeout(timer)
       done({ code, output, ms: Date.now() - started })
     })

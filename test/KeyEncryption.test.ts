@@ -60,7 +60,7 @@ const startToExit = async (env: Record<string, string>) => {
     child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
     // A hang's deadline: on a busy machine npm and node alone can take many seconds to start.
     const timer = setTimeout(() => process.kill(-child.pid!, "SIGKILL"), 45_000)
-    child.once("exit", (code) => {
+    child.once("close", (code) => {
       clearTimeout(timer)
       resolve({ code, output })
     })

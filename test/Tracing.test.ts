@@ -512,7 +512,7 @@ describe("start-up failures: one line, exit 1", () => {
       child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
       // A hang's deadline: a busy machine can take many seconds to start node.
       const timer = setTimeout(() => child.kill("SIGKILL"), 45_000)
-      child.once("exit", (code) => {
+      child.once("close", (code) => {
         clearTimeout(timer)
         resolve({ code, output })
       })

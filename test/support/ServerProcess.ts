@@ -48,7 +48,9 @@ export const runToExit = (env: Readonly<Record<string, string>>, deadlineMs = 35
     child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()))
     child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()))
     const timer = setTimeout(() => process.kill(-child.pid!, "SIGKILL"), deadlineMs)
-    child.once("exit", (code) => {
+    // "close", not "exit": only then has all it wrote been read (at "exit" its last line may still
+    // be in the pipe, and a start that failed would seem to have said nothing).
+    child.once("close", (code) => {
       clearTimeout(timer)
       resolve({ code, output, ms: Date.now() - started })
     })
@@ -129,7 +131,8 @@ const startServerOnce = async (env: Readonly<Record<string, string>>, options: S
   })
   child.stdout?.on("data", (chunk: Buffer) => (log += chunk.toString()))
   child.stderr?.on("data", (chunk: Buffer) => (log += chunk.toString()))
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  // "close": after all the process wrote was read, so a test reading its log after `stop` sees its last lines.
+  const exited = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)))
   const serverPid = () => {
     const npm = child.pid!
     const children = readFileSync(`/proc/${npm}/task/${npm}/children`, "utf8").trim().split(/\s+/).filter((s) => s !== "")
