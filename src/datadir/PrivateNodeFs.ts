@@ -17,12 +17,13 @@ interface NodeFsModes {
   node_ops: { mknod: (parent: unknown, name: string, mode: number, dev: number) => unknown }
 }
 
-const keepPrivate = (nodefs: NodeFsModes): void => {
-  const setattr = nodefs.setattr
-  nodefs.setattr = (arg, node, attr, ...rest) =>
+/** Changes this PGlite instance's own Emscripten NODEFS (never node:fs, nothing process-wide). */
+const keepPrivate = (emscriptenNodeFs: NodeFsModes): void => {
+  const { setattr } = emscriptenNodeFs
+  emscriptenNodeFs.setattr = (arg, node, attr, ...rest) =>
     setattr(arg, node, attr.mode === undefined ? attr : { ...attr, mode: attr.mode & ~GROUP_AND_OTHER }, ...rest)
-  const mknod = nodefs.node_ops.mknod
-  nodefs.node_ops.mknod = (parent, name, mode, dev) => mknod(parent, name, mode & ~GROUP_AND_OTHER, dev)
+  const { mknod } = emscriptenNodeFs.node_ops
+  emscriptenNodeFs.node_ops.mknod = (parent, name, mode, dev) => mknod(parent, name, mode & ~GROUP_AND_OTHER, dev)
 }
 
 type EmscriptenOptions = Parameters<NodeFS["init"]>[1]
