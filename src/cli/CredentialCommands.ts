@@ -69,7 +69,13 @@ const expiringCredentials = (within: number) =>
       expires_at: Date
     }> = []
     for (const summary of profiles) {
-      const profile = yield* client.getProfile(summary.profile)
+      // A profile deleted since the list was read has nothing left to expire: skipped, not an error.
+      const read = yield* client.getProfile(summary.profile).pipe(
+        Effect.map(Option.some),
+        Effect.catchIf((error) => error._tag === "AdminApiError" && error.status === 404, () => Effect.succeedNone)
+      )
+      if (Option.isNone(read)) continue
+      const profile = read.value
       for (const environment of profile.environments) {
         for (const service of environment.services) {
           for (const credential of service.credentials) {
