@@ -12,7 +12,7 @@
 import { Context, Effect, Either, Layer, Option, type Redacted } from "effect"
 import { AppConfig } from "../config/AppConfig.js"
 import { SeenJtis } from "../storage/SeenJtis.js"
-import { verifyProof } from "./DPoPProof.js"
+import { makeProofVerifier } from "./DPoPProof.js"
 import {
   DPOP_REQUIRED_DESCRIPTION,
   INVALID_REQUEST_DESCRIPTION,
@@ -243,7 +243,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
       const tokens = yield* TokenService
       const limiter = yield* AuthFailureLimiter
       const assertions = yield* ClientAssertions
-      const seen = yield* SeenJtis
+      const verifyProof = makeProofVerifier(yield* SeenJtis)
       const tokenEndpoint = `${(yield* AppConfig).issuer}/oauth/token`
       const traced = yield* tracerEnabled
 
@@ -271,7 +271,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
           }
           let jkt: string | undefined
           if (decision._tag === "Bind") {
-            const proof = yield* verifyProof(seen, decision.proof, { method: "POST", url: tokenEndpoint, nowMillis: input.nowMillis })
+            const proof = yield* verifyProof(decision.proof, { method: "POST", url: tokenEndpoint, nowMillis: input.nowMillis })
             if ("refused" in proof) {
               const answer = errorAnswer(new InvalidDpopProof({ description: proof.refused }), NO_STORE)
               return { answer, result: "invalid_request" as const }

@@ -21,7 +21,7 @@ import { compactVerify, decodeProtectedHeader } from "jose"
 import type { StorageUnavailable } from "../domain/Errors.js"
 import { ALLOWED_ALGORITHMS, publicJwkMembers } from "../domain/KeyCredential.js"
 import type { SeenJtisShape } from "../storage/SeenJtis.js"
-import { importedKeys } from "./ImportedKeys.js"
+import { type ImportedKeys, importedKeys } from "./ImportedKeys.js"
 
 /** The `DPoP` header as sent: repeated, its values joined (then never a valid proof). */
 export const dpopHeader = (header: string | ReadonlyArray<string> | undefined): string | undefined =>
@@ -31,9 +31,6 @@ export const dpopHeader = (header: string | ReadonlyArray<string> | undefined): 
 export const PROOF_WINDOW_SECONDS = 60
 /** Proofs larger than this are refused unread. */
 const MAX_PROOF_LENGTH = 8192
-
-/** The proofs' keys, imported once each (this process's; bounded). */
-const proofKeys = importedKeys()
 
 export interface ProofRequest {
   readonly method: string
@@ -61,7 +58,7 @@ const sameText = (a: string, b: string) => {
 const withoutQuery = (url: string) => url.replace(/[?#].*$/, "")
 
 /** Everything but the jti: structure, header, signature and claims. */
-const checkProof = async (proof: string, request: ProofRequest): Promise<ProofOutcome & { readonly jti?: string }> => {
+const checkProof = async (proofKeys: ImportedKeys, proof: string, request: ProofRequest): Promise<ProofOutcome & { readonly jti?: string }> => {
   if (proof.length > MAX_PROOF_LENGTH || !/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(proof)) {
     return refused("The DPoP proof is not a JWT")
   }
@@ -105,18 +102,20 @@ const checkProof = async (proof: string, request: ProofRequest): Promise<ProofOu
   return { jkt: jwk.right.thumbprint, jti: payload.jti }
 }
 
-/** Checks `proof` for `request`, and records its jti (a replay is refused). */
-export const verifyProof = (
-  seen: SeenJtisShape,
-  proof: string,
-  request: ProofRequest
-): Effect.Effect<ProofOutcome, StorageUnavailable> =>
-  Effect.flatMap(Effect.promise(() => checkProof(proof, request)), (outcome) => {
-    if (!("jkt" in outcome) || outcome.jti === undefined) return Effect.succeed(outcome)
-    // Seen within the window, either way of now: kept for twice the window.
-    const until = request.nowMillis + 2 * PROOF_WINDOW_SECONDS * 1000
-    return Effect.map(
-      seen.claim(`dpop:${outcome.jkt}`, outcome.jti, until, request.nowMillis),
-      (fresh): ProofOutcome => fresh ? { jkt: outcome.jkt } : refused("The DPoP proof's jti was used before")
-    )
-  })
+/**
+ * The proof check of one layer (the token endpoint's, the gateway's): checks `proof` for `request`
+ * and records its jti (a replay is refused). The keys it imports are its own, released with it.
+ */
+export const makeProofVerifier = (seen: SeenJtisShape) => {
+  const proofKeys = importedKeys()
+  return (proof: string, request: ProofRequest): Effect.Effect<ProofOutcome, StorageUnavailable> =>
+    Effect.flatMap(Effect.promise(() => checkProof(proofKeys, proof, request)), (outcome) => {
+      if (!("jkt" in outcome) || outcome.jti === undefined) return Effect.succeed(outcome)
+      // Seen within the window, either way of now: kept for twice the window.
+      const until = request.nowMillis + 2 * PROOF_WINDOW_SECONDS * 1000
+      return Effect.map(
+        seen.claim(`dpop:${outcome.jkt}`, outcome.jti, until, request.nowMillis),
+        (fresh): ProofOutcome => fresh ? { jkt: outcome.jkt } : refused("The DPoP proof's jti was used before")
+      )
+    })
+}

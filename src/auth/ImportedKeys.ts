@@ -63,3 +63,5 @@ export const importedKeys = (capacity: number = IMPORTED_KEYS_MAX) => {
   }
   return { of, get size() { return cache.size } }
 }
+
+export type ImportedKeys = ReturnType<typeof importedKeys>

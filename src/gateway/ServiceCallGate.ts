@@ -14,7 +14,7 @@ import { CatalogueLookup } from "../storage/CatalogueLookup.js"
 import { spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled } from "../observability/Tracing.js"
 import { AppConfig } from "../config/AppConfig.js"
-import { verifyProof } from "../auth/DPoPProof.js"
+import { makeProofVerifier } from "../auth/DPoPProof.js"
 import { SeenJtis } from "../storage/SeenJtis.js"
 import { dpopRefusal, wrongProofKey } from "./DPoPBinding.js"
 import { type JsonObject, ServiceHandlers, traceparentOf, upstreamAttributes } from "./ServiceHandlers.js"
@@ -55,7 +55,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
       const handlers = yield* ServiceHandlers
       const upstreams = yield* UpstreamGateway
       const { noteCall } = yield* CallUse
-      const seen = yield* SeenJtis
+      const verifyProof = makeProofVerifier(yield* SeenJtis)
       const { issuer } = yield* AppConfig
       const { admit } = yield* RateLimits
       const traced = yield* tracerEnabled
@@ -88,7 +88,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
           if (decision._tag === "Prove") {
             const { address } = decision.call
             const url = `${issuer}/service/${address.profile}/${address.environment}/json/${address.uuid}`
-            const proof = yield* verifyProof(seen, decision.proof, { method: "POST", url, nowMillis: input.nowMillis, accessToken: decision.token })
+            const proof = yield* verifyProof(decision.proof, { method: "POST", url, nowMillis: input.nowMillis, accessToken: decision.token })
             if ("refused" in proof) return { _tag: "Answer" as const, answer: dpopRefusal("invalid_dpop_proof", proof.refused) }
             if (proof.jkt !== decision.jkt) return { _tag: "Answer" as const, answer: wrongProofKey }
             decision = admitCall(services, input, decision.call)
