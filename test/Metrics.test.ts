@@ -16,6 +16,7 @@ import { afterAll, beforeAll, it } from "vitest"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
 import { makeTestServer } from "../src/testing.js"
 import { adminJson } from "./support/AdminFetch.js"
+import { rawRequest } from "./support/Http.js"
 
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 const METRICS_TOKEN = randomBytes(24).toString("base64url")
@@ -155,6 +156,33 @@ describe("GET /metrics on the real server", () => {
     for (const secret of [profile, uuid, credential.client_id, credential.client_secret, issued[0]!, METRICS_TOKEN, ADMIN_TOKEN]) {
       expect(after.text).not.toContain(secret)
     }
+  })
+
+  it("labels token requests the app answers by the decision's result, as the fast lane does", async () => {
+    // A chunked body is never the fast lane's: these are the HttpApi handler's.
+    const chunkedToken = (fields: Record<string, string>) =>
+      rawRequest(Number(new URL(server.base).port), {
+        method: "POST",
+        path: "/oauth/token",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams(fields).toString(),
+        chunked: true
+      })
+    const fields = { grant_type: "client_credentials", client_id: credential.client_id, profile, environment: "prod", service_uuid: uuid }
+    const before = await scrape()
+    expect((await chunkedToken({ ...fields, client_secret: credential.client_secret })).status).toBe(200)
+    expect((await chunkedToken({ ...fields, client_secret: "wrong-secret" })).status).toBe(401)
+    expect((await chunkedToken({ grant_type: "client_credentials" })).status).toBe(400)
+    expect((await chunkedToken({ grant_type: "password" })).status).toBe(400)
+    // Over the body limit: refused before the decision, labelled by the refusal's code.
+    expect((await chunkedToken({ ...fields, client_secret: "x".repeat(1_100_000) })).status).toBe(413)
+    const after = await scrape()
+    const delta = (key: string) => (after.samples.get(key) ?? 0) - (before.samples.get(key) ?? 0)
+    expect(delta(`service_auth_token_requests_total{result="issued"}`)).toBe(1)
+    expect(delta(`service_auth_token_requests_total{result="invalid_client"}`)).toBe(1)
+    expect(delta(`service_auth_token_requests_total{result="invalid_request"}`)).toBe(2)
+    expect(delta(`service_auth_token_requests_total{result="unsupported_grant_type"}`)).toBe(1)
+    expect(delta(`service_auth_http_request_duration_seconds_count{route="/oauth/token"}`)).toBe(5)
   })
 
   it("writes well-formed histograms: cumulative buckets ending at +Inf equal to the count", async () => {

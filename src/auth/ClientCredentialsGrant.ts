@@ -31,7 +31,7 @@ import { CatalogueLookup } from "../storage/CatalogueLookup.js"
 import type { TokenTarget } from "../storage/CredentialRepo.js"
 import { UsageRecord } from "../storage/UsageRecord.js"
 import { resourceAddress, type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
-import { tracerEnabled } from "../observability/Tracing.js"
+import { tracerEnabled, watchedCacheRead } from "../observability/Tracing.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
 import { assertionApplies, ClientAssertions } from "./ClientAssertion.js"
 import { ClientSecrets, type ClientSecretsShape } from "./ClientSecrets.js"
@@ -299,10 +299,13 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
           Effect.succeed({ answer: errorAnswer(error, NO_STORE), result: "temporarily_unavailable" as const }))
       )
 
-      // With traces, the app reads the catalogue through the cache's traced read (its span says
-      // whether the cache answered), as the fast path records its own cache hits.
-      const appServices: TokenDecisionServices = traced ? { ...services, tokenTarget: () => undefined } : services
-      const answer = (input: TokenInput) => Effect.suspend(() => complete(input, decideToken(input, appServices)))
+      const answer = (input: TokenInput) =>
+        Effect.suspend(() => {
+          if (!traced) return complete(input, decideToken(input, services))
+          const target = watchedCacheRead("CredentialRepoCache.findTokenTarget", services.tokenTarget)
+          const decision = decideToken(input, { ...services, tokenTarget: target.read })
+          return Effect.zipRight(target.hit, complete(input, decision))
+        })
       return ClientCredentialsGrant.of({ services, complete, answer })
     })
   )

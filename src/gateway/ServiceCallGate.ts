@@ -12,7 +12,7 @@ import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answ
 import { describeDefect } from "../observability/Defects.js"
 import { CatalogueLookup } from "../storage/CatalogueLookup.js"
 import { spanAttributes } from "../domain/ServiceAddress.js"
-import { tracerEnabled } from "../observability/Tracing.js"
+import { tracerEnabled, watchedCacheRead } from "../observability/Tracing.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { makeProofVerifier } from "../auth/DPoPProof.js"
 import { SeenJtis } from "../storage/SeenJtis.js"
@@ -101,10 +101,13 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
           Effect.catchTag("StorageUnavailable", (error) => Effect.succeed({ _tag: "Answer" as const, answer: errorAnswer(error) }))
         )
 
-      // With traces, the app reads the route through the cache's traced read (its span says whether
-      // the cache answered), as the fast path records its own cache hits.
-      const appServices: ServiceCallServices = traced ? { ...services, serviceRoute: () => undefined } : services
-      const decide = (input: ServiceCallInput) => Effect.suspend(() => complete(input, decideServiceCall(input, appServices)))
+      const decide = (input: ServiceCallInput) =>
+        Effect.suspend(() => {
+          if (!traced) return complete(input, decideServiceCall(input, services))
+          const route = watchedCacheRead("CredentialRepoCache.findServiceRoute", services.serviceRoute)
+          const decision = decideServiceCall(input, { ...services, serviceRoute: route.read })
+          return Effect.zipRight(route.hit, complete(input, decision))
+        })
 
       /** A stored proxy: the upstream's answer, in a client span continuing the trace when traces are exported. */
       const proxy = (allowed: ServiceCallAllowed, handler: ProxyHandler, bodyText: string, requestId: string) => {

@@ -1,12 +1,13 @@
 /**
  * Records every request the HttpApi app answers: its duration by route template, and, for the token
- * endpoint and the service call, the result (the OAuth error code of a failed token request, read
- * back from the answer, so that every way a request can fail, a 500 included, is counted as it was
- * answered). Requests the fast lane answers are recorded there, with the same functions.
+ * endpoint and the service call, the result (the token decision's own result, which the handler
+ * notes; an answer no decision made, a 500 included, is read back, so every way a request can fail
+ * is counted as it was answered). Requests the fast lane answers are recorded there, with the same functions.
  */
 import { type HttpApp, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import { Clock, Effect } from "effect"
+import { Clock, Effect, FiberRef } from "effect"
 import {
+  decidedTokenResult,
   recordDuration,
   recordServiceCall,
   recordTokenRequest,
@@ -40,7 +41,11 @@ export const requestMetrics = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Defaul
     const route = routeTemplate(request.url.split("?")[0]!) ?? UNMATCHED_ROUTE
     recordDuration(route, elapsed)
     if (request.method === "POST" && route === TOKEN_ROUTE) {
-      recordTokenRequest(response.status === 200 ? "issued" : tokenResultOf(errorCodeOf(response)))
+      // The decision's result; an answer it did not make (a defect's 500) is read back.
+      recordTokenRequest(
+        (yield* FiberRef.get(decidedTokenResult)) ??
+          (response.status === 200 ? "issued" : tokenResultOf(errorCodeOf(response)))
+      )
     } else if (request.method === "POST" && route === SERVICE_ROUTE) {
       recordServiceCall(response.status)
     }

@@ -5,7 +5,7 @@
  * (`FastLane`) is the other adapter, for the same decision.
  */
 import { HttpApiBuilder, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Clock, Effect, Layer, Option } from "effect"
+import { Clock, Effect, FiberRef, Layer, Option } from "effect"
 import { AdminAccess } from "../admin-auth/AdminAccess.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
@@ -17,6 +17,8 @@ import { NO_STORE } from "../auth/TokenForm.js"
 import { toServerResponse } from "./Answer.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import { mediaType, readBodyText } from "./RequestBody.js"
+import { decidedTokenResult, tokenResultOf } from "../observability/ServiceMetrics.js"
+import { wireOf } from "../domain/Errors.js"
 
 export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function*() {
@@ -26,14 +28,18 @@ export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
     const form = mediaType(request) === "application/x-www-form-urlencoded"
       ? yield* Effect.either(readBodyText(request, config.maxBodyBytes))
       : undefined
-    if (form !== undefined && form._tag === "Left") return toServerResponse(errorAnswer(form.left, NO_STORE))
-    const { answer } = yield* grants.answer({
+    if (form !== undefined && form._tag === "Left") {
+      yield* FiberRef.set(decidedTokenResult, tokenResultOf(wireOf(form.left).body.error))
+      return toServerResponse(errorAnswer(form.left, NO_STORE))
+    }
+    const { answer, result } = yield* grants.answer({
       authorization: request.headers["authorization"],
       dpop: dpopHeader(request.headers["dpop"]),
       form: form?.right,
       remoteAddress: Option.getOrElse(request.remoteAddress, () => "unknown"),
       nowMillis: yield* Clock.currentTimeMillis
     })
+    yield* FiberRef.set(decidedTokenResult, result)
     return toServerResponse(answer)
   })
 

@@ -9,7 +9,7 @@
  * arrays are made once per value and reused, because Effect caches a metric's hook per label array
  * (by identity): the hot paths then cost a map lookup and an addition.
  */
-import { Metric, MetricBoundaries, MetricLabel } from "effect"
+import { FiberRef, Metric, MetricBoundaries, MetricLabel } from "effect"
 
 export const tokenRequests = Metric.counter("service_auth_token_requests_total", {
   description: "Requests to POST /oauth/token by result: issued, or the OAuth error code of the answer."
@@ -69,6 +69,13 @@ export const tokenResultOf = (code: string | undefined): TokenResult | "other" =
   TOKEN_RESULTS.includes(code as TokenResult) ? code as TokenResult : "other"
 
 export const recordTokenRequest = (result: TokenResult | "other") => tokenRequests.unsafeUpdate(1, labels("result", result))
+
+/**
+ * The token decision's own result, noted by the HttpApi handler for the request's metrics
+ * (`RequestMetrics`), which runs in the same fiber: the label comes from the decision, as on the
+ * fast lane, not from the answer read back.
+ */
+export const decidedTokenResult = FiberRef.unsafeMake<TokenResult | "other" | undefined>(undefined)
 
 export const recordServiceCall = (status: number) => serviceCalls.unsafeUpdate(1, labels("status", String(status)))
 
