@@ -119,8 +119,8 @@ export interface UpstreamClient {
     body: string,
     options: {
       readonly timeoutMs: number
-      /** Every header the upstream gets but the body's length. */
-      readonly headers: Readonly<Record<string, string>>
+      /** Every header the upstream gets but the body's length, which is added to this object. */
+      readonly headers: Record<string, string>
       /** The caller's leaving, which aborts the exchange. */
       readonly whenCallerGone?: WhenCallerGone
     }
@@ -222,12 +222,13 @@ export const makeUpstreamClient = (): UpstreamClient => {
         onComplete: () => settle(resultOf(status ?? 0, Buffer.concat(chunks).toString("utf8"), retryAfter)),
         onError: () => settle(connectionFailed)
       }
+      options.headers["content-length"] = String(payload.length)
       try {
         poolFor(target.url).dispatch({
           origin: target.url.origin,
           path: target.path,
           method: "POST",
-          headers: { ...options.headers, "content-length": String(payload.length) },
+          headers: options.headers,
           body: payload
         }, handler)
       } catch {

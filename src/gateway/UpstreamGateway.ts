@@ -135,13 +135,15 @@ export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")
         }
         let failing = true
         try {
-          const assertion = await assertions.assertionAt({
+          const held = assertions.assertionAt({
             profile: address.profile,
             environment: address.environment,
             uuid: address.uuid,
             clientId: call.clientId,
             audience: handler.url
           }, clock.unsafeCurrentTimeMillis())
+          // A held assertion is used as it is: awaiting it would cost a turn of the microtask queue.
+          const assertion = typeof held === "string" ? held : await held
           const headers: Record<string, string> = {
             ...target.staticHeaders,
             "content-type": "application/json",
