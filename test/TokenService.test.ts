@@ -112,8 +112,10 @@ it.layer(TokenServiceTest)("TokenService", (it) => {
     Effect.gen(function*() {
       yield* atNow
       const tokens = yield* TokenService
-      const { accessToken } = yield* tokens.issue(CLIENT_ID, ADDRESS)
-      expect(yield* verdict(accessToken)).toBe("Success")
+      const { accessToken, claims } = yield* tokens.issue(CLIENT_ID, ADDRESS)
+      // Checked, then remembered (by the digest of its text): both times the claims it carries.
+      expect(yield* tokens.verify(accessToken)).toStrictEqual(claims)
+      expect(yield* tokens.verify(accessToken)).toStrictEqual(claims)
       // The same text with one signature character changed is another token: checked, and refused.
       const [header, payload, signature] = segments(accessToken)
       const flipped = `${header}.${payload}.${signature.slice(0, -2)}${signature.at(-2) === "A" ? "B" : "A"}${signature.at(-1)}`
