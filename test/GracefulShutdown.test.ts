@@ -122,6 +122,9 @@ const connectionRefused = (port: number): Promise<boolean> =>
     })
     socket.once("error", (error: NodeJS.ErrnoException) => {
       if (error.code === "ECONNREFUSED") resolve(true)
+      // Connected in the kernel's backlog just as the listener closed, which resets what it had not
+      // accepted: not served, but not yet the refusal either, so the caller asks again.
+      else if (error.code === "ECONNRESET") resolve(false)
       else reject(error)
     })
   })
