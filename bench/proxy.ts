@@ -9,7 +9,7 @@
  */
 import { rmSync } from "node:fs"
 import { cpus } from "node:os"
-import { freePort } from "../test/support/ServerProcess.js"
+import { freePort } from "../src/testing.js"
 import {
   admin,
   CONNECTIONS,
