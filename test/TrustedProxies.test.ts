@@ -26,8 +26,17 @@ const WRONG_TOKEN = randomBytes(24).toString("base64url")
 const LIMIT = 3
 const TRUSTED = "127.0.0.1, 10.0.0.0/8, fd00::/8"
 const DATABASE_URL = process.env.TEST_DATABASE_URL === "" ? undefined : process.env.TEST_DATABASE_URL
-/** An address of the documentation range 198.51.100.0/24 no other run of this file is likely to use. */
-const someAddress = () => `198.51.100.${randomInt(1, 255)}`
+/**
+ * An address of the documentation range 198.51.100.0/24 that no other test of this file used (one
+ * drawn twice would arrive already refused), and that another run of this file is unlikely to use.
+ */
+const usedAddresses = new Set<string>()
+const someAddress = (): string => {
+  const address = `198.51.100.${randomInt(1, 255)}`
+  if (usedAddresses.has(address)) return someAddress()
+  usedAddresses.add(address)
+  return address
+}
 
 const dirs: Array<string> = []
 const servers: Array<ServerProcess> = []
