@@ -1,7 +1,9 @@
 /**
  * The local ends `npm run bench`'s proxy scenarios talk to, in one process:
- * - the upstream both proxies call (PORT): answers every POST with a small JSON object, after
- *   reading the body;
+ * - the upstream both proxies call (PORT): reads every POST's body, parses it, and answers
+ *   `{"ok":true,"echo":<body>}`, as a hosted service does its work on what it is sent (and as the
+ *   shared yardstick's upstream does: one that skipped the parse would leave more of the machine to
+ *   the proxies, and the proxy that does more per call would look better than it is);
  * - an OTLP/HTTP sink (PORT + 1): accepts every export (`POST /v1/traces`) with 200 `{}` and counts
  *   the bytes, so traced runs pay for building and sending their spans and nothing else.
  *
@@ -10,13 +12,19 @@
 import { createServer } from "node:http"
 
 const port = Number(process.env.PORT)
-const ANSWER = JSON.stringify({ ok: true, quote: { amount: 42, currency: "EUR" } })
-
 const upstream = createServer((request, response) => {
-  request.resume()
+  const chunks: Array<Buffer> = []
+  request.on("data", (chunk: Buffer) => chunks.push(chunk))
   request.on("end", () => {
-    response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(ANSWER) })
-    response.end(ANSWER)
+    let echo: unknown = null
+    try {
+      echo = JSON.parse(Buffer.concat(chunks).toString("utf8") || "null")
+    } catch {
+      // answered with a null echo, as the yardstick's upstream does
+    }
+    const answer = JSON.stringify({ ok: true, echo })
+    response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(answer) })
+    response.end(answer)
   })
 })
 

@@ -49,7 +49,7 @@ const main = async () => {
   try {
     const sinksPort = await freePort()
     const sinks = await startBare("local-sinks.ts", {}, sinksPort)
-    const upstreamUrl = `http://127.0.0.1:${sinksPort}/quote`
+    const upstreamUrl = `http://127.0.0.1:${sinksPort}/echo`
     const otlp = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinksPort + 1}`, OTEL_BSP_SCHEDULE_DELAY: "1000" }
 
     // The catalogue, made once on the first start; later starts use the same data.
