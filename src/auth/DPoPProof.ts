@@ -16,10 +16,11 @@
  * after the same checks of the `jwk`'s members as `parsePublicJwk` makes.
  */
 import { Effect, Either } from "effect"
-import { createHash, timingSafeEqual } from "node:crypto"
+import { timingSafeEqual } from "node:crypto"
 import { compactVerify, decodeProtectedHeader } from "jose"
 import type { StorageUnavailable } from "../domain/Errors.js"
 import { ALLOWED_ALGORITHMS, publicJwkMembers } from "../domain/KeyCredential.js"
+import { sha256Base64url } from "../domain/Sha256.js"
 import type { SeenJtisShape } from "../storage/SeenJtis.js"
 import { type ImportedKeys, importedKeys } from "./ImportedKeys.js"
 
@@ -45,8 +46,6 @@ export interface ProofRequest {
 export type ProofOutcome = { readonly jkt: string } | { readonly refused: string }
 
 const refused = (description: string): ProofOutcome => ({ refused: description })
-
-const sha256 = (text: string) => createHash("sha256").update(text).digest("base64url")
 
 const sameText = (a: string, b: string) => {
   const left = Buffer.from(a)
@@ -95,7 +94,7 @@ const checkProof = async (proofKeys: ImportedKeys, proof: string, request: Proof
     return refused("The DPoP proof has no jti")
   }
   if (request.accessToken !== undefined) {
-    if (typeof payload.ath !== "string" || !sameText(payload.ath, sha256(request.accessToken))) {
+    if (typeof payload.ath !== "string" || !sameText(payload.ath, sha256Base64url(request.accessToken))) {
       return refused("The DPoP proof's ath is not the access token's hash")
     }
   }

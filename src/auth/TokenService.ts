@@ -16,11 +16,11 @@
  */
 import { Clock, Context, Effect, Either, Layer, Schema } from "effect"
 import * as Jose from "jose"
-import * as NodeCrypto from "node:crypto"
-import { createHash, KeyObject, randomUUID, verify as verifySignature } from "node:crypto"
+import { KeyObject, randomUUID, verify as verifySignature } from "node:crypto"
 import { AppConfig } from "../config/AppConfig.js"
 import { InsufficientScope, InvalidToken } from "../domain/Errors.js"
 import { ClientId } from "../domain/Identifiers.js"
+import { sha256Base64url } from "../domain/Sha256.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 import { CLOCK_SKEW_SECONDS, SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import { KeyService } from "./KeyService.js"
@@ -103,12 +103,9 @@ export const MAX_VERIFIED_TOKENS = 50_000
  * The key a verified token is remembered by: the SHA-256 digest of its exact text (43 characters)
  * instead of the text (about 1.1 KB), which was two thirds of the memory a spread of clients held.
  * A token that differs by one byte has another digest, so it is verified in full. Hashing costs
- * no more than the lookup of the long text did. `crypto.hash` (Node 20.12+) needs no Hash object.
+ * no more than the lookup of the long text did.
  */
-const { hash } = NodeCrypto as { hash?: (algorithm: string, data: string, encoding: "base64url") => string }
-const digestOf: (token: string) => string = hash === undefined
-  ? (token) => createHash("sha256").update(token).digest("base64url")
-  : (token) => hash("sha256", token, "base64url")
+const digestOf = sha256Base64url
 
 /** What the time-independent checks of a token established, remembered by the digest of its text. */
 interface SignedToken {

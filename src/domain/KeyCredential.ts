@@ -9,8 +9,9 @@
  * an assertion checked against a secret's does. Keeping both in one column lets the catalogue, its
  * cache, export and import carry key credentials without a second path.
  */
-import { createHash, createPublicKey, type KeyObject } from "node:crypto"
+import { createPublicKey, type KeyObject } from "node:crypto"
 import { Either, Schema } from "effect"
+import { sha256Base64url } from "./Sha256.js"
 
 /** The algorithms a client's key may sign with, per key type: asymmetric only, never `none` or HMAC. */
 export const ALLOWED_ALGORITHMS: Readonly<Record<PublicJwk["kty"], ReadonlyArray<string>>> = {
@@ -61,7 +62,7 @@ export const canonicalJwk = (jwk: KeyMembers): string => {
 }
 
 /** The thumbprint of a key given as `canonicalJwk`'s text. */
-export const thumbprintOf = (canonical: string): string => createHash("sha256").update(canonical).digest("base64url")
+export const thumbprintOf = (canonical: string): string => sha256Base64url(canonical)
 
 /**
  * Checks what an operator sent as a public key. Left with a message that names what is wrong (never

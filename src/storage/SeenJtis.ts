@@ -24,8 +24,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
-import { createHash } from "node:crypto"
 import type { StorageUnavailable } from "../domain/Errors.js"
+import { sha256Base64url } from "../domain/Sha256.js"
 import { storageOperation } from "./StorageErrors.js"
 
 export interface SeenJtisShape {
@@ -49,8 +49,7 @@ export class SoleWriter extends Context.Tag("service-auth/SoleWriter")<SoleWrite
   static readonly layer = Layer.succeed(SoleWriter, true as const)
 }
 
-const keyOf = (scope: string, jti: string) =>
-  createHash("sha256").update(scope).update("\u0000").update(jti).digest("base64url")
+const keyOf = (scope: string, jti: string) => sha256Base64url(`${scope}\u0000${jti}`)
 
 /** At most this many ids in memory; beyond it the expired ones go, then the oldest. */
 export const LOCAL_MAX = 100_000
