@@ -12,6 +12,7 @@ import { createServer, type Server } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { gunzipSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { freePort, type ServerProcess, startServer } from "./support/ServerProcess.js"
 import { adminJson } from "./support/AdminFetch.js"
@@ -412,6 +413,39 @@ describe("OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", () => {
       for (const name of ["service-auth", "ClientCredentialsGrant.grant", "ServiceHttp.callService"]) {
         expect(payload).toContain(name)
       }
+    } finally {
+      await server.stop()
+      await receiver.close()
+    }
+  }, 120_000)
+})
+
+describe("OTEL_EXPORTER_OTLP_COMPRESSION=gzip with OTLP/JSON", () => {
+  it("sends gzip-compressed JSON, with the configured headers, that holds the request's spans", async () => {
+    const receiver = await startReceiver()
+    const server = await startServer({
+      ...serverSettings(),
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+      OTEL_EXPORTER_OTLP_COMPRESSION: "gzip",
+      OTEL_EXPORTER_OTLP_TRACES_HEADERS: "x-collector-key=gzip-secret",
+      OTEL_BSP_SCHEDULE_DELAY: "100"
+    })
+    try {
+      await tokenAndCall(server.base)
+      const received = () => Buffer.concat(receiver.exports.map((e) => gunzipSync(e.body))).toString("utf8")
+      const deadline = Date.now() + 10_000
+      while (!received().includes("ClientCredentialsGrant.grant") && Date.now() < deadline) await sleep(50)
+      const names: Array<string> = []
+      for (const e of receiver.exports) {
+        expect(e.headers["content-type"]).toBe("application/json")
+        expect(e.headers["content-encoding"]).toBe("gzip")
+        expect(e.headers["x-collector-key"]).toBe("gzip-secret")
+        const request = JSON.parse(gunzipSync(e.body).toString("utf8"))
+        for (const resourceSpans of request.resourceSpans) {
+          for (const scopeSpans of resourceSpans.scopeSpans) names.push(...scopeSpans.spans.map((span: { name: string }) => span.name))
+        }
+      }
+      expect(names).toContain("ClientCredentialsGrant.grant")
     } finally {
       await server.stop()
       await receiver.close()
