@@ -14,6 +14,7 @@ import * as CatalogueServices from "../src/storage/CatalogueServices.js"
 import * as CredentialRepoMemory from "../src/storage/CredentialRepoMemory.js"
 import { FailureCounts } from "../src/storage/FailureCounts.js"
 import { ServerKeyStore } from "../src/keys/ServerKeyStore.js"
+import { bodyAlreadyRead } from "../src/http/RequestBody.js"
 import { rawRequest } from "./support/Http.js"
 
 /** A catalogue whose cache "holds" every service, and throws when asked for it. */
@@ -41,9 +42,12 @@ layer(lane)((it) => {
     Effect.gen(function*() {
       const fastLane = yield* FastLane
       let handedOver = 0
+      const bodies: Array<string | undefined> = []
       const server = createServer((request, response) =>
         fastLane(request, response, () => {
           handedOver++
+          // A body the lane already read travels with the request; an unread one is still the stream's.
+          bodies.push(bodyAlreadyRead(request))
           request.resume()
           response.writeHead(299, { "content-type": "application/json" }).end(`{"app":true}`)
         }))
@@ -71,6 +75,12 @@ layer(lane)((it) => {
         )
         expect([call.status, token.status]).toEqual([299, 299])
         expect(handedOver).toBe(2)
+        // The service call is refused before its body is read; the token request after.
+        expect(bodies).toEqual([
+          undefined,
+          "grant_type=client_credentials&client_id=svc_00000000000000000000000000000000&client_secret=s" +
+          "&profile=acme&environment=production&service_uuid=6f1c2a3b-4d5e-4f60-8a71-92b3c4d5e6f7"
+        ])
       } finally {
         server.close()
       }

@@ -50,7 +50,8 @@ const timedOut = (timeoutMs: number) =>
 
 /** An upstream URL parsed once: where to connect, and the path (with its query) to POST to. */
 interface UpstreamTarget {
-  readonly url: URL
+  /** Where to connect (`URL.origin` works its text out anew on every read). */
+  readonly origin: string
   readonly path: string
 }
 
@@ -135,8 +136,8 @@ export interface UpstreamClient {
  */
 export const makeUpstreamClient = (): UpstreamClient => {
   const pools = new Map<string, Pool>()
-  const poolFor = (url: URL): Pool => {
-    let pool = pools.get(url.origin)
+  const poolFor = (origin: string): Pool => {
+    let pool = pools.get(origin)
     if (pool === undefined) {
       if (pools.size >= MAX_UPSTREAMS) {
         const [oldest, evicted] = pools.entries().next().value!
@@ -144,8 +145,8 @@ export const makeUpstreamClient = (): UpstreamClient => {
         void evicted.destroy().catch(() => {})
       }
       // The exchange's own timer bounds it (`postJson`): undici's timeouts are off.
-      pool = new Pool(url.origin, { connections: MAX_SOCKETS_PER_UPSTREAM, headersTimeout: 0, bodyTimeout: 0 })
-      pools.set(url.origin, pool)
+      pool = new Pool(origin, { connections: MAX_SOCKETS_PER_UPSTREAM, headersTimeout: 0, bodyTimeout: 0 })
+      pools.set(origin, pool)
     }
     return pool
   }
@@ -159,7 +160,7 @@ export const makeUpstreamClient = (): UpstreamClient => {
       const target = new URL(url)
       // As fetch did: only http(s), and never credentials in the URL.
       if ((target.protocol === "http:" || target.protocol === "https:") && target.username === "" && target.password === "") {
-        parsed = { url: target, path: `${target.pathname}${target.search}` }
+        parsed = { origin: target.origin, path: `${target.pathname}${target.search}` }
       }
     } catch {
       parsed = undefined
@@ -224,8 +225,8 @@ export const makeUpstreamClient = (): UpstreamClient => {
       }
       options.headers["content-length"] = String(payload.length)
       try {
-        poolFor(target.url).dispatch({
-          origin: target.url.origin,
+        poolFor(target.origin).dispatch({
+          origin: target.origin,
           path: target.path,
           method: "POST",
           headers: options.headers,

@@ -13,7 +13,8 @@ export const whenResponseClosed = (response: ServerResponse): WhenCallerGone => 
     leave()
     return () => {}
   }
+  // `on`, not `once`: a response closes once, and the listener is removed when the work ends.
   const closed = () => response.writableFinished || leave()
-  response.once("close", closed)
+  response.on("close", closed)
   return () => response.off("close", closed)
 }

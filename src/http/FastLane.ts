@@ -128,21 +128,23 @@ const make = Effect.gen(function*() {
   }
 
   /**
-   * Reads the declared-length body; it travels with the request should the app get it. `then` is
-   * guarded: if it throws, the app answers (the request is handed over once) or, when an answer has
-   * begun, the connection is closed. An exception must never escape into a Node event handler.
+   * Reads the declared-length body. `then` is guarded: if it throws, the app answers (the request is
+   * handed over once, with the body read, which it cannot read again) or, when an answer has begun,
+   * the connection is closed. An exception must never escape into a Node event handler.
    */
   const readBody = (request: IncomingMessage, response: ServerResponse, next: () => void, then: (text: string) => void) => {
     const chunks: Array<Buffer> = []
     request.on("data", (chunk: Buffer) => chunks.push(chunk))
     request.once("end", () => {
       const text = Buffer.concat(chunks).toString("utf8")
-      rememberBody(request, text)
       try {
         then(text)
       } catch {
         if (response.headersSent) response.destroy()
-        else next()
+        else {
+          rememberBody(request, text)
+          next()
+        }
       }
     })
     request.once("error", () => response.destroy())

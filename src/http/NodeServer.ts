@@ -21,7 +21,7 @@
 import { type HttpApp, HttpServer, HttpServerRequest } from "@effect/platform"
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect, Layer, Option, Runtime } from "effect"
-import { createServer, type Server } from "node:http"
+import { createServer, type Server, type ServerResponse } from "node:http"
 import { createServer as createSecureServer } from "node:https"
 import type { AppConfigShape } from "../config/AppConfig.js"
 import { clientAddress, NO_TRUSTED_PROXIES, rememberClientAddress, resolveClientAddress } from "./ClientAddress.js"
@@ -37,18 +37,25 @@ interface RequestCounts {
   readonly ended: () => number
 }
 
-/** Counts requests from arrival until their response is finished or their connection closed. */
-const trackInFlight = (server: Server): RequestCounts => {
+/**
+ * Counts requests from arrival until their response is finished or their connection closed:
+ * `arrived` is called by the server's one `request` listener, first.
+ */
+const trackInFlight = (): RequestCounts & { readonly arrived: (response: ServerResponse) => void } => {
   let inFlight = 0
   let ended = 0
-  server.on("request", (_request, response) => {
-    inFlight++
-    response.once("close", () => {
-      inFlight--
-      ended++
-    })
-  })
-  return { inFlight: () => inFlight, ended: () => ended }
+  const closed = () => {
+    inFlight--
+    ended++
+  }
+  return {
+    inFlight: () => inFlight,
+    ended: () => ended,
+    arrived: (response) => {
+      inFlight++
+      response.on("close", closed)
+    }
+  }
 }
 
 /**
@@ -135,8 +142,10 @@ export const layer = (
             // Attached in one synchronous step, so an adopted port hands over without a request between.
             const attach = () => {
               answerClientErrors(server, secure ? { "strict-transport-security": HSTS } : {})
-              counts = trackInFlight(server)
+              const tracked = trackInFlight()
+              counts = tracked
               server.on("request", (request, response) => {
+                tracked.arrived(response)
                 if (proxied) rememberClientAddress(request, resolveClientAddress(config.trustedProxies, request))
                 if (secure) response.setHeader("strict-transport-security", HSTS)
                 lane(request, response, () => handler(request, response))

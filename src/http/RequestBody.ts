@@ -25,6 +25,8 @@ export const mediaType = (request: HttpServerRequest.HttpServerRequest): string 
  * so `readBodyText` answers from here.
  */
 const alreadyRead = new WeakMap<IncomingMessage, string>()
+/** The body the fast lane read before handing `incoming` over, if it did. */
+export const bodyAlreadyRead = (incoming: IncomingMessage): string | undefined => alreadyRead.get(incoming)
 export const rememberBody = (incoming: IncomingMessage, text: string): void => void alreadyRead.set(incoming, text)
 
 export const readBodyText = (
@@ -36,7 +38,7 @@ export const readBodyText = (
   // Read from the Node stream: the platform's reader destroys the socket when the limit is
   // exceeded, so a chunked body over the limit would get no answer at all instead of a 413.
   const incoming = NodeHttpServerRequest.toIncomingMessage(request)
-  const read = alreadyRead.get(incoming)
+  const read = bodyAlreadyRead(incoming)
   if (read !== undefined) return Effect.succeed(read)
   return Effect.async<string, PayloadTooLarge | InvalidRequest>((resume) => {
     const chunks: Array<Buffer> = []

@@ -7,9 +7,12 @@
 import { randomBytes } from "node:crypto"
 
 const ID_BYTES = 8
-// Not a server's state, so no layer owns them: ids are keyed weakly by request objects, which no
-// two servers share, and the block is random bytes not yet used, which nothing can tell apart.
-const ids = new WeakMap<object, string>()
+// Not a server's state, so no layer owns them: an id is kept on its request object, which no two
+// servers share and which takes it along when it goes (a property rather than a WeakMap entry, which
+// the garbage collector must track for every short-lived request), and the block is random bytes not
+// yet used, which nothing can tell apart.
+const REQUEST_ID: unique symbol = Symbol("service-auth/requestId")
+type Identified = { [REQUEST_ID]?: string }
 let block: Buffer = Buffer.alloc(0)
 let offset = 0
 
@@ -25,10 +28,11 @@ const freshId = (): string => {
 
 export const requestIdOf = (source: unknown): string => {
   if (typeof source !== "object" || source === null) return freshId()
-  let id = ids.get(source)
+  const identified = source as Identified
+  let id = identified[REQUEST_ID]
   if (id === undefined) {
     id = freshId()
-    ids.set(source, id)
+    identified[REQUEST_ID] = id
   }
   return id
 }
