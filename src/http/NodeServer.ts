@@ -131,7 +131,7 @@ export const layer = (
       const early = !secure && earlyPort?.host === config.host && earlyPort.port === config.port ? earlyPort : undefined
       const server = early?.server ?? (yield* makeServer(config))
       const proxied = config.trustedProxies !== NO_TRUSTED_PROXIES
-      let counts: RequestCounts = { inFlight: () => 0, ended: () => 0 }
+      const counts = trackInFlight()
       return HttpServer.make({
         address: { _tag: "TcpAddress", hostname: config.host, port: config.port },
         serve: (app, middleware) =>
@@ -142,10 +142,8 @@ export const layer = (
             // Attached in one synchronous step, so an adopted port hands over without a request between.
             const attach = () => {
               answerClientErrors(server, secure ? { "strict-transport-security": HSTS } : {})
-              const tracked = trackInFlight()
-              counts = tracked
               server.on("request", (request, response) => {
-                tracked.arrived(response)
+                counts.arrived(response)
                 if (proxied) rememberClientAddress(request, resolveClientAddress(config.trustedProxies, request))
                 if (secure) response.setHeader("strict-transport-security", HSTS)
                 lane(request, response, () => handler(request, response))
