@@ -24,7 +24,7 @@ export async function openTokens(focus) {
   try {
     const { data } = await api("GET", "/admin/tokens")
     tokens = data && Array.isArray(data.tokens) ? data.tokens : []
-    if (parseRoute(location.hash).name === "tokens") render(false)
+    if (parseRoute(location.hash).name === "tokens") showTokens()
   } catch (err) {
     fail(err, "Could not load the admin tokens.")
   }
@@ -36,15 +36,22 @@ function render(focus) {
     h("nav", { class: "breadcrumb", "aria-label": "Breadcrumb" }, h("a", { href: "#/profiles" }, "Profiles"), " / Admin tokens"),
     h("div", { class: "page-head" }, h("h1", { id: "page-title", tabindex: "-1" }, "Admin tokens")),
     createdPanel(),
-    h(
-      "section",
-      { class: "card", "aria-labelledby": "tokens-title" },
-      h("h2", { id: "tokens-title" }, "Stored tokens"),
-      tokensTable()
-    ),
+    h("section", { id: "tokens-section", class: "card", "aria-labelledby": "tokens-title" }, ...tokensSection()),
     createForm()
   )
   if (focus) focusEl(document.getElementById("page-title"))
+}
+
+const tokensSection = () => [h("h2", { id: "tokens-title" }, "Stored tokens"), tokensTable()]
+
+/**
+ * The list, once it has arrived, in place of "Loading…": only its section is replaced, so what the
+ * admin has already typed into the form below is kept.
+ */
+function showTokens() {
+  const section = document.getElementById("tokens-section")
+  if (section === null) render(false)
+  else section.replaceChildren(...tokensSection())
 }
 
 const scopeText = (token) => (token.profiles === null ? "all profiles" : token.profiles.join(", "))
