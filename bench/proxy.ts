@@ -2,14 +2,14 @@
  * The proxy scenarios of `npm run bench` (run after `bench/run.ts`'s, or alone with
  * `npx tsx bench/proxy.ts`): calls of a `proxy` service through service-auth against
  * `bare-proxy-server.ts` (node:http + jose), each in front of the same local upstream
- * (`local-sinks.ts`). service-auth runs three ways on the same data: traces off, traces exported
+ * (`upstream-server.ts`). service-auth runs three ways on the same data: traces off, traces exported
  * with 10% of new traces sampled (`parentbased_traceidratio`, 0.1), and every request sampled
  * (`always_on`), spans going to a local OTLP sink. Rounds alternate which side goes first, and the
  * report gives the median per-round ratio, as `run.ts` does.
  */
+import * as Jose from "jose"
 import { rmSync } from "node:fs"
 import { cpus } from "node:os"
-import { freePort } from "../src/testing.js"
 import {
   admin,
   CONNECTIONS,
@@ -47,10 +47,11 @@ const VARIANTS = [
 
 const main = async () => {
   try {
-    const sinksPort = await freePort()
-    const sinks = await startBare("local-sinks.ts", {}, sinksPort)
-    const upstreamUrl = `http://127.0.0.1:${sinksPort}/echo`
-    const otlp = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinksPort + 1}`, OTEL_BSP_SCHEDULE_DELAY: "1000" }
+    const upstream = await startBare("upstream-server.ts", {})
+    const upstreamUrl = `${upstream.base}/echo`
+    const sink = await startBare("otlp-sink.ts", {})
+    // The batch processor's schedule is service-auth's own default (a batch a second).
+    const otlp = { OTEL_EXPORTER_OTLP_ENDPOINT: sink.base }
 
     // The catalogue, made once on the first start; later starts use the same data.
     let { server: ours } = await startServiceAuth(dataDir)
@@ -69,12 +70,21 @@ const main = async () => {
     )
     const token = String((await send(ours, tokenRequestOf(credential, profile, "production", service.uuid))).access_token)
     const call = serviceCallOf(token, profile, "production", service.uuid)
+    // The bare proxy's own key and token, with the least a token needs (see bare-proxy-server.ts).
+    const bareKey = await Jose.generateKeyPair("RS256", { extractable: true })
+    const bareJwk = { ...(await Jose.exportJWK(bareKey.publicKey)), kid: "bare", alg: "RS256", use: "sig" }
+    const bareToken = await new Jose.SignJWT({ scope: "service:call" })
+      .setProtectedHeader({ alg: "RS256", typ: "JWT", kid: "bare" })
+      .setIssuedAt()
+      .setExpirationTime("1h")
+      .sign(bareKey.privateKey)
+    const bareCall = serviceCallOf(bareToken, profile, "production", service.uuid)
     const bare = await startBare("bare-proxy-server.ts", {
-      BARE_JWKS_URL: `${ours.base}/.well-known/jwks.json`,
+      BARE_JWKS: JSON.stringify({ keys: [bareJwk] }),
       BARE_UPSTREAM_URL: upstreamUrl
     })
     const ourAnswer = JSON.stringify(await send(ours, call))
-    const bareAnswer = JSON.stringify(await send(bare, call))
+    const bareAnswer = JSON.stringify(await send(bare, bareCall))
     if (ourAnswer !== bareAnswer) console.error(`!! proxy answers differ:\n  service-auth ${ourAnswer}\n  bare ${bareAnswer}`)
 
     console.log(
@@ -91,13 +101,13 @@ const main = async () => {
         await send(ours, call)
       }
       await warmUp(ours, call)
-      if (v === 0) await warmUp(bare, call)
+      if (v === 0) await warmUp(bare, bareCall)
       const results = { ours: [] as Array<Measurement>, bare: [] as Array<Measurement> }
       for (let round = 1; round <= ROUNDS; round++) {
         const order = round % 2 === 1 ? (["ours", "bare"] as const) : (["bare", "ours"] as const)
         for (const who of order) {
           const server: Running = who === "ours" ? ours : bare
-          const measured = await load(server, call)
+          const measured = await load(server, who === "ours" ? call : bareCall)
           results[who].push(measured)
           console.log(line(`r${round} ${variant.name}`, server.name, measured))
         }
@@ -117,7 +127,6 @@ const main = async () => {
           `bare ${fmt(bare.rps)} req/s p99 ${fmt(bare.p99)} ms; p99 ${fmt(ours.p99 / Math.max(1, bare.p99), 1)}x)`
       )
     }
-    void sinks
     const failures = summaries.reduce((n, s) => n + s.ours.non2xx + s.bare.non2xx, 0)
     if (failures > 0) {
       console.error(`!!!!! ${failures} requests did not succeed: the figures above are not comparable !!!!!`)
