@@ -32,9 +32,19 @@ interface HeldAssertion {
   readonly reuseUntil: number
 }
 
+/**
+ * The text an assertion is held by: one per (service, caller, upstream URL). A caller that keeps it
+ * (`UpstreamGateway`, per stored handler and caller) spares the lookup the hashing of a new text.
+ */
+export const assertionIdOf = (subject: AssertionSubject): string =>
+  `${subject.profile}/${subject.environment}/${subject.uuid}\u0000${subject.clientId ?? ""}\u0000${subject.audience}`
+
 export interface UpstreamAssertionsShape {
-  /** The assertion for this call: a held one when still good, else a new one (signed off the event loop). */
-  readonly assertionAt: (subject: AssertionSubject, nowMillis: number) => string | Promise<string>
+  /**
+   * The assertion for this call: a held one when still good, else a new one (signed off the event
+   * loop). `id` is `assertionIdOf(subject)`, given when the caller keeps it.
+   */
+  readonly assertionAt: (subject: AssertionSubject, nowMillis: number, id?: string) => string | Promise<string>
 }
 
 export const makeUpstreamAssertions = (options: {
@@ -62,8 +72,7 @@ export const makeUpstreamAssertions = (options: {
     return `${signingInput}.${Buffer.from(signature).toString("base64url")}`
   }
 
-  const assertionAt = (subject: AssertionSubject, nowMillis: number): string | Promise<string> => {
-    const id = `${subject.profile}/${subject.environment}/${subject.uuid}\u0000${subject.clientId ?? ""}\u0000${subject.audience}`
+  const assertionAt = (subject: AssertionSubject, nowMillis: number, id = assertionIdOf(subject)): string | Promise<string> => {
     const key = options.signingKeyAt(nowMillis)
     const known = held.get(id)
     if (known !== undefined && known.kid === key.kid && nowMillis < known.reuseUntil && nowMillis >= known.reuseUntil - REUSE_SECONDS * 1000) {

@@ -42,6 +42,10 @@ export interface UpstreamGuardShape {
   readonly openCount: () => number
 }
 
+// Two shared answers: an admission is read, never changed, so none is made per call.
+const ADMITTED: Admission = { _tag: "Admitted", trial: false }
+const ADMITTED_TRIAL: Admission = { _tag: "Admitted", trial: true }
+
 export const makeUpstreamGuard = (maxConcurrency: number, onOpenChange: (open: number) => void = () => {}): UpstreamGuardShape => {
   const states = new Map<string, ServiceState>()
   let open = 0
@@ -76,7 +80,7 @@ export const makeUpstreamGuard = (maxConcurrency: number, onOpenChange: (open: n
     }
     state.inFlight++
     if (trial) state.trial = true
-    return { _tag: "Admitted", trial }
+    return trial ? ADMITTED_TRIAL : ADMITTED
   }
 
   const settle = (key: string, admission: { readonly trial: boolean }, failing: boolean, nowMillis: number) => {
