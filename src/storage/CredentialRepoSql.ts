@@ -113,9 +113,11 @@ export const make = Effect.gen(function*() {
 
     listProfiles: profileRows(undefined).pipe(parseFailureIsDefect, storageOperation),
 
+    // The uses noted so far are written first, outside the read's transaction: the flush waits for
+    // batches already on their way, which on the embedded database's one connection could not be
+    // written while the transaction held it.
     getProfile: (profile) =>
       Effect.gen(function*() {
-        yield* lastUsed.flush
         const found = yield* profileCreatedAt(profile)
         if (Option.isNone(found)) return Option.none()
         const environments = yield* environmentNames(profile)
@@ -131,7 +133,7 @@ export const make = Effect.gen(function*() {
             services: servicesWithCredentials(services.filter((s) => s.environment === name), credentials)
           }))
         })
-      }).pipe(sql.withTransaction, parseFailureIsDefect, storageOperation),
+      }).pipe(sql.withTransaction, (read) => Effect.zipRight(lastUsed.flush, read), parseFailureIsDefect, storageOperation),
 
     putProfile: (profile, now, actor, lifetimeDays) =>
       Effect.gen(function*() {
@@ -190,12 +192,11 @@ export const make = Effect.gen(function*() {
 
     getService: (address) =>
       Effect.gen(function*() {
-        yield* lastUsed.flush
         const services = yield* serviceRows(address)
         if (services.length === 0) return Option.none()
         const credentials = yield* serviceCredentials(address)
         return Option.fromNullable(servicesWithCredentials(services, credentials)[0])
-      }).pipe(sql.withTransaction, parseFailureIsDefect, storageOperation),
+      }).pipe(sql.withTransaction, (read) => Effect.zipRight(lastUsed.flush, read), parseFailureIsDefect, storageOperation),
 
     putService: (address, fields, mode, now, actor) =>
       Effect.gen(function*() {

@@ -8,7 +8,7 @@
  * too. On PostgreSQL, another instance's notes reach the database within `FLUSH_EVERY`.
  */
 import type { SqlClient } from "@effect/sql"
-import { Clock, Duration, Effect, type Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, FiberId, type Scope } from "effect"
 import type { StorageUnavailable } from "../domain/Errors.js"
 import { laterUse } from "../domain/LastUse.js"
 import { storageOperation } from "./StorageErrors.js"
@@ -30,33 +30,49 @@ export interface LastUsedWrites {
 export const make = (sql: SqlClient.SqlClient): Effect.Effect<LastUsedWrites, never, Scope.Scope> =>
   Effect.gen(function*() {
     let noted = new Map<string, Date>()
-    // Batches on their way to the database: reads still answer their times until they are written.
-    const writing = new Set<ReadonlyMap<string, Date>>()
+    // Batches on their way to the database, each with its end: reads still answer their times until
+    // they are written.
+    const writing = new Map<ReadonlyMap<string, Date>, Deferred.Deferred<void>>()
 
+    /** Writes what is noted, as one batch; its entry in `writing` ends however the write does. */
+    const writeNoted = Effect.uninterruptibleMask((restore) =>
+      Effect.suspend(() => {
+        if (noted.size === 0) return Effect.void
+        const batch = noted
+        noted = new Map()
+        const written = Deferred.unsafeMake<void>(FiberId.none)
+        writing.set(batch, written)
+        // One parameter, whatever the batch's size, on both drivers.
+        const rows = JSON.stringify([...batch].map(([client_id, at]) => ({ client_id, at: at.toISOString() })))
+        return restore(sql`UPDATE credentials AS c SET last_used_at = GREATEST(c.last_used_at, v.at)
+                   FROM json_to_recordset(${rows}::json) AS v(client_id text, at timestamptz)
+                   WHERE c.client_id = v.client_id`).pipe(
+          Effect.asVoid,
+          storageOperation,
+          Effect.tapError(() =>
+            Effect.sync(() => {
+              for (const [clientId, at] of batch) noted.set(clientId, laterUse(noted.get(clientId), at))
+            })
+          ),
+          Effect.ensuring(Effect.suspend(() => {
+            writing.delete(batch)
+            return Deferred.succeed(written, undefined)
+          }))
+        )
+      })
+    )
+
+    // A flush also waits for the batches already on their way (the periodic one's, another read's):
+    // otherwise a read could miss a use twice, its statement starting before that batch committed and
+    // `pendingUse` asked after the batch was forgotten.
     const flush = Effect.suspend(() => {
-      if (noted.size === 0) return Effect.void
-      const batch = noted
-      noted = new Map()
-      writing.add(batch)
-      // One parameter, whatever the batch's size, on both drivers.
-      const rows = JSON.stringify([...batch].map(([client_id, at]) => ({ client_id, at: at.toISOString() })))
-      return sql`UPDATE credentials AS c SET last_used_at = GREATEST(c.last_used_at, v.at)
-                 FROM json_to_recordset(${rows}::json) AS v(client_id text, at timestamptz)
-                 WHERE c.client_id = v.client_id`.pipe(
-        Effect.asVoid,
-        storageOperation,
-        Effect.tapError(() =>
-          Effect.sync(() => {
-            for (const [clientId, at] of batch) noted.set(clientId, laterUse(noted.get(clientId), at))
-          })
-        ),
-        Effect.ensuring(Effect.sync(() => writing.delete(batch)))
-      )
+      const earlier = [...writing.values()]
+      return Effect.zipRight(writeNoted, Effect.forEach(earlier, Deferred.await, { discard: true }))
     })
 
     const notedOf = (clientId: string): Date | undefined => {
       let latest = noted.get(clientId)
-      for (const batch of writing) {
+      for (const batch of writing.keys()) {
         const at = batch.get(clientId)
         if (at !== undefined) latest = laterUse(latest, at)
       }
