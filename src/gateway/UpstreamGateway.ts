@@ -157,25 +157,32 @@ export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")
       }
 
       /** The exchange, once the assertion is in hand; settles the guard's admission whatever happens. */
-      const exchange = (call: UpstreamCall, target: PreparedHandler, admission: Admitted, assertion: string) => {
+      const exchange = (call: UpstreamCall, target: PreparedHandler, admission: Admitted, assertion: string): Promise<UpstreamCalled> => {
         const { address, handler } = call
-        const headers: Record<string, string> = {
-          ...target.staticHeaders,
-          "content-type": "application/json",
-          accept: "application/json",
-          "x-service-profile": address.profile,
-          "x-service-environment": address.environment,
-          "x-service-uuid": address.uuid,
-          "x-request-id": call.requestId,
-          "x-service-auth-assertion": assertion
+        let sent: Promise<UpstreamAnswer>
+        try {
+          const headers: Record<string, string> = {
+            ...target.staticHeaders,
+            "content-type": "application/json",
+            accept: "application/json",
+            "x-service-profile": address.profile,
+            "x-service-environment": address.environment,
+            "x-service-uuid": address.uuid,
+            "x-request-id": call.requestId,
+            "x-service-auth-assertion": assertion
+          }
+          if (call.clientId !== null) headers["x-client-id"] = call.clientId
+          if (call.traceparent !== undefined) headers["traceparent"] = call.traceparent
+          sent = postJson(handler.url, call.bodyText, {
+            timeoutMs: target.timeoutMs,
+            headers,
+            ...(call.whenCallerGone === undefined ? {} : { whenCallerGone: call.whenCallerGone })
+          })
+        } catch {
+          // Nothing here is expected to throw; if it did, the slot is still given back.
+          return Promise.resolve(unsigned(target, admission))
         }
-        if (call.clientId !== null) headers["x-client-id"] = call.clientId
-        if (call.traceparent !== undefined) headers["traceparent"] = call.traceparent
-        return postJson(handler.url, call.bodyText, {
-          timeoutMs: target.timeoutMs,
-          headers,
-          ...(call.whenCallerGone === undefined ? {} : { whenCallerGone: call.whenCallerGone })
-        }).then((upstream): UpstreamCalled => {
+        return sent.then((upstream): UpstreamCalled => {
           const result = upstream.result
           guard.settle(target.guardKey, admission, result._tag === "Failed" && result.failing, clock.unsafeCurrentTimeMillis())
           recordUpstreamCall(result._tag === "Ok" ? "ok" : result._tag === "PassedOn" ? "passed_on" : "bad_gateway")
@@ -183,7 +190,7 @@ export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")
         })
       }
 
-      /** Only signing can fail (the key is unusable): the call never left. */
+      /** Only signing can fail (the key is unusable): the call never left. The slot is given back. */
       const unsigned = (target: PreparedHandler, admission: Admitted): UpstreamCalled => {
         guard.settle(target.guardKey, admission, false, clock.unsafeCurrentTimeMillis())
         recordUpstreamCall("bad_gateway")
