@@ -2,9 +2,8 @@
  * What the bare references of `npm run bench` check before they touch a service call's body: the
  * path, and a Bearer token verified with jose (`jwtVerify`, RS256 only) against the JWKS of the
  * service-auth under test (fetched once at start), whose `data` and `aud` name the called path.
- * No revocation check. By default every request pays for a full RSA verification; with `remember`
- * (the proxy reference, as the shared yardstick's bare proxy does, and as service-auth itself does)
- * each distinct token is verified once and its claims kept until its `exp`.
+ * No revocation check, no cache of verified tokens: every request pays for a full RSA verification.
+ * (The proxy reference remembers its tokens itself: `bare-proxy-server.ts`.)
  */
 import * as Jose from "jose"
 import type { IncomingMessage, ServerResponse } from "node:http"
@@ -53,15 +52,10 @@ export interface CheckedCall {
 }
 
 /** The call when it may go on; otherwise undefined, and the refusal has been answered. */
-/** Verified claims by token, for `remember`: bounded, cleared when full (a benchmark holds few tokens). */
-const remembered = new Map<string, Jose.JWTPayload>()
-const REMEMBERED_MAX = 100_000
-
 export const checkCall = async (
   request: IncomingMessage,
   response: ServerResponse,
-  jwks: ReturnType<typeof Jose.createLocalJWKSet>,
-  options: { readonly remember?: boolean } = {}
+  jwks: ReturnType<typeof Jose.createLocalJWKSet>
 ): Promise<CheckedCall | undefined> => {
   const path = PATH.exec(request.url ?? "")
   if (request.method !== "POST" || path === null) {
@@ -70,19 +64,10 @@ export const checkCall = async (
   const authorization = request.headers.authorization ?? ""
   if (!authorization.startsWith("Bearer ")) return void answer(response, 401, invalidToken)
   const token = authorization.slice(7)
-  let claims = options.remember === true ? remembered.get(token) : undefined
-  if (claims === undefined) {
-    try {
-      claims = (await Jose.jwtVerify(token, jwks, { algorithms: ["RS256"] })).payload
-    } catch {
-      return void answer(response, 401, invalidToken)
-    }
-    if (options.remember === true) {
-      if (remembered.size >= REMEMBERED_MAX) remembered.clear()
-      remembered.set(token, claims)
-    }
-  } else if ((claims.exp ?? 0) * 1000 <= Date.now()) {
-    remembered.delete(token)
+  let claims: Jose.JWTPayload
+  try {
+    claims = (await Jose.jwtVerify(token, jwks, { algorithms: ["RS256"] })).payload
+  } catch {
     return void answer(response, 401, invalidToken)
   }
   const [url, profile, environment, uuid] = path as unknown as [string, string, string, string]
