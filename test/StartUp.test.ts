@@ -114,14 +114,14 @@ describe("start-up", () => {
     }
   }, 120_000)
 
-  it("npm start gives a server that exports traces 32 MB semi-spaces and V8's own old-generation growth", async () => {
+  it("npm start gives a server that exports traces 64 MB semi-spaces and V8's own old-generation growth", async () => {
     // Nothing listens at the collector: the exporter warns once and the server runs on.
     const collector = `http://127.0.0.1:${await freePort()}`
     for (const variable of ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]) {
       const server = await startServer({ ADMIN_TOKEN, DATA_DIR: join(freshDir(), "data"), [variable]: collector })
       try {
         const below = processTree(server.child.pid!).slice(1)
-        expect(below.map((p) => p.cmdline), variable).toEqual([`node --max-semi-space-size=32 dist/service-auth.mjs`])
+        expect(below.map((p) => p.cmdline), variable).toEqual([`node --max-semi-space-size=64 dist/service-auth.mjs`])
       } finally {
         expect(await server.stop()).toBe(0)
       }
