@@ -6,10 +6,10 @@
  * collector is unreachable the batches are dropped (the queue is bounded) and one warning is logged.
  * The exporter reads the other standard variables itself: OTEL_EXPORTER_OTLP_HEADERS (and
  * `_TRACES_HEADERS`), `_TIMEOUT`, `_COMPRESSION`, the certificate files; the batch processor reads
- * OTEL_BSP_*; the resource takes OTEL_RESOURCE_ATTRIBUTES.
+ * OTEL_BSP_*; the resource takes OTEL_RESOURCE_ATTRIBUTES. Effect's spans are recorded as the SDK
+ * records spans by `SdkSpans`, with the SDK provider's span limits (OTEL_SPAN_*, OTEL_ATTRIBUTE_*).
  */
 import * as Resource from "@effect/opentelemetry/Resource"
-import * as Tracer from "@effect/opentelemetry/Tracer"
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
@@ -18,13 +18,17 @@ import {
   ParentBasedSampler,
   type Sampler,
   type SpanExporter,
+  type SpanLimits,
+  type SpanProcessor,
   TraceIdRatioBasedSampler
 } from "@opentelemetry/sdk-trace-base"
 import { Effect, Layer, Runtime } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { PACKAGE_ROOT } from "../config/PackageRoot.js"
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions"
 import type { TracingSettings } from "./TracingSettings.js"
+import { type InstrumentationScope, makeTracer } from "./SdkSpans.js"
 import { LaneIdGenerator, type SamplerSettings } from "./HeadSampling.js"
 
 /** `ExportResultCode.SUCCESS` of @opentelemetry/core. */
@@ -73,7 +77,7 @@ const serviceVersion = (): string | undefined => {
 }
 
 /** The SDK's sampler for the settings the fast lane decides by too (`HeadSampling`). */
-const samplerOf = ({ name, ratio }: SamplerSettings): Sampler => {
+export const samplerOf = ({ name, ratio }: SamplerSettings): Sampler => {
   switch (name) {
     case "always_on":
       return new AlwaysOnSampler()
@@ -90,21 +94,23 @@ const samplerOf = ({ name, ratio }: SamplerSettings): Sampler => {
   }
 }
 
-/** The provider is shut down last: its finalizer flushes what is queued, for at most FLUSH_TIMEOUT_MS. */
-const layerProvider = (settings: TracingSettings) =>
-  Layer.scoped(
-    Tracer.OtelTracerProvider,
+/**
+ * Effect's tracer for spans that go to `processor`: it records them as the SDK would (`SdkSpans`),
+ * with the span limits of an SDK provider (read from the OTEL_SPAN_* and OTEL_ATTRIBUTE_* variables)
+ * and the scope of the tracer `@effect/opentelemetry` took from it (named and versioned as the
+ * service). The provider owns the processor: its finalizer, run last, flushes what is queued, for
+ * at most FLUSH_TIMEOUT_MS. Tests give it an in-memory processor.
+ */
+export const layerSpans = (sampler: SamplerSettings, processor: SpanProcessor) =>
+  Layer.unwrapScoped(
     Effect.gen(function*() {
-      const runtime = yield* Effect.runtime<never>()
-      const warn = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
-      const exporter = warningOnce(yield* Effect.promise(() => makeExporter(settings)), new URL(settings.tracesUrl).host, warn)
       const resource = yield* Resource.Resource
-      return yield* Effect.acquireRelease(
+      const provider = yield* Effect.acquireRelease(
         Effect.sync(() => new BasicTracerProvider({
             resource,
-            sampler: samplerOf(settings.sampler),
+            sampler: samplerOf(sampler),
             idGenerator: new LaneIdGenerator(),
-            spanProcessors: [new BatchSpanProcessor(exporter, batchDelay())]
+            spanProcessors: [processor]
           })),
         // The deadline is the promise's own: this runs while the interrupted server shuts down, where
         // an interruptible region (which Effect's timeouts need) would end at once, before flushing.
@@ -116,8 +122,41 @@ const layerProvider = (settings: TracingSettings) =>
             ])
           )
       )
+      const version = resource.attributes[ATTR_SERVICE_VERSION]
+      const tracer = provider.getTracer(
+        String(resource.attributes[ATTR_SERVICE_NAME]),
+        version === undefined ? undefined : String(version)
+      )
+      return Layer.setTracer(makeTracer({
+        processor,
+        resource,
+        scope: (tracer as unknown as { readonly instrumentationScope: InstrumentationScope }).instrumentationScope,
+        limits: spanLimitsOf(tracer),
+        sampler
+      }))
     })
   )
+
+/** Spans exported over OTLP/HTTP as `settings` say, in batches. */
+const layerExported = (settings: TracingSettings) =>
+  Layer.unwrapEffect(
+    Effect.gen(function*() {
+      const runtime = yield* Effect.runtime<never>()
+      const warn = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
+      const exporter = warningOnce(yield* Effect.promise(() => makeExporter(settings)), new URL(settings.tracesUrl).host, warn)
+      return layerSpans(settings.sampler, new BatchSpanProcessor(exporter, batchDelay()))
+    })
+  )
+
+/**
+ * The span limits the provider gave its tracer. The SDK keeps them in a field of its own; a version
+ * that moved it stops the start here rather than exporting spans without limits.
+ */
+const spanLimitsOf = (tracer: object): SpanLimits => {
+  const limits = (tracer as { readonly _spanLimits?: SpanLimits })._spanLimits
+  if (typeof limits !== "object" || limits === null) throw new Error("traces: the OpenTelemetry SDK's tracer has no span limits")
+  return limits
+}
 
 export const layer = (settings: TracingSettings): Layer.Layer<never> => {
   const version = serviceVersion()
@@ -127,5 +166,5 @@ export const layer = (settings: TracingSettings): Layer.Layer<never> => {
       ...(version === undefined ? {} : { serviceVersion: version })
     })
   )
-  return Tracer.layer.pipe(Layer.provide(layerProvider(settings)), Layer.provide(resource), Layer.discard)
+  return layerExported(settings).pipe(Layer.provide(resource))
 }
