@@ -9,16 +9,21 @@ import * as Resource from "@effect/opentelemetry/Resource"
 import * as OtelTracer from "@effect/opentelemetry/Tracer"
 import { TraceState } from "@opentelemetry/core"
 import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
   BasicTracerProvider,
+  ParentBasedSampler,
   type ReadableSpan,
+  type Sampler,
   SimpleSpanProcessor,
   type SpanExporter,
-  type SpanProcessor
+  type SpanProcessor,
+  TraceIdRatioBasedSampler
 } from "@opentelemetry/sdk-trace-base"
 import { Cause, Context, Effect, Fiber, Layer, Tracer } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { LaneIdGenerator, samplerSettings, type SamplerSettings } from "../src/observability/HeadSampling.js"
-import { layerSpans, samplerOf } from "../src/observability/TracingOtlp.js"
+import { layerSpans } from "../src/observability/TracingOtlp.js"
 import { remoteParent } from "../src/http/LaneTrace.js"
 
 const resource = Resource.layer({ serviceName: "service-auth", serviceVersion: "0.1.0" })
@@ -34,6 +39,24 @@ const collecting = () => {
     shutdown: () => Promise.resolve()
   }
   return { spans, processor: new SimpleSpanProcessor(exporter) }
+}
+
+/** The SDK's sampler for the settings, as the server configured its provider before `SdkSpans`. */
+const samplerOf = ({ name, ratio }: SamplerSettings): Sampler => {
+  switch (name) {
+    case "always_on":
+      return new AlwaysOnSampler()
+    case "always_off":
+      return new AlwaysOffSampler()
+    case "traceidratio":
+      return new TraceIdRatioBasedSampler(ratio)
+    case "parentbased_always_on":
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() })
+    case "parentbased_always_off":
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() })
+    case "parentbased_traceidratio":
+      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) })
+  }
 }
 
 /** The tracer before: `@effect/opentelemetry`'s, over an SDK provider configured as the server's was. */

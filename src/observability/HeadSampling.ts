@@ -1,8 +1,9 @@
 /**
  * Head sampling, decided before any span exists. OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG are
  * read once, here, as the OpenTelemetry SDK reads them (an unknown sampler is the default
- * `parentbased_always_on`; a missing or out-of-range ratio is 1); the exporter builds its SDK sampler
- * from the same settings (`TracingOtlp`), so the fast lane and the app decide alike.
+ * `parentbased_always_on`; a missing or out-of-range ratio is 1). The fast lane and Effect's tracer
+ * (`SdkSpans`, every span the app makes) both decide by `sampled`, so they decide alike, and as the
+ * SDK's sampler for the same settings would (`test/HeadSampling.test.ts`, `test/SdkSpans.test.ts`).
  *
  * The fast lane asks `sampled` first, and a request it says no to gets no span object at all: a
  * profile of proxied calls at 10% sampling put a tenth of the request's CPU into building unrecorded
@@ -10,8 +11,8 @@
  *
  * `traceidratio` is the SDK's deterministic function of the trace id. A new trace's id is drawn here
  * (from a pool of random bytes: four 32-bit words, hex only when needed), and when it is sampled the
- * exporter's id generator hands that id to the span made next (`LaneIdGenerator`), so the SDK's own
- * sampler, asked again, agrees, and so do the trace's other spans.
+ * id generator hands that id to the span made next (`LaneIdGenerator`), so the decision holds for
+ * the trace id it was made on, and the trace's other spans follow it.
  */
 import { randomFillSync } from "node:crypto"
 
@@ -141,8 +142,8 @@ export interface IdGenerator {
 }
 
 /**
- * The exporter's id generator: the trace id the lane drew for the span being made, when there is
- * one; otherwise (and for every span id) random ones, from the same pool.
+ * The tracer's id generator (`SdkSpans`): the trace id `sampled` drew for the span being made, when
+ * there is one; otherwise (and for every span id) random ones, from the same pool.
  */
 export class LaneIdGenerator implements IdGenerator {
   generateTraceId(): string {

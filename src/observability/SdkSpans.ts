@@ -342,7 +342,9 @@ class SdkSpan implements Tracer.Span {
     if (exit._tag === "Success") {
       span.setStatus({ code: OK })
     } else if (Cause.isInterruptedOnly(exit.cause)) {
-      span.setStatus({ code: OK, message: Cause.pretty(exit.cause) })
+      // OK, as `@effect/opentelemetry` sets it; its message (the pretty cause) is one an OK status
+      // never keeps, so it is not rendered.
+      span.setStatus({ code: OK })
       span.setAttribute("span.label", "⚠︎ Interrupted")
       span.setAttribute("status.interrupted", true)
     } else {

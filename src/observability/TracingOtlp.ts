@@ -11,16 +11,11 @@
  */
 import * as Resource from "@effect/opentelemetry/Resource"
 import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
   BasicTracerProvider,
   BatchSpanProcessor,
-  ParentBasedSampler,
-  type Sampler,
   type SpanExporter,
   type SpanLimits,
-  type SpanProcessor,
-  TraceIdRatioBasedSampler
+  type SpanProcessor
 } from "@opentelemetry/sdk-trace-base"
 import { Effect, Layer, Runtime } from "effect"
 import { readFileSync } from "node:fs"
@@ -29,7 +24,7 @@ import { PACKAGE_ROOT } from "../config/PackageRoot.js"
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions"
 import type { TracingSettings } from "./TracingSettings.js"
 import { type InstrumentationScope, makeTracer } from "./SdkSpans.js"
-import { LaneIdGenerator, type SamplerSettings } from "./HeadSampling.js"
+import type { SamplerSettings } from "./HeadSampling.js"
 
 /** `ExportResultCode.SUCCESS` of @opentelemetry/core. */
 const EXPORT_SUCCEEDED = 0
@@ -76,42 +71,20 @@ const serviceVersion = (): string | undefined => {
   }
 }
 
-/** The SDK's sampler for the settings the fast lane decides by too (`HeadSampling`). */
-export const samplerOf = ({ name, ratio }: SamplerSettings): Sampler => {
-  switch (name) {
-    case "always_on":
-      return new AlwaysOnSampler()
-    case "always_off":
-      return new AlwaysOffSampler()
-    case "traceidratio":
-      return new TraceIdRatioBasedSampler(ratio)
-    case "parentbased_always_on":
-      return new ParentBasedSampler({ root: new AlwaysOnSampler() })
-    case "parentbased_always_off":
-      return new ParentBasedSampler({ root: new AlwaysOffSampler() })
-    case "parentbased_traceidratio":
-      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) })
-  }
-}
-
 /**
  * Effect's tracer for spans that go to `processor`: it records them as the SDK would (`SdkSpans`),
  * with the span limits of an SDK provider (read from the OTEL_SPAN_* and OTEL_ATTRIBUTE_* variables)
  * and the scope of the tracer `@effect/opentelemetry` took from it (named and versioned as the
  * service). The provider owns the processor: its finalizer, run last, flushes what is queued, for
- * at most FLUSH_TIMEOUT_MS. Tests give it an in-memory processor.
+ * at most FLUSH_TIMEOUT_MS. It makes no span, so it has no sampler or id generator of ours: the
+ * tracer samples by `HeadSampling` and draws its own ids. Tests give it an in-memory processor.
  */
 export const layerSpans = (sampler: SamplerSettings, processor: SpanProcessor) =>
   Layer.unwrapScoped(
     Effect.gen(function*() {
       const resource = yield* Resource.Resource
       const provider = yield* Effect.acquireRelease(
-        Effect.sync(() => new BasicTracerProvider({
-            resource,
-            sampler: samplerOf(sampler),
-            idGenerator: new LaneIdGenerator(),
-            spanProcessors: [processor]
-          })),
+        Effect.sync(() => new BasicTracerProvider({ resource, spanProcessors: [processor] })),
         // The deadline is the promise's own: this runs while the interrupted server shuts down, where
         // an interruptible region (which Effect's timeouts need) would end at once, before flushing.
         (provider) =>
