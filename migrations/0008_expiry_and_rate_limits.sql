@@ -1,4 +1,4 @@
--- Credentials that expire (issue 37): at `expires_at` a credential is refused as if deleted, on every
+-- Credentials that expire: at `expires_at` a credential is refused as if deleted, on every
 -- instance, by comparing it with the clock at each decision; `expiry_recorded` says its
 -- `credential.expired` audit event was written (a conditional UPDATE, so one instance writes it once).
 ALTER TABLE credentials ADD COLUMN expires_at timestamptz;

@@ -1,5 +1,5 @@
 /**
- * `service-auth credentials add --public-key FILE` (issue 35): a key credential from a JWK or PEM
+ * `service-auth credentials add --public-key FILE`: a key credential from a JWK or PEM
  * file, through the built CLI against a real server; a private key file is refused before it travels.
  */
 import { describe, expect, it } from "vitest"

@@ -1,5 +1,5 @@
 /**
- * Credentials that expire (issue 37), driven by the server's clock (TestClock) through the real
+ * Credentials that expire, driven by the server's clock (TestClock) through the real
  * HttpApi, on each storage: `expires_at` on creation and in a `save`, the profile's
  * `credential_max_lifetime_days`, the refusal at expiry (the token endpoint's `invalid_client`,
  * the gateway's `invalid_token`) on both entries, the audit event written once, the gauges.

@@ -1,5 +1,5 @@
 /**
- * DPoP-bound tokens at the gateway (issue 35 §4, RFC 9449 §7): accepted only as `Authorization:
+ * DPoP-bound tokens at the gateway (RFC 9449 §7): accepted only as `Authorization:
  * DPoP` with a proof by the bound key for this call (htm, htu, ath, fresh iat, unseen jti); refused
  * with 401 and the `DPoP` challenge otherwise. Bearer tokens are untouched.
  */

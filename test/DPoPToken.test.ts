@@ -1,5 +1,5 @@
 /**
- * DPoP at `POST /oauth/token` (issue 35 §3, RFC 9449 §5): a request with a valid proof gets a
+ * DPoP at `POST /oauth/token` (RFC 9449 §5): a request with a valid proof gets a
  * `DPoP` token carrying `cnf.jkt`; an invalid proof gets `400 invalid_dpop_proof`; without the
  * header, tokens stay Bearer. With secrets and with private_key_jwt, by hand and with oauth4webapi.
  */

@@ -1,5 +1,5 @@
 /**
- * Credential expiry through real `npm start` processes (issue 37): a credential created a few
+ * Credential expiry through real `npm start` processes: a credential created a few
  * seconds from expiry works, then, when the time passes, is refused on two instances sharing one
  * PostgreSQL database at once (no event between them: each compares `expires_at` with its clock),
  * and on the embedded database; `credential.expired` is audited exactly once.

@@ -1,5 +1,5 @@
 /**
- * Key credentials through the admin API (issue 35 §1): a public JWK (RSA >= 2048 bits, EC P-256,
+ * Key credentials through the admin API: a public JWK (RSA >= 2048 bits, EC P-256,
  * Ed25519) or a PEM public key instead of a generated secret, within the limit of two, in the
  * credential list, the profile document, the editor's save and the audit trail; and the export
  * file's check of a credential's verifier.

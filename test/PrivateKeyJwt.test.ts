@@ -1,5 +1,5 @@
 /**
- * `private_key_jwt` at `POST /oauth/token` (issue 35 §2, RFC 7523): a key credential's client
+ * `private_key_jwt` at `POST /oauth/token` (RFC 7523): a key credential's client
  * authenticates with a JWT it signed, through oauth4webapi and by hand, and every refusal the issue
  * lists answers the seed's `401 invalid_client "Invalid client credentials"` (two methods at once:
  * `400 invalid_request`). A replayed `jti` is refused on another instance sharing PostgreSQL.

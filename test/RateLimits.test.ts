@@ -1,5 +1,5 @@
 /**
- * Per-client rate limits of services (issue 37), through the real HttpApi on the server's clock
+ * Per-client rate limits of services, through the real HttpApi on the server's clock
  * (TestClock): each client of a limited service gets `requests` calls per `per_seconds` seconds,
  * then `429 rate_limited` with Retry-After; every answer of the service carries the IETF draft's
  * `RateLimit-Policy` and `RateLimit`; other clients and other services are untouched; the window

@@ -1,5 +1,5 @@
 /**
- * Services with `"require_dpop": true` (issue 35 §4), through the real HttpApi on every storage:
+ * Services with `"require_dpop": true`, through the real HttpApi on every storage:
  * the token endpoint issues them only DPoP-bound tokens (a request without a proof, once the client
  * authenticated: `400 invalid_request`), and the gateway refuses Bearer tokens for them with the
  * DPoP challenge; both entries (the fast lane, and the app for a chunked body) answer the same. The

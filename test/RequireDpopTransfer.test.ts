@@ -1,5 +1,5 @@
 /**
- * A service's `require_dpop` through `export` and `import` (issue 35), in process on the embedded
+ * A service's `require_dpop` through `export` and `import`, in process on the embedded
  * database and PostgreSQL: the file carries it, an import restores it, and a file written before
  * the field existed imports its services as accepting Bearer tokens (false). PostgreSQL on a
  * database of its own: an export refuses rows other test files write straight into a repository.

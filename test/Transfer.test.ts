@@ -158,7 +158,7 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     try {
       const profile = `acme-${randomBytes(4).toString("hex")}`
       expect((await adminCall(server, "PUT", `/admin/profiles/${profile}`)).status).toBe(201)
-      // Issue 37's columns move too: the profile's policy, the service's rate limit, a credential's expiry.
+      // The expiry and rate-limit columns move too: the profile's policy, the service's rate limit, a credential's expiry.
       expect((await adminCall(server, "PUT", `/admin/profiles/${profile}`, { credential_max_lifetime_days: 365 })).status).toBe(200)
       expect((await adminCall(server, "PUT", `/admin/profiles/${profile}/environments/production`)).status).toBe(201)
       const service = await adminCall(server, "POST", `/admin/profiles/${profile}/environments/production/services`, {

@@ -1,5 +1,5 @@
 /**
- * The audit side of credential expiry (issue 37). Refusing an expired credential needs nothing
+ * The audit side of credential expiry. Refusing an expired credential needs nothing
  * here: the token and service-call decisions compare its `expires_at` with their clock, so it is
  * refused on every instance at the same moment, with no event to propagate. What remains is the
  * trail's `credential.expired`, written once (`CatalogueWrites.recordExpiries`, a conditional

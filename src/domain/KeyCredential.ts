@@ -1,5 +1,5 @@
 /**
- * Key credentials (issue 35): a credential whose client proves itself with a signature
+ * Key credentials: a credential whose client proves itself with a signature
  * (`private_key_jwt`, RFC 7523) instead of a shared secret. An operator gives its public key as a
  * JWK: RSA of at least 2048 bits, EC P-256 or Ed25519, public members only.
  *

@@ -1,5 +1,5 @@
 /**
- * The policies a profile or a service may set (issue 37): the longest lifetime of a profile's new
+ * The policies a profile or a service may set: the longest lifetime of a profile's new
  * credentials, and a service's per-client rate limit. Kept apart from `Models.ts`, which uses them.
  */
 import { Schema } from "effect"

@@ -1,5 +1,5 @@
 /**
- * Per-client rate limits of services (`rate_limit`, issue 37): each client of a limited service
+ * Per-client rate limits of services (`rate_limit`): each client of a limited service
  * may make `requests` calls per `per_seconds` seconds. A client is a token's `client_id`, or the
  * client address for a service without OAuth. Counted by each instance in memory, in fixed windows
  * that start at a client's first call: exact across instances would cost a database round trip on

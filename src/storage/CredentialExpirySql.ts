@@ -1,5 +1,5 @@
 /**
- * What `CredentialRepoSql` knows of expiry and of a profile's credential policy (issue 37), apart
+ * What `CredentialRepoSql` knows of expiry and of a profile's credential policy, apart
  * so that the repository stays readable. Expiry itself needs no write: every decision compares a
  * credential's `expires_at` with its clock. Only the audit event is written, once: the sweep's
  * UPDATE takes each row only while `expiry_recorded` is false, so of two instances sweeping at

@@ -1,5 +1,5 @@
 /**
- * JWT ids seen once (issue 35): a client assertion's `jti` (RFC 7523 §3) and a DPoP proof's (RFC
+ * JWT ids seen once: a client assertion's `jti` (RFC 7523 §3) and a DPoP proof's (RFC
  * 9449 §11.1) are accepted only the first time, until they expire. Only accepted JWTs write here.
  * Where the authoritative check lives depends on who else can accept a JWT:
  *

@@ -18,10 +18,10 @@ export const EXPORT_FORMAT = "service-auth-export"
 /**
  * Version 2 added `signing_keys` and `audit_events`. A version-1 file (written before) still imports:
  * its missing tables are read as empty. A service-auth that reads only version 1 refuses a version-2
- * file by its version, not by a table it does not know. Version 3 added columns (issue 37): a
+ * file by its version, not by a table it does not know. Version 3 added columns: a
  * profile's `credential_max_lifetime_days`, a service's `rate_limit`, a credential's `expires_at`
  * and `expiry_recorded`; an older file's rows read them as null (false), so as before. A service's
- * `require_dpop` (issue 35) came later within version 3: a file without it reads false; a
+ * `require_dpop` came later within version 3: a file without it reads false; a
  * service-auth that does not know it refuses the file by its `schema_version` (0010 and later).
  */
 export const EXPORT_VERSION = 3

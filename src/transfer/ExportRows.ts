@@ -37,7 +37,7 @@ const KeyValue = Schema.String.annotations({ message: () => "must be a string" }
   Schema.filter((value) => value.length > 0, { message: () => "must not be empty" })
 )
 
-/** A column added in version 3 (issue 37): read as its default from an older file. */
+/** A column added in version 3: read as its default from an older file. */
 const addedInVersion3 = <S extends Schema.Schema.Any>(column: S, value: () => Schema.Schema.Type<S>) =>
   Schema.optionalWith(column, { default: value })
 
@@ -55,7 +55,7 @@ export const ServiceRow = Schema.Struct({
   auth_type: AuthType,
   handler: StoredHandler,
   rate_limit: addedInVersion3(Schema.NullOr(RateLimit), () => null),
-  // Added within version 3 (issue 35, migration 0010): a file written before reads false, as before.
+  // Added within version 3 (migration 0010): a file written before reads false, as before.
   require_dpop: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   created_at: StoredTimestamp
 })
