@@ -3,7 +3,8 @@
  * material checked for its form and never repeated in a message. Every exported table is here; the
  * tables left out are declared in `DatabaseSchema.ts`.
  */
-import { verifierKey } from "../domain/KeyCredential.js"
+import { RSA_PUBLIC_EXPONENT, verifierKey } from "../domain/KeyCredential.js"
+import { parseRfc3339 } from "../domain/Time.js"
 import { Schema } from "effect"
 import { AuditAction, AuditDetails } from "../domain/AuditEvents.js"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
@@ -16,10 +17,11 @@ const TIMESTAMP_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+
 
 /**
  * A `timestamptz` as stored: kept as text to the microsecond (a `Date` would drop the last three
- * digits, and a merge compares timestamps exactly).
+ * digits, and a merge compares timestamps exactly). A time the API would refuse (`parseRfc3339`: a
+ * date that does not exist, a year beyond 9999) is refused here too.
  */
 export const StoredTimestamp = Schema.String.pipe(
-  Schema.filter((value) => TIMESTAMP_PATTERN.test(value) && !Number.isNaN(Date.parse(value)), {
+  Schema.filter((value) => TIMESTAMP_PATTERN.test(value) && parseRfc3339(value) !== undefined, {
     message: () => "must be an ISO 8601 date-time with its offset, e.g. 2026-01-01T12:00:00.000000Z"
   })
 )
@@ -93,7 +95,11 @@ const StoredPrivateKey = Schema.String.annotations({ message: () => "must be a s
 export const SigningKeyRow = Schema.Struct({
   /** The RFC 7638 thumbprint of `public_jwk`. */
   kid: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{43}$/, { message: () => "must be a SHA-256 JWK thumbprint" })),
-  public_jwk: Schema.Struct({ kty: Schema.Literal("RSA"), n: Base64Url("a modulus"), e: Base64Url("an exponent") }),
+  public_jwk: Schema.Struct({
+    kty: Schema.Literal("RSA"),
+    n: Base64Url("a modulus"),
+    e: Schema.Literal(RSA_PUBLIC_EXPONENT).annotations({ message: () => "must be AQAB (the public exponent 65537)" })
+  }),
   private_key: StoredPrivateKey,
   created_at: StoredTimestamp,
   active_from: StoredTimestamp
