@@ -1,11 +1,13 @@
 /**
  * `service-auth credentials add --public-key FILE`: a key credential from a JWK or PEM
- * file, through the built CLI against a real server; a private key file is refused before it travels.
+ * file, through the built CLI against a real server; a private key file, a weak key and a time
+ * outside RFC 3339 are refused before they travel.
  */
 import { describe, expect, it } from "vitest"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { generateKeyPairSync } from "node:crypto"
 import { exportJWK, exportPKCS8, exportSPKI, generateKeyPair } from "jose"
 import { CLI_TEST_DEADLINE_MS, cli, cliJson, uniqueProfile, useCliServer } from "./support/CliProcess.js"
 
@@ -41,5 +43,15 @@ describe("service-auth credentials add --public-key", () => {
     const refused = await cli(["credentials", "add", ...target, "--public-key", join(dir, "private.pem")])
     expect(refused.code).not.toBe(0)
     expect(refused.stderr).toContain("private key")
+
+    // A weak key is refused before it travels, in the server's words; so is a time outside RFC 3339.
+    const { n } = generateKeyPairSync("rsa", { modulusLength: 2048 }).publicKey.export({ format: "jwk" }) as { n: string }
+    writeFileSync(join(dir, "weak.jwk"), JSON.stringify({ kty: "RSA", n, e: "AQ" }))
+    const weak = await cli(["credentials", "add", ...target, "--public-key", join(dir, "weak.jwk")])
+    expect(weak.code).not.toBe(0)
+    expect(weak.stderr).toContain("public_key.e must be AQAB (the public exponent 65537)")
+    const dateOnly = await cli(["credentials", "add", ...target, "--expires-at", "2030-01-01"])
+    expect(dateOnly.code).not.toBe(0)
+    expect(dateOnly.stderr).toContain("--expires-at must be an RFC 3339 date-time with an offset and a four-digit year")
   }, CLI_TEST_DEADLINE_MS)
 })

@@ -13,12 +13,12 @@
  * Every failure is the same refusal (`invalid_client`); which check failed is never said. The
  * assertion itself is never logged.
  */
-import { Context, Effect, Layer, Redacted } from "effect"
-import { createPublicKey, type KeyObject } from "node:crypto"
+import { Context, Effect, Either, Layer, Redacted } from "effect"
+import type { KeyObject } from "node:crypto"
 import { decodeJwt, jwtVerify } from "jose"
 import { AppConfig } from "../config/AppConfig.js"
 import type { StorageUnavailable } from "../domain/Errors.js"
-import { ALLOWED_ALGORITHMS, isKeyVerifier, type PublicJwk, verifierKey } from "../domain/KeyCredential.js"
+import { ALLOWED_ALGORITHMS, importPublicKey, isKeyVerifier, type PublicJwk, verifierKey } from "../domain/KeyCredential.js"
 import { SeenJtis } from "../storage/SeenJtis.js"
 import { IMPORTED_KEYS_MAX, LruCache } from "./ImportedKeys.js"
 
@@ -56,7 +56,9 @@ export const assertedClientId = (assertion: string): string | undefined => {
 /**
  * A credential's public key, imported once per verifier (bounded: the least recently used goes
  * first). Keeping the same `KeyObject` also keeps jose's WebCrypto form of it; each assertion's
- * signature is still verified.
+ * signature is still verified. A stored key is checked again as a new one would be (`verifierKey`,
+ * `importPublicKey`): one that does not pass, a weak key stored before the checks or written to the
+ * database by other means, verifies nothing.
  */
 export const keyCache = (capacity: number = IMPORTED_KEYS_MAX) => {
   const keys = new LruCache<string, { readonly jwk: PublicJwk; readonly key: KeyObject }>(capacity)
@@ -65,7 +67,9 @@ export const keyCache = (capacity: number = IMPORTED_KEYS_MAX) => {
     if (cached !== undefined) return cached
     const jwk = verifierKey(verifier)
     if (jwk === undefined) return undefined
-    const entry = { jwk, key: createPublicKey({ key: jwk as never, format: "jwk" }) }
+    const imported = importPublicKey(jwk)
+    if (Either.isLeft(imported)) return undefined
+    const entry = { jwk, key: imported.right }
     keys.set(verifier, entry)
     return entry
   }

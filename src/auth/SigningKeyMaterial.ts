@@ -8,6 +8,7 @@ import * as Jose from "jose"
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto"
 import { readFile } from "node:fs/promises"
 import { describeFileError, StartupError } from "../config/StartupError.js"
+import { RSA_PUBLIC_EXPONENT } from "../domain/KeyCredential.js"
 import type { PublicRsaJwk } from "../keys/SigningKeyStore.js"
 
 export const SIGNING_ALGORITHM = "RS256"
@@ -63,12 +64,13 @@ export const publicJwkOf = (kid: string, { e, n }: PublicRsaJwk): PublicJwk => (
   use: "sig"
 })
 
-/** A private key, checked (RSA, at least 2048 bits), with its kid and public half. */
+/** A private key, checked (RSA, at least 2048 bits, public exponent 65537), with its kid and public half. */
 export const importSigningKey = async (pem: string) => {
   const privateKey = await Jose.importPKCS8(toPkcs8(pem), SIGNING_ALGORITHM, { extractable: true })
   const { kty, n, e } = await Jose.exportJWK(privateKey)
   if (kty !== "RSA" || n === undefined || e === undefined) throw new Error("signing key must be an RSA key")
   if (Buffer.from(n, "base64url").length * 8 < 2048) throw new Error("signing key must have at least 2048 bits")
+  if (e !== RSA_PUBLIC_EXPONENT) throw new Error("signing key must have the public exponent 65537")
   const publicJwk: PublicRsaJwk = { kty: "RSA", n, e }
   const kid = await Jose.calculateJwkThumbprint(publicJwk)
   return { kid, publicJwk, privateKey }

@@ -21,6 +21,7 @@ import { Api } from "../api/Api.js"
 import { type AdminSession, type AdminTokenList, type CreatedAdminToken, NewAdminTokenRequest } from "../api/AdminTokensApi.js"
 import { describeRequestIssues } from "../api/DecodeFailure.js"
 import type { AuditEventPage } from "../domain/AuditEvents.js"
+import { parseRfc3339 } from "../domain/Time.js"
 import { type ServiceError, wireOf } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import {
@@ -181,6 +182,9 @@ const refusedRequest = (error: ParseResult.ParseError) => invalidRequest(ParseRe
  * Checks what the CLI is about to send with the schema the server decodes it with, so that a value
  * the server would refuse is refused here in the server's words, and the client gets the decoded value.
  */
+/** `--expires-at` as the API reads it (`parseRfc3339`); an invalid date, refused when encoded, otherwise. */
+const expiryDate = (expiresAt: string) => new Date(parseRfc3339(expiresAt) ?? Number.NaN)
+
 const checkedRequest = <A, I>(schema: Schema.Schema<A, I>, wire: I): Effect.Effect<A, AdminApiError> =>
   Effect.mapError(Schema.decodeUnknown(schema)(wire), refusedRequest)
 
@@ -320,7 +324,7 @@ const makeAdminClient = (
       return yield* call((api) => api.services.listCredentials({ path }))
     }),
     addCredential: Effect.fn("AdminClient.addCredential")(function*(path: ServiceAddress, expiresAt?: string) {
-      const payload = expiresAt === undefined ? {} : { expires_at: new Date(expiresAt) }
+      const payload = expiresAt === undefined ? {} : { expires_at: expiryDate(expiresAt) }
       const created = yield* call((api) => api.services.createCredential({ path, payload }))
       // A payload without a public key always creates a secret credential.
       return "client_secret" in created ? created : yield* Effect.dieMessage("a secret credential was answered without its secret")
@@ -328,7 +332,7 @@ const makeAdminClient = (
     addKeyCredential: Effect.fn("AdminClient.addKeyCredential")(function*(path: ServiceAddress, publicKey: unknown, expiresAt?: string) {
       const payload = {
         public_key: publicKey as Record<string, unknown> | string,
-        ...(expiresAt === undefined ? {} : { expires_at: new Date(expiresAt) })
+        ...(expiresAt === undefined ? {} : { expires_at: expiryDate(expiresAt) })
       }
       const created = yield* call((api) => api.services.createCredential({ path, payload }))
       return "public_key" in created ? created : yield* Effect.dieMessage("a key credential was answered with a secret")

@@ -7,7 +7,8 @@ import { Args, Command, HelpDoc, Options, Prompt, ValidationError } from "@effec
 import { Duration, Effect, Option, Schema } from "effect"
 import { CredentialList } from "../api/AdminApi.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import { NewCredential, NewKeyCredential } from "../domain/Models.js"
+import { DATE_TIME_RULE, NewCredential, NewKeyCredential } from "../domain/Models.js"
+import { parseRfc3339 } from "../domain/Time.js"
 import { AdminClient, type AdminCallError, type AdminSetupError } from "./AdminClient.js"
 import { commandGroup } from "./CommandGroup.js"
 import {
@@ -190,8 +191,8 @@ const credentialsAdd = Command.make(
     runAdmin(
       url,
       Effect.gen(function*() {
-        if (Option.isSome(expiresAt) && Number.isNaN(Date.parse(expiresAt.value))) {
-          return yield* new CommandFailed({ message: `--expires-at must be an RFC 3339 time, not ${JSON.stringify(expiresAt.value)}` })
+        if (Option.isSome(expiresAt) && parseRfc3339(expiresAt.value) === undefined) {
+          return yield* new CommandFailed({ message: `--expires-at ${DATE_TIME_RULE}, not ${JSON.stringify(expiresAt.value)}` })
         }
         if (Option.isSome(publicKey)) {
           const key = yield* readPublicKeyFile(publicKey.value)

@@ -1,9 +1,11 @@
 /**
  * `credentials add --public-key FILE`: the public key of a key credential (private_key_jwt), read
  * from a file holding a JWK (JSON) or a PEM public key. The server checks it; a private key is
- * refused here already, so that it never travels.
+ * refused here already, so that it never travels, and so is a key the server would refuse (a weak
+ * one: `parsePublicJwk`), in the server's words.
  */
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
+import { parsePublicJwk, pemToJwk } from "../domain/KeyCredential.js"
 import { readFile } from "node:fs/promises"
 import type { NewKeyCredential } from "../domain/Models.js"
 import { CommandFailed } from "./CommandLine.js"
@@ -20,11 +22,15 @@ export const readPublicKeyFile = (path: string) =>
       return yield* new CommandFailed({ message: `${path} holds a private key: give the public key only (a JWK or a PEM public key)` })
     }
     const trimmed = text.trim()
-    if (!trimmed.startsWith("{")) return trimmed
-    return yield* Effect.try({
-      try: () => JSON.parse(trimmed) as unknown,
-      catch: () => new CommandFailed({ message: `${path} is neither a JSON JWK nor a PEM public key` })
-    })
+    const key: unknown = trimmed.startsWith("{")
+      ? yield* Effect.try({
+        try: () => JSON.parse(trimmed) as unknown,
+        catch: () => new CommandFailed({ message: `${path} is neither a JSON JWK nor a PEM public key` })
+      })
+      : trimmed
+    const checked = typeof key === "string" ? Either.flatMap(pemToJwk(key), parsePublicJwk) : parsePublicJwk(key)
+    if (Either.isLeft(checked)) return yield* new CommandFailed({ message: `${path}: ${checked.left}` })
+    return key
   })
 
 /** A new key credential for people: its client id and key; there is no secret. */

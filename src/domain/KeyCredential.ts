@@ -1,7 +1,8 @@
 /**
  * Key credentials: a credential whose client proves itself with a signature
  * (`private_key_jwt`, RFC 7523) instead of a shared secret. An operator gives its public key as a
- * JWK: RSA of at least 2048 bits, EC P-256 or Ed25519, public members only.
+ * JWK: RSA of 2048 to 16384 bits with the public exponent 65537, EC P-256 or Ed25519, public
+ * members only, each member in its one canonical encoding and no weak key (`weakKeyProblem`).
  *
  * A credential keeps one verifier in storage (`secret_hash`): for a secret, the HMAC digest of the
  * secret (64 hexadecimal digits); for a key, `jwk:` followed by the public JWK as JSON (its required
@@ -93,15 +94,72 @@ export const publicJwkMembers = (
   else if (jwk.kty === "EC" && jwk.crv === "P-256" && text(jwk.x) && text(jwk.y)) key = { kty: "EC", crv: "P-256", x: jwk.x, y: jwk.y }
   else if (jwk.kty === "OKP" && jwk.crv === "Ed25519" && text(jwk.x)) key = { kty: "OKP", crv: "Ed25519", x: jwk.x }
   else return Either.left("public_key must be an RSA, EC P-256 or Ed25519 public JWK")
+  const weak = weakKeyProblem(key)
+  if (weak !== undefined) return Either.left(weak)
   return Either.right({ members: key, kid: typeof jwk.kid === "string" ? jwk.kid : undefined })
 }
 
-/** The key of checked members, imported: Left when it is not a valid public key, or an RSA key under 2048 bits. */
+/** The only RSA public exponent accepted: 65537, in its one encoding (RFC 7518 §6.3.1.2). */
+export const RSA_PUBLIC_EXPONENT = "AQAB"
+/** The largest RSA modulus accepted, in bits (OpenSSL verifies no larger). */
+export const RSA_MAX_BITS = 16_384
+
+/** 2^255 - 19, the field prime of Ed25519. */
+const ED25519_P = (1n << 255n) - 19n
+/** The points of small order (1, 2, 4, 8) on Ed25519, encoded with either sign of x. */
+const ED25519_SMALL_ORDER = new Set([
+  "0100000000000000000000000000000000000000000000000000000000000000",
+  "0100000000000000000000000000000000000000000000000000000000000080",
+  "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+  "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
+  "0000000000000000000000000000000000000000000000000000000000000000",
+  "0000000000000000000000000000000000000000000000000000000000000080",
+  "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+  "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
+  "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+  "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa"
+])
+
+/**
+ * What makes a key one that others than its holder could sign with, or a second encoding of a key:
+ * an RSA exponent other than 65537 (with e = 1 the "signature" is the padded hash itself), an even
+ * or zero-padded modulus, EC or Ed25519 coordinates of another length than 32 bytes, an Ed25519
+ * point of small order or with y not below p. Undefined for a key without any. (EC points off the
+ * curve are refused when the key is imported.)
+ */
+const weakKeyProblem = (key: KeyMembers): string | undefined => {
+  if (key.kty === "RSA") {
+    if (key.e !== RSA_PUBLIC_EXPONENT) return "public_key.e must be AQAB (the public exponent 65537)"
+    const modulus = Buffer.from(key.n, "base64url")
+    if (modulus.length === 0 || modulus[0] === 0) return "public_key.n must be the modulus without leading zero bytes"
+    if (modulus.length * 8 > RSA_MAX_BITS) return `public_key must be an RSA key of at most ${RSA_MAX_BITS} bits`
+    if ((modulus[modulus.length - 1]! & 1) === 0) return "public_key.n must be an odd modulus"
+    return undefined
+  }
+  const coordinates = key.kty === "EC" ? [["x", key.x], ["y", key.y]] as const : [["x", key.x]] as const
+  for (const [name, value] of coordinates) {
+    if (value.length !== 43 || Buffer.from(value, "base64url").length !== 32) return `public_key.${name} must be 32 bytes in base64url`
+  }
+  if (key.kty === "OKP") {
+    const point = Buffer.from(key.x, "base64url")
+    const y = BigInt(`0x${Buffer.from(point).reverse().toString("hex")}`) & ((1n << 255n) - 1n)
+    if (y >= ED25519_P || ED25519_SMALL_ORDER.has(point.toString("hex"))) return "public_key.x must be an Ed25519 point of the main group"
+  }
+  return undefined
+}
+
+/**
+ * The key of checked members, imported: Left when it is not a valid public key, or an RSA key under
+ * 2048 bits or with another exponent than 65537 (checked again on the key itself).
+ */
 export const importPublicKey = (key: KeyMembers): Either.Either<KeyObject, string> => {
   try {
     const imported = createPublicKey({ key: key as never, format: "jwk" })
     if (key.kty === "RSA" && (imported.asymmetricKeyDetails?.modulusLength ?? 0) < 2048) {
       return Either.left("public_key must be an RSA key of at least 2048 bits")
+    }
+    if (key.kty === "RSA" && imported.asymmetricKeyDetails?.publicExponent !== 65537n) {
+      return Either.left("public_key.e must be AQAB (the public exponent 65537)")
     }
     return Either.right(imported)
   } catch {

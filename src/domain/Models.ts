@@ -3,13 +3,14 @@
  * repositories return, so storage and the wire cannot drift apart. Timestamps are `Date`s inside the
  * program and ISO 8601 strings on the wire.
  */
-import { Schema } from "effect"
+import { ParseResult, Schema } from "effect"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "./Identifiers.js"
 import { ServiceHandlerConfig, ServiceHandlerInput } from "./Handlers.js"
 import { SERVICE_NAME_MAX_LENGTH } from "./Limits.js"
 import { type PublicJwk, PublicKeyInfo, publicKeyInfo } from "./KeyCredential.js"
 import { CredentialMaxLifetimeDays, emptyObjectOr, RateLimit } from "./Policies.js"
 import { StorableText } from "./Text.js"
+import { parseRfc3339 } from "./Time.js"
 
 /** A point in time: a `Date` inside the program, an RFC 3339 date-time on the wire. */
 export const Timestamp = Schema.Date.annotations({
@@ -19,6 +20,36 @@ export const Timestamp = Schema.Date.annotations({
     type: "string",
     format: "date-time",
     description: "An RFC 3339 date-time in UTC, e.g. 2026-01-01T12:00:00.000Z."
+  }
+})
+
+/** What every time the API accepts must be (`parseRfc3339`), in the words of a 400's description. */
+export const DATE_TIME_RULE = "must be an RFC 3339 date-time with an offset and a four-digit year, e.g. 2027-01-01T00:00:00Z"
+
+/**
+ * A time the API accepts: an RFC 3339 date-time with its offset and a four-digit year, a real date
+ * (`parseRfc3339`); anything else is refused with `DATE_TIME_RULE`, under the field's name. What is
+ * accepted is what storage keeps and an export holds.
+ */
+export const DateTimeInput = Schema.transformOrFail(Schema.String, Schema.DateFromSelf, {
+  strict: true,
+  decode: (text, _, ast) => {
+    const instant = parseRfc3339(text)
+    return instant === undefined
+      ? ParseResult.fail(new ParseResult.Type(ast, text, DATE_TIME_RULE))
+      : ParseResult.succeed(new Date(instant))
+  },
+  encode: (date, _, ast) =>
+    Number.isNaN(date.getTime())
+      ? ParseResult.fail(new ParseResult.Type(ast, date, DATE_TIME_RULE))
+      : ParseResult.succeed(date.toISOString())
+}).annotations({
+  identifier: "DateTimeInput",
+  message: () => ({ message: DATE_TIME_RULE, override: true }),
+  jsonSchema: {
+    type: "string",
+    format: "date-time",
+    description: "An RFC 3339 date-time with its offset (Z or ±hh:mm) and a four-digit year, e.g. 2027-01-01T00:00:00Z."
   }
 })
 
@@ -129,9 +160,7 @@ export type ServiceInput = typeof ServiceInput.Type
 const EXPIRES_AT_INPUT = "When the credential expires (RFC 3339, in the future; at most the profile's " +
   "credential_max_lifetime_days ahead). Absent: the policy's maximum, or never when the profile has none."
 const CREDENTIAL_INPUT_DESCRIPTION = "`{}` (or no body), or when the new credential expires."
-const ExpiresAtInput = Timestamp.annotations({
-  message: () => "expires_at must be an RFC 3339 date-time, e.g. 2027-01-01T00:00:00Z"
-})
+const ExpiresAtInput = DateTimeInput
 export const CredentialInput = emptyObjectOr(Schema.Struct({ expires_at: Schema.optional(ExpiresAtInput) }), ["expires_at"], {
   identifier: "CredentialInput",
   description: CREDENTIAL_INPUT_DESCRIPTION,
@@ -167,18 +196,18 @@ export const NewKeyCredential = Schema.Struct({
 export type NewKeyCredential = typeof NewKeyCredential.Type
 
 /**
- * A public key as sent: a JWK, or a PEM public key (SPKI); checked by `parsePublicJwk` (RSA >= 2048
+ * A public key as sent: a JWK, or a PEM public key (SPKI); checked by `parsePublicJwk` (RSA of 2048-16384
  * bits, EC P-256, Ed25519; public members only).
  */
 export const PublicJwkInput = Schema.Union(
   Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
     identifier: "PublicJwk",
-    description: "A public JWK (RFC 7517): RSA of at least 2048 bits, EC P-256 or Ed25519; public members only.",
+    description: "A public JWK (RFC 7517): RSA of 2048 to 16384 bits with the public exponent 65537 (e AQAB), EC P-256 or Ed25519; public members only.",
     jsonSchema: {
       type: "object",
       required: ["kty"],
       properties: { kty: { type: "string", enum: ["RSA", "EC", "OKP"] }, kid: { type: "string" } },
-      description: "A public JWK (RFC 7517): RSA of at least 2048 bits, EC P-256 or Ed25519; public members only."
+      description: "A public JWK (RFC 7517): RSA of 2048 to 16384 bits with the public exponent 65537 (e AQAB), EC P-256 or Ed25519; public members only."
     }
   }),
   Schema.String.annotations({ description: "A PEM public key (-----BEGIN PUBLIC KEY-----)." })
@@ -186,8 +215,10 @@ export const PublicJwkInput = Schema.Union(
 
 /** What an operator sends to create a key credential. */
 export const KeyCredentialInput = Schema.Struct({
-  public_key: PublicJwkInput,
-  expires_at: Schema.optional(ExpiresAtInput)
+  // Checked first: a body without public_key and with a wrong expires_at is then refused for its
+  // expires_at by each member of the credential payload's union (the first member's problem is told).
+  expires_at: Schema.optional(ExpiresAtInput),
+  public_key: PublicJwkInput
 }).annotations({
   identifier: "KeyCredentialInput",
   parseOptions: { onExcessProperty: "error" }

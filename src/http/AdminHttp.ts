@@ -15,7 +15,7 @@ import { AUDIT_PAGE_DEFAULT } from "../domain/AuditEvents.js"
 import { InvalidRequest, NotFound } from "../domain/Errors.js"
 import { parsePublicJwk, pemToJwk } from "../domain/KeyCredential.js"
 import { ClientId, EnvironmentName, type ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import { type CredentialChange, EnvironmentDocument, NewCredential, NewKeyCredential, ProfileDocument, ServiceDocument, type ServiceInput, Timestamp } from "../domain/Models.js"
+import { type CredentialChange, DateTimeInput, EnvironmentDocument, NewCredential, NewKeyCredential, ProfileDocument, ServiceDocument, type ServiceInput } from "../domain/Models.js"
 import { defaultHandler } from "../domain/Handlers.js"
 import { currentDate } from "../domain/Time.js"
 import { storedHandlerOf } from "../gateway/UpstreamHeaders.js"
@@ -109,7 +109,7 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
               const publicKey = yield* Effect.mapError(checkPublicKey(change.public_key), at)
               const expiresAt = change.expires_at === undefined
                 ? undefined
-                : yield* Effect.mapError(checked(Timestamp)(change.expires_at), (error) =>
+                : yield* Effect.mapError(checked(DateTimeInput)(change.expires_at), (error) =>
                   at(new InvalidRequest({ description: `expires_at: ${error.description}` })))
               staged.push({
                 op: change.op,

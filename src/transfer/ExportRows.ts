@@ -3,7 +3,8 @@
  * material checked for its form and never repeated in a message. Every exported table is here; the
  * tables left out are declared in `DatabaseSchema.ts`.
  */
-import { verifierKey } from "../domain/KeyCredential.js"
+import { isKeyVerifier, publicJwkMembers, RSA_PUBLIC_EXPONENT, verifierKey } from "../domain/KeyCredential.js"
+import { parseRfc3339 } from "../domain/Time.js"
 import { Schema } from "effect"
 import { AuditAction, AuditDetails } from "../domain/AuditEvents.js"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
@@ -16,21 +17,47 @@ const TIMESTAMP_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+
 
 /**
  * A `timestamptz` as stored: kept as text to the microsecond (a `Date` would drop the last three
- * digits, and a merge compares timestamps exactly).
+ * digits, and a merge compares timestamps exactly). A time the API would refuse (`parseRfc3339`: a
+ * date that does not exist, a year beyond 9999) is refused here too.
  */
 export const StoredTimestamp = Schema.String.pipe(
-  Schema.filter((value) => TIMESTAMP_PATTERN.test(value) && !Number.isNaN(Date.parse(value)), {
+  Schema.filter((value) => TIMESTAMP_PATTERN.test(value) && parseRfc3339(value) !== undefined, {
     message: () => "must be an ISO 8601 date-time with its offset, e.g. 2026-01-01T12:00:00.000000Z"
   })
 )
 
-/** An HMAC-SHA256 digest in hexadecimal (`ClientSecrets`). */
-/** A credential's verifier: a secret's HMAC-SHA256 digest, or a key credential's public key (`KeyCredential`). */
+/** A key verifier's JSON, when it is an object with a key type: a key, whether or not the API would accept it now. */
+const isKeyForm = (verifier: string): boolean => {
+  if (!isKeyVerifier(verifier)) return false
+  try {
+    const jwk: unknown = JSON.parse(verifier.slice("jwk:".length))
+    return typeof jwk === "object" && jwk !== null && typeof (jwk as { kty?: unknown }).kty === "string"
+  } catch {
+    return false
+  }
+}
+
+/**
+ * A credential's verifier: a secret's HMAC-SHA256 digest, or a key credential's public key
+ * (`KeyCredential`). A deleted credential's key is only kept so that its client id is never reused:
+ * any key form travels then; a live credential's must be one the API accepts (`CredentialRow`).
+ */
 const SecretDigest = Schema.String.pipe(
-  Schema.filter((value) => /^[0-9a-f]{64}$/.test(value) || verifierKey(value) !== undefined, {
+  Schema.filter((value) => /^[0-9a-f]{64}$/.test(value) || isKeyForm(value), {
     message: () => "must be an HMAC-SHA256 digest (64 hexadecimal digits) or jwk: and a public JWK"
   })
 )
+
+/** Why a live credential's key is refused (`publicJwkMembers`' words), or undefined when it is accepted. */
+const liveKeyProblem = (verifier: string): string | undefined => {
+  if (!isKeyVerifier(verifier) || verifierKey(verifier) !== undefined) return undefined
+  try {
+    const members = publicJwkMembers(JSON.parse(verifier.slice("jwk:".length)))
+    return members._tag === "Left" ? members.left : "public_key is not a valid public key"
+  } catch {
+    return "public_key is not a valid public key"
+  }
+}
 
 /** Key material: whatever is wrong with it, the message never repeats it. */
 const KeyValue = Schema.String.annotations({ message: () => "must be a string" }).pipe(
@@ -59,7 +86,8 @@ export const ServiceRow = Schema.Struct({
   require_dpop: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   created_at: StoredTimestamp
 })
-export const CredentialRow = Schema.Struct({
+/** A credential's columns; `CredentialRow` checks its key too. */
+export const CredentialColumns = Schema.Struct({
   client_id: ClientId,
   profile: ProfileId,
   environment: EnvironmentName,
@@ -71,6 +99,13 @@ export const CredentialRow = Schema.Struct({
   expires_at: addedInVersion3(Schema.NullOr(StoredTimestamp), () => null),
   expiry_recorded: addedInVersion3(Schema.Boolean, () => false)
 })
+export const CredentialRow = CredentialColumns.pipe(Schema.filter((row) => {
+  // A weak key (stored before the key checks, or by other means) verifies nothing; it does not travel
+  // while live: the operator deletes that credential first.
+  const problem = row.deleted_at === null ? liveKeyProblem(row.secret_hash) : undefined
+  return problem === undefined ||
+    { path: ["secret_hash"], message: `a live credential's key must be one the API accepts (${problem}): delete it first` }
+}))
 export const ServerKeyRow = Schema.Struct({
   name: Schema.String.pipe(Schema.pattern(/^[a-z0-9_]{1,64}$/, { message: () => "must be a key name" })),
   value: KeyValue,
@@ -93,7 +128,11 @@ const StoredPrivateKey = Schema.String.annotations({ message: () => "must be a s
 export const SigningKeyRow = Schema.Struct({
   /** The RFC 7638 thumbprint of `public_jwk`. */
   kid: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{43}$/, { message: () => "must be a SHA-256 JWK thumbprint" })),
-  public_jwk: Schema.Struct({ kty: Schema.Literal("RSA"), n: Base64Url("a modulus"), e: Base64Url("an exponent") }),
+  public_jwk: Schema.Struct({
+    kty: Schema.Literal("RSA"),
+    n: Base64Url("a modulus"),
+    e: Schema.Literal(RSA_PUBLIC_EXPONENT).annotations({ message: () => "must be AQAB (the public exponent 65537)" })
+  }),
   private_key: StoredPrivateKey,
   created_at: StoredTimestamp,
   active_from: StoredTimestamp
@@ -118,7 +157,7 @@ export const TABLE_ROWS = {
   profiles: ProfileRow,
   environments: EnvironmentRow,
   services: ServiceRow,
-  credentials: CredentialRow,
+  credentials: CredentialColumns,
   server_keys: ServerKeyRow,
   signing_keys: SigningKeyRow,
   audit_events: AuditEventRow
