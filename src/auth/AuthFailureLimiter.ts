@@ -121,7 +121,7 @@ export const makeAuthFailureLimiter = (limit: number, counts?: FailureCountsShap
         if (Option.isSome(answered.value)) {
           const window = answered.value.value
           learn(pair, window)
-          // Its rank in the window: every failure is counted, only the first LIMIT are evaluated.
+          // Its rank in the window: only the first LIMIT failures are evaluated (answered 401).
           if (window.count > limit) verdict = Option.some(secondsUntil(window.resetAt, now))
         } else if (pair.count + pair.counting < limit) {
           // Without the database, this instance counts on its own until it is back.
@@ -142,23 +142,21 @@ export const makeAuthFailureLimiter = (limit: number, counts?: FailureCountsShap
       createHash("sha256").update(scope === "" ? k : `${scope}\u0000${k}`).digest("hex")
 
     const recordFailure = (clientId: string, address: string) =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const k = key(clientId, address)
-        const pair = open(k, now)
-        if (full(pair)) return Option.some(secondsUntil(pair.resetAt, now))
-        if (shared === undefined) {
-          pair.count++
-          return Option.none<number>()
-        }
-        pair.counting++
-        pair.settled ??= Deferred.unsafeMake<void>(FiberId.none)
-        let verdict = Option.none<number>()
-        yield* shared.add(pairDigest(k), now, FAILURE_WINDOW_MS).pipe(
-          Effect.onExit((answered) => Effect.sync(() => (verdict = settle(pair, answered, now))))
-        )
-        return verdict
-      })
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        // Whatever interrupts the request, a failure being counted is settled: its waiters released.
+        Effect.uninterruptibleMask((restore) => {
+          const k = key(clientId, address)
+          const pair = open(k, now)
+          if (full(pair)) return Effect.succeed(Option.some(secondsUntil(pair.resetAt, now)))
+          if (shared === undefined) {
+            pair.count++
+            return Effect.succeed(Option.none<number>())
+          }
+          pair.counting++
+          pair.settled ??= Deferred.unsafeMake<void>(FiberId.none)
+          const answered = Effect.exit(restore(shared.add(pairDigest(k), now, FAILURE_WINDOW_MS)))
+          return Effect.map(answered, (exit) => settle(pair, exit, now))
+        }))
 
     return {
       blockedAt,
