@@ -41,6 +41,7 @@ export const PROCESS_FILES = [
   "MultiInstanceAdminTokens.test.ts",
   "MultiInstanceKeys.test.ts",
   "MultiInstanceRevocation.test.ts",
+  "MultiInstanceThrottles.test.ts",
   "NativeTls.test.ts",
   "PrivateDataDir.test.ts",
   "ReadmeWalkthrough.test.ts",

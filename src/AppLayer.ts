@@ -12,7 +12,7 @@ import { HttpApiBuilder, HttpMiddleware, HttpRouter } from "@effect/platform"
 import { Layer } from "effect"
 import { Api } from "./api/Api.js"
 import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
-import { AuthFailureLimiter } from "./auth/AuthFailureLimiter.js"
+import { AdminFailureLimiter, AuthFailureLimiter } from "./auth/AuthFailureLimiter.js"
 import { CallUse } from "./auth/CallUse.js"
 import { ClientAssertions } from "./auth/ClientAssertion.js"
 import { ClientCredentialsGrant } from "./auth/ClientCredentialsGrant.js"
@@ -66,6 +66,7 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
       Layer.mergeAll(
         TokenService.layer,
         AuthFailureLimiter.layer,
+        AdminFailureLimiter.layer,
         ClientAssertions.layer,
         CallUse.layer,
         RateLimits.layer,

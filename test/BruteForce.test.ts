@@ -12,9 +12,10 @@
  * 127/8 is loopback on Linux) play "another address".
  */
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Effect, Option, TestClock } from "effect"
+import { Deferred, Effect, Fiber, Option, TestClock } from "effect"
 import { randomBytes } from "node:crypto"
 import { FAILURE_WINDOW_MS, makeAuthFailureLimiter } from "../src/auth/AuthFailureLimiter.js"
+import type { FailureCountsShape } from "../src/storage/FailureCounts.js"
 import { asJsonResponse, basicAuthorization, formEncode, oauthError, rawRequest } from "./support/Http.js"
 import { admin, createFixture, type Fixture, type JsonResponse, makeTestServer, serverPort, tokenRequest, uniqueName } from "../src/testing.js"
 
@@ -328,6 +329,52 @@ describe("makeAuthFailureLimiter (unit, TestClock)", () => {
       yield* TestClock.adjust("30 seconds")
       yield* limiter.recordFailure("svc_a", "10.0.0.1")
       expect(yield* limiter.blockedFor("svc_a", "10.0.0.1")).toEqual(Option.some(30))
+    }))
+
+  it.effect("concurrent failures: exactly the limit take an attempt, the rest are answered with the seconds left", () =>
+    Effect.gen(function*() {
+      const limiter = yield* makeAuthFailureLimiter(4)
+      const verdicts = yield* Effect.all(Array.from({ length: 40 }, () => limiter.recordFailure("svc_a", "10.0.0.1")), {
+        concurrency: "unbounded"
+      })
+      expect(verdicts.filter(Option.isNone).length).toBe(4)
+      expect(verdicts.filter(Option.isSome).map((left) => left.value)).toEqual(Array(36).fill(60))
+    }))
+
+  it.effect("a shared store that answers later: a success of the pair waits for its failures being counted", () =>
+    Effect.gen(function*() {
+      const answer = yield* Deferred.make<void>()
+      // Another instance has filled the window: the store ranks this instance's failure 6th of 5.
+      const store: FailureCountsShape = {
+        shared: true,
+        add: (_pair, now, windowMs) => Effect.as(Deferred.await(answer), Option.some({ count: 6, resetAt: now + windowMs }))
+      }
+      const limiter = yield* makeAuthFailureLimiter(5, store)
+      const failure = yield* Effect.fork(limiter.recordFailure("svc_a", "10.0.0.1"))
+      yield* Effect.yieldNow()
+      expect(limiter.counting("svc_a", "10.0.0.1")).toBe(true)
+      expect(limiter.counting("svc_a", "10.0.0.2")).toBe(false)
+      // Not yet known to be full: a check before the credential lets it through...
+      expect(limiter.blockedAt("svc_a", "10.0.0.1", 0)).toEqual(Option.none())
+      // ...but its success waits for the count, and is refused by it.
+      const success = yield* Effect.fork(limiter.admit("svc_a", "10.0.0.1"))
+      const elsewhere = yield* limiter.admit("svc_a", "10.0.0.2")
+      expect(elsewhere).toEqual(Option.none())
+      yield* Deferred.succeed(answer, undefined)
+      expect(yield* Fiber.join(failure)).toEqual(Option.some(60))
+      expect(yield* Fiber.join(success)).toEqual(Option.some(60))
+      expect(limiter.counting("svc_a", "10.0.0.1")).toBe(false)
+    }))
+
+  it.effect("a shared store that cannot be reached: the instance counts on its own, exactly", () =>
+    Effect.gen(function*() {
+      const unreachable: FailureCountsShape = { shared: true, add: () => Effect.succeedNone }
+      const limiter = yield* makeAuthFailureLimiter(3, unreachable)
+      const verdicts = yield* Effect.all(Array.from({ length: 20 }, () => limiter.recordFailure("svc_a", "10.0.0.1")), {
+        concurrency: "unbounded"
+      })
+      expect(verdicts.filter(Option.isNone).length).toBe(3)
+      expect(yield* limiter.blockedFor("svc_a", "10.0.0.1")).toEqual(Option.some(60))
     }))
 
   it.effect("a limit of 1 blocks after a single failure", () =>

@@ -4,7 +4,7 @@
  * `TestClock`'s. The process-level check is in MultiInstance.test.ts.
  */
 import { expect, layer } from "@effect/vitest"
-import { Effect, Option, TestClock } from "effect"
+import { Effect, Fiber, Option, TestClock } from "effect"
 import { randomBytes } from "node:crypto"
 import { FAILURE_WINDOW_MS, makeAuthFailureLimiter } from "../src/auth/AuthFailureLimiter.js"
 import { FailureCounts } from "../src/storage/FailureCounts.js"
@@ -48,6 +48,37 @@ describeWithPostgres("shared failure counts (PostgreSQL)", () => {
         expect(second.count).toBe(2)
         const reopened = Option.getOrThrow(yield* counts.add(pair, second.resetAt, FAILURE_WINDOW_MS))
         expect(reopened).toEqual({ count: 1, resetAt: second.resetAt + FAILURE_WINDOW_MS })
+      }))
+
+    it.effect("concurrent failures on two instances: exactly the limit between them take an attempt", () =>
+      Effect.gen(function*() {
+        yield* TestClock.setTime(Date.now())
+        const counts = yield* FailureCounts
+        const [a, b] = [yield* makeAuthFailureLimiter(5, counts), yield* makeAuthFailureLimiter(5, counts)]
+        const id = clientId()
+        const verdicts = yield* Effect.all(
+          Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).recordFailure(id, ADDRESS)),
+          { concurrency: "unbounded" }
+        )
+        expect(verdicts.filter(Option.isNone).length).toBe(5)
+        // Both have learnt the window is full from their own refused failures.
+        expect(Option.isSome(yield* a.blockedFor(id, ADDRESS))).toBe(true)
+        expect(Option.isSome(yield* b.blockedFor(id, ADDRESS))).toBe(true)
+      }))
+
+    it.effect("a success on an instance whose failure of the pair is being counted waits for its rank", () =>
+      Effect.gen(function*() {
+        yield* TestClock.setTime(Date.now())
+        const counts = yield* FailureCounts
+        const [a, b] = [yield* makeAuthFailureLimiter(3, counts), yield* makeAuthFailureLimiter(3, counts)]
+        const id = clientId()
+        for (let i = 0; i < 3; i++) yield* a.recordFailure(id, ADDRESS)
+        // B has seen nothing: a failure is sent to the database, and a success meanwhile awaits it.
+        const failure = yield* Effect.fork(b.recordFailure(id, ADDRESS))
+        yield* Effect.yieldNow()
+        expect(b.counting(id, ADDRESS)).toBe(true)
+        expect(Option.isSome(yield* b.admit(id, ADDRESS))).toBe(true)
+        expect(Option.isSome(yield* Fiber.join(failure))).toBe(true)
       }))
 
     it.effect("a client id of any text is counted (stored as a digest of the pair)", () =>

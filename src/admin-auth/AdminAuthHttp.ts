@@ -4,28 +4,25 @@
  * constant time, then the stored ones by digest), which names the actor and what it may do.
  *
  * Failed attempts (a bearer token that matches none) are counted per client address, like client
- * authentications (AUTH_FAILURE_LIMIT a minute, shared by instances on PostgreSQL): an address over
- * the limit gets 429 with Retry-After, right token or not, until its minute is over. A success does
- * not reset the count.
+ * authentications (AUTH_FAILURE_LIMIT a minute, shared by instances on PostgreSQL, and with
+ * `/oauth/introspect`: `AdminFailureLimiter`): an address over the limit gets 429 with Retry-After,
+ * right token or not, until its minute is over; of concurrent wrong tokens, only those that took
+ * one of the address's attempts are answered 401. A success does not reset the count.
  */
 import { HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { AdminAuth } from "../api/AdminApi.js"
-import { makeAuthFailureLimiter } from "../auth/AuthFailureLimiter.js"
-import { AppConfig } from "../config/AppConfig.js"
+import { AdminFailureLimiter } from "../auth/AuthFailureLimiter.js"
 import { AdminTooManyAttempts, Unauthorized } from "../domain/Errors.js"
 import { parseAuthorization } from "../auth/AuthorizationHeader.js"
-import { FailureCounts } from "../storage/FailureCounts.js"
 import { AdminAccess } from "./AdminAccess.js"
 
-/** The limiter's client-id slot: admin failures are keyed by the address alone. */
-const ADMIN = ""
+const { ANY_CLIENT } = AdminFailureLimiter
 
 export const layer = Layer.effect(
   AdminAuth,
   Effect.gen(function*() {
-    const config = yield* AppConfig
-    const limiter = yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts, "admin")
+    const limiter = yield* AdminFailureLimiter
     const access = yield* AdminAccess
 
     return AdminAuth.of({
@@ -39,13 +36,14 @@ export const layer = Layer.effect(
           }
           // The client address: the TCP peer, or what a trusted proxy forwarded (`ClientAddress`).
           const source = Option.getOrElse(request.remoteAddress, () => "unknown")
-          const blocked = yield* limiter.blockedFor(ADMIN, source)
+          const blocked = yield* limiter.blockedFor(ANY_CLIENT, source)
           if (Option.isSome(blocked)) return yield* new AdminTooManyAttempts({ retryAfterSeconds: blocked.value })
           const identity = yield* access.resolve(credentials.value)
-          if (Option.isNone(identity)) {
-            yield* limiter.recordFailure(ADMIN, source)
-            return yield* new Unauthorized({ description: "The admin token is not valid" })
-          }
+          // A wrong token is told so only when it took one of the address's attempts; a right one
+          // waits for the failures being counted (`AuthFailureLimiter`).
+          const over = yield* Option.isNone(identity) ? limiter.recordFailure(ANY_CLIENT, source) : limiter.admit(ANY_CLIENT, source)
+          if (Option.isSome(over)) return yield* new AdminTooManyAttempts({ retryAfterSeconds: over.value })
+          if (Option.isNone(identity)) return yield* new Unauthorized({ description: "The admin token is not valid" })
           return { ...identity.value, source }
         })
     })

@@ -4,76 +4,173 @@
  * until the minute is over. Keyed by the pair, so a client with the right secret elsewhere is never
  * locked out by someone else's failures.
  *
- * The check is a lookup in this instance's map (the success path never touches storage). A failure
- * is also added to the count every instance shares (`FailureCounts`, on PostgreSQL), and the shared
- * count it answers replaces the local one: instances learn of each other's failures as they record
- * their own, so N instances allow the limit for a pair, plus at most one more guess each, not N
- * times the limit.
+ * Exact under concurrency: a failed authentication is answered 401 only when it took one of the
+ * pair's LIMIT attempts of the window (`recordFailure`), atomically: in this process's map where
+ * counts are the process's own (memory, embedded database: taken synchronously), or by one
+ * statement on the count every instance shares (`FailureCounts`, PostgreSQL), whose answer is the
+ * attempt's rank in the window. A failure that got no attempt is answered 429, as if it had been
+ * refused before the check: however many guesses run at once, on however many instances, at most
+ * LIMIT wrong ones a minute are told they are wrong.
  *
- * Admin authentications are throttled by a limiter of their own (`scope` "admin", see
- * `AdminAuthHttp`), keyed by the address alone, whose shared counts never meet a client's.
+ * The credential is checked first and the attempt taken after, for failures only: the check is a
+ * digest compare, and a success (the hot path) then costs a lookup in this map, never a round trip.
+ * The map holds what the shared count last answered and this instance's failures still being
+ * counted: a pair is refused before its check once those reach the limit, and a success of a pair
+ * with failures being counted waits for their answer (`admit`), so that a right guess among wrong
+ * ones is refused when they were over the limit. What stays open without a round trip per success:
+ * the first request an instance sees for a pair whose window other instances filled, when it holds
+ * the right secret, is answered with a token (see docs/contract.md §1).
+ *
+ * Admin authentications are throttled by a limiter of their own (`AdminFailureLimiter`, scope
+ * "admin"), keyed by the address alone, whose shared counts never meet a client's.
  */
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, FiberId, Layer, Option } from "effect"
 import { createHash } from "node:crypto"
 import { AppConfig } from "../config/AppConfig.js"
-import { FailureCounts, type FailureCountsShape } from "../storage/FailureCounts.js"
+import { FailureCounts, type FailureCountsShape, type SharedWindow } from "../storage/FailureCounts.js"
 
 export const FAILURE_WINDOW_MS = 60_000
 /** Beyond this many tracked pairs, expired ones are dropped, then the oldest. */
 const MAX_TRACKED = 100_000
 
 export interface AuthFailureLimiterShape {
-  /** Seconds until the pair may try again, when it is currently refused. */
+  /** Seconds until the pair may try again, when this instance knows it refused. */
   readonly blockedFor: (clientId: string, address: string) => Effect.Effect<Option.Option<number>>
-  /** `blockedFor` at a given time (ms since the epoch), synchronously: for the fast lane. */
+  /** `blockedFor` at a given time (ms since the epoch), synchronously: checked before any credential is. */
   readonly blockedAt: (clientId: string, address: string, nowMillis: number) => Option.Option<number>
-  readonly recordFailure: (clientId: string, address: string) => Effect.Effect<void>
+  /**
+   * A failed authentication takes one of the pair's attempts of the window: none when it got one
+   * (answer 401), the seconds until the window closes when none was left (answer 429).
+   */
+  readonly recordFailure: (clientId: string, address: string) => Effect.Effect<Option.Option<number>>
+  /** Whether a failure of the pair is being counted by the shared store right now (`admit` would wait). */
+  readonly counting: (clientId: string, address: string) => boolean
+  /**
+   * The last check of a successful authentication: waits until this instance's failures of the pair
+   * are counted, then `blockedFor`. Without such failures, at once.
+   */
+  readonly admit: (clientId: string, address: string) => Effect.Effect<Option.Option<number>>
 }
 
-interface Window {
+interface PairWindow {
+  /** Failures taken in the window: the shared count as last answered, where counts are shared. */
   count: number
-  readonly resetAt: number
+  /** When the window closes, in ms since the epoch. */
+  resetAt: number
+  /** Whether the window is one the shared store answered (otherwise opened here, not yet answered). */
+  confirmed: boolean
+  /** This instance's failures of the pair that the shared store is counting now. */
+  counting: number
+  /** Completed when `counting` is back to zero: what a success waits for. */
+  settled: Deferred.Deferred<void> | undefined
 }
 
-export const makeAuthFailureLimiter = (limit: number, shared?: FailureCountsShape, scope = "") =>
+const secondsUntil = (resetAt: number, now: number) => Math.max(1, Math.ceil((resetAt - now) / 1000))
+
+export const makeAuthFailureLimiter = (limit: number, counts?: FailureCountsShape, scope = "") =>
   Effect.sync(() => {
-    const windows = new Map<string, Window>()
+    const shared = counts?.shared === true ? counts : undefined
+    const pairs = new Map<string, PairWindow>()
     const key = (clientId: string, address: string) => `${address}\u0000${clientId}`
 
     const prune = (now: number) => {
-      for (const [k, window] of windows) if (window.resetAt <= now) windows.delete(k)
-      while (windows.size >= MAX_TRACKED) windows.delete(windows.keys().next().value!)
+      for (const [k, pair] of pairs) if (pair.resetAt <= now && pair.counting === 0) pairs.delete(k)
+      while (pairs.size >= MAX_TRACKED) pairs.delete(pairs.keys().next().value!)
     }
 
-    const blockedAt = (clientId: string, address: string, now: number): Option.Option<number> => {
-      if (windows.size === 0) return Option.none()
-      const window = windows.get(key(clientId, address))
-      return window !== undefined && window.resetAt > now && window.count >= limit
-        ? Option.some(Math.ceil((window.resetAt - now) / 1000))
-        : Option.none()
+    /** The pair's window at `now`: the open one, or a new one from now (its failures in flight kept). */
+    const open = (k: string, now: number): PairWindow => {
+      const pair = pairs.get(k)
+      if (pair === undefined) {
+        if (pairs.size >= MAX_TRACKED) prune(now)
+        const opened: PairWindow = { count: 0, resetAt: now + FAILURE_WINDOW_MS, confirmed: false, counting: 0, settled: undefined }
+        pairs.set(k, opened)
+        return opened
+      }
+      if (pair.resetAt <= now) {
+        pair.count = 0
+        pair.resetAt = now + FAILURE_WINDOW_MS
+        pair.confirmed = false
+      }
+      return pair
     }
+
+    /** Failures taken or being taken: once they reach the limit, the window has no attempt left. */
+    const full = (pair: PairWindow) => pair.count + pair.counting >= limit
+
+    const blockedAt = (clientId: string, address: string, now: number): Option.Option<number> => {
+      if (pairs.size === 0) return Option.none()
+      const pair = pairs.get(key(clientId, address))
+      return pair !== undefined && pair.resetAt > now && full(pair) ? Option.some(secondsUntil(pair.resetAt, now)) : Option.none()
+    }
+
+    /** The shared store's answers may arrive out of order: keep the latest window, and its highest count. */
+    const learn = (pair: PairWindow, window: SharedWindow) => {
+      if (!pair.confirmed || window.resetAt > pair.resetAt || (window.resetAt === pair.resetAt && window.count > pair.count)) {
+        pair.count = window.count
+        pair.resetAt = window.resetAt
+        pair.confirmed = true
+      }
+    }
+
+    /** A counted failure's verdict, once the shared store answered (or could not). */
+    const settle = (pair: PairWindow, answered: Exit.Exit<Option.Option<SharedWindow>>, now: number): Option.Option<number> => {
+      pair.counting--
+      let verdict = Option.none<number>()
+      if (Exit.isSuccess(answered)) {
+        if (Option.isSome(answered.value)) {
+          const window = answered.value.value
+          learn(pair, window)
+          // Its rank in the window: only the first LIMIT failures are evaluated (answered 401).
+          if (window.count > limit) verdict = Option.some(secondsUntil(window.resetAt, now))
+        } else if (pair.count + pair.counting < limit) {
+          // Without the database, this instance counts on its own until it is back.
+          pair.count++
+        } else {
+          verdict = Option.some(secondsUntil(pair.resetAt, now))
+        }
+      }
+      if (pair.counting === 0 && pair.settled !== undefined) {
+        Deferred.unsafeDone(pair.settled, Exit.void)
+        pair.settled = undefined
+      }
+      return verdict
+    }
+
+    const pairDigest = (k: string) =>
+      // Stored as a digest: the client id sent may be any text, and its length is the sender's.
+      createHash("sha256").update(scope === "" ? k : `${scope}\u0000${k}`).digest("hex")
+
+    const recordFailure = (clientId: string, address: string) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        // Whatever interrupts the request, a failure being counted is settled: its waiters released.
+        Effect.uninterruptibleMask((restore) => {
+          const k = key(clientId, address)
+          const pair = open(k, now)
+          if (full(pair)) return Effect.succeed(Option.some(secondsUntil(pair.resetAt, now)))
+          if (shared === undefined) {
+            pair.count++
+            return Effect.succeed(Option.none<number>())
+          }
+          pair.counting++
+          pair.settled ??= Deferred.unsafeMake<void>(FiberId.none)
+          const answered = Effect.exit(restore(shared.add(pairDigest(k), now, FAILURE_WINDOW_MS)))
+          return Effect.map(answered, (exit) => settle(pair, exit, now))
+        }))
 
     return {
       blockedAt,
       blockedFor: (clientId, address) =>
-        windows.size === 0
+        pairs.size === 0
           ? Effect.succeed(Option.none())
           : Effect.map(Clock.currentTimeMillis, (now) => blockedAt(clientId, address, now)),
-      recordFailure: (clientId, address) =>
-        Effect.gen(function*() {
-          const now = yield* Clock.currentTimeMillis
-          const k = key(clientId, address)
-          const window = windows.get(k)
-          if (window !== undefined && window.resetAt > now) window.count++
-          else {
-            if (windows.size >= MAX_TRACKED) prune(now)
-            windows.set(k, { count: 1, resetAt: now + FAILURE_WINDOW_MS })
-          }
-          if (shared === undefined) return
-          // Stored as a digest: the client id sent may be any text, and its length is the sender's.
-          const pair = createHash("sha256").update(scope === "" ? k : `${scope}\u0000${k}`).digest("hex")
-          const counted = yield* shared.add(pair, now, FAILURE_WINDOW_MS)
-          if (Option.isSome(counted)) windows.set(k, { count: counted.value.count, resetAt: counted.value.resetAt })
+      recordFailure,
+      counting: (clientId, address) => pairs.size > 0 && (pairs.get(key(clientId, address))?.counting ?? 0) > 0,
+      admit: (clientId, address) =>
+        Effect.suspend(() => {
+          const settled = pairs.size === 0 ? undefined : pairs.get(key(clientId, address))?.settled
+          const check = Effect.map(Clock.currentTimeMillis, (now) => blockedAt(clientId, address, now))
+          return settled === undefined ? check : Effect.zipRight(Deferred.await(settled), check)
         })
     } satisfies AuthFailureLimiterShape
   })
@@ -87,6 +184,27 @@ export class AuthFailureLimiter extends Context.Tag("service-auth/AuthFailureLim
     Effect.gen(function*() {
       const config = yield* AppConfig
       return yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts)
+    })
+  )
+}
+
+/**
+ * Failed admin authentications, keyed by the client address alone: one count for every endpoint
+ * that takes an admin token (the admin API, `/oauth/introspect`), so that spreading guesses over
+ * them gains nothing.
+ */
+export class AdminFailureLimiter extends Context.Tag("service-auth/AdminFailureLimiter")<
+  AdminFailureLimiter,
+  AuthFailureLimiterShape
+>() {
+  /** The limiter's client-id slot: admin failures are keyed by the address alone. */
+  static readonly ANY_CLIENT = ""
+
+  static readonly layer = Layer.effect(
+    AdminFailureLimiter,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      return yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts, "admin")
     })
   )
 }

@@ -53,6 +53,8 @@ export interface TokenInput {
 /** What the decision needs besides the request: all synchronous, all in memory. */
 export interface TokenDecisionServices {
   readonly blockedAt: (clientId: string, address: string, nowMillis: number) => Option.Option<number>
+  /** Whether failures of the pair are being counted where all instances see them (`AuthFailureLimiter`). */
+  readonly counting: (clientId: string, address: string) => boolean
   /** The catalogue's answer; undefined when it must be read from storage. */
   readonly tokenTarget: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<TokenTarget> | undefined
   readonly matches: ClientSecretsShape["matches"]
@@ -65,8 +67,13 @@ export type TokenDecision =
   | { readonly _tag: "Answer"; readonly answer: Answer; readonly result: TokenResult }
   /** The catalogue cache does not hold the target: read it (`findTokenTarget`), then decide again. */
   | { readonly _tag: "NeedsTarget"; readonly address: ServiceAddress; readonly clientId: Option.Option<ClientId> }
-  /** Authentication failed: count the failure (shared between instances), then answer `answer`. */
+  /**
+   * Authentication failed: take one of the pair's attempts (shared between instances), then answer
+   * `answer`, or 429 when none was left.
+   */
   | { readonly _tag: "Refuse"; readonly clientId: string; readonly answer: Answer }
+  /** Authenticated while failures of the pair are being counted: once they are, 429 if they filled the window, else `next`. */
+  | { readonly _tag: "Settle"; readonly clientId: ClientId; readonly next: Authenticated }
   /** Authenticated: sign a token for it, recording the credential's use first when `recordUse` (its `last_used_at` is stale). */
   | { readonly _tag: "Issue"; readonly clientId: ClientId; readonly address: ServiceAddress; readonly recordUse: boolean }
   /** Authenticated, with a DPoP proof (`DPoPProof`): a token bound to its key, or 400 `invalid_dpop_proof`. */
@@ -115,6 +122,12 @@ const failure = (
 ): TokenDecision => ({ _tag: "Answer", answer: failureAnswer(error), result })
 
 const missing = failure(new InvalidRequest({ description: INVALID_REQUEST_DESCRIPTION }), "invalid_request")
+/** The pair has no attempt left in its window: 429 with `Retry-After`. */
+const tooManyAttempts = (retryAfterSeconds: number): Extract<TokenDecision, { readonly _tag: "Answer" }> => ({
+  _tag: "Answer",
+  answer: failureAnswer(new TooManyAttempts({ retryAfterSeconds })),
+  result: "invalid_client"
+})
 const dpopRequired: Authenticated = {
   _tag: "Answer",
   answer: failureAnswer(new InvalidRequest({ description: DPOP_REQUIRED_DESCRIPTION })),
@@ -176,7 +189,7 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
 
   // Throttled pairs are refused before anything is looked up.
   const blocked = services.blockedAt(client.right.clientId, input.remoteAddress, input.nowMillis)
-  if (Option.isSome(blocked)) return failure(new TooManyAttempts({ retryAfterSeconds: blocked.value }), "invalid_client")
+  if (Option.isSome(blocked)) return tooManyAttempts(blocked.value)
 
   // Row 4: the target exists. A client id that is not of our form names no credential: row 5.
   const notFound = fields.resource === undefined ? targetNotFound : resourceNotFound
@@ -209,12 +222,14 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
   if (!authenticated || credential === undefined) {
     return { _tag: "Refuse", clientId: client.right.clientId, answer: failureAnswer(new InvalidClient({ basic })) }
   }
-  return issueOrBind(input, {
+  const next = issueOrBind(input, {
     _tag: "Issue",
     clientId: credential.clientId,
     address,
     recordUse: lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
   }, found.value.requireDpop)
+  // A right secret among wrong ones still being counted is answered as they turn out: refused if they filled the window.
+  return services.counting(credential.clientId, input.remoteAddress) ? { _tag: "Settle", clientId: credential.clientId, next } : next
 }
 
 export interface ClientCredentialsGrantShape {
@@ -250,6 +265,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
       const { issuer } = yield* AppConfig
       const services: TokenDecisionServices = {
         blockedAt: limiter.blockedAt,
+        counting: limiter.counting,
         tokenTarget: lookup.tokenTarget,
         matches: secrets.matches,
         resourceAddress: (resource) => resourceAddress(issuer, resource)
@@ -267,7 +283,11 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
           if (decision._tag === "Assert") {
             const { clientId } = decision
             const valid = yield* assertions.verify(decision.assertion, clientId, decision.verifier, input.nowMillis)
-            decision = valid ? decision.next : { _tag: "Refuse", clientId, answer: decision.answer }
+            decision = valid ? { _tag: "Settle", clientId, next: decision.next } : { _tag: "Refuse", clientId, answer: decision.answer }
+          }
+          if (decision._tag === "Settle") {
+            const blocked = yield* limiter.admit(decision.clientId, input.remoteAddress)
+            decision = Option.isSome(blocked) ? tooManyAttempts(blocked.value) : decision.next
           }
           let jkt: string | undefined
           if (decision._tag === "Bind") {
@@ -284,9 +304,11 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
               return yield* Effect.dieMessage("the token decision needed its target twice")
             case "Answer":
               return { answer: decision.answer, result: decision.result }
-            case "Refuse":
-              yield* limiter.recordFailure(decision.clientId, input.remoteAddress)
-              return { answer: decision.answer, result: "invalid_client" as const }
+            case "Refuse": {
+              const blocked = yield* limiter.recordFailure(decision.clientId, input.remoteAddress)
+              const answer = Option.isSome(blocked) ? tooManyAttempts(blocked.value).answer : decision.answer
+              return { answer, result: "invalid_client" as const }
+            }
             case "Issue": {
               if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(decision.address, Option.some(decision.clientId)))
               if (decision.recordUse) yield* usage.recordUse(decision.clientId, new Date(input.nowMillis))

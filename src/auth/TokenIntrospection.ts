@@ -16,16 +16,14 @@
 import { Context, Effect, Either, Layer, Option } from "effect"
 import { AdminAccess, type AdminIdentity } from "../admin-auth/AdminAccess.js"
 import { tokenDigest } from "../admin-auth/TokenDigest.js"
-import { AppConfig } from "../config/AppConfig.js"
 import { type AdminScope, authorize, reaches } from "../domain/AdminRoles.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import { AdminTooManyAttempts, INVALID_REQUEST_DESCRIPTION, InvalidRequest, Unauthorized } from "../domain/Errors.js"
 import { serviceAddress } from "../domain/ServiceAddress.js"
 import { LAST_USED_EVERY_MS } from "../storage/AdminTokenStore.js"
 import { CatalogueLookup } from "../storage/CatalogueLookup.js"
-import { FailureCounts } from "../storage/FailureCounts.js"
 import { parseAuthorization } from "./AuthorizationHeader.js"
-import { makeAuthFailureLimiter } from "./AuthFailureLimiter.js"
+import { AdminFailureLimiter } from "./AuthFailureLimiter.js"
 import type { FormInput } from "./TokenRevocation.js"
 import { formFieldsOf, NO_STORE } from "./TokenForm.js"
 import { type AccessTokenClaims, TokenService } from "./TokenService.js"
@@ -33,8 +31,8 @@ import { type AccessTokenClaims, TokenService } from "./TokenService.js"
 /** The admin API's challenge: the caller's token is an admin token. */
 const CHALLENGE = { ...NO_STORE, "www-authenticate": `Bearer realm="admin"` }
 const INACTIVE: Answer = { status: 200, headers: NO_STORE, body: { active: false } }
-/** The limiter's client-id slot: admin failures are keyed by the address alone (as in `AdminAuthHttp`). */
-const ADMIN = ""
+/** Admin failures are keyed by the address alone, one count with the admin API's (`AdminAuthHttp`). */
+const { ANY_CLIENT } = AdminFailureLimiter
 
 /** Callers remembered at the most (resource servers: a handful); past it, the oldest is forgotten. */
 const MAX_CALLERS = 1_000
@@ -71,11 +69,10 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
   static readonly layer = Layer.effect(
     TokenIntrospection,
     Effect.gen(function*() {
-      const config = yield* AppConfig
       const access = yield* AdminAccess
       const lookup = yield* CatalogueLookup
       const tokens = yield* TokenService
-      const limiter = yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts, "admin")
+      const limiter = yield* AdminFailureLimiter
 
       /**
        * Callers resolved, by their token's digest, in the catalogue cache's generation (`epoch`):
@@ -129,13 +126,15 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
               CHALLENGE
             )
           }
-          const blocked = limiter.blockedAt(ADMIN, input.remoteAddress, input.nowMillis)
+          const blocked = limiter.blockedAt(ANY_CLIENT, input.remoteAddress, input.nowMillis)
           if (Option.isSome(blocked)) return errorAnswer(new AdminTooManyAttempts({ retryAfterSeconds: blocked.value }), NO_STORE)
           const caller = yield* resolveCaller(credentials.value, input.nowMillis)
-          if (Option.isNone(caller)) {
-            yield* limiter.recordFailure(ADMIN, input.remoteAddress)
-            return errorAnswer(new Unauthorized({ description: "The admin token is not valid" }), CHALLENGE)
-          }
+          // As at the admin API: 401 only for a wrong token that took one of the address's attempts.
+          const over = yield* Option.isNone(caller)
+            ? limiter.recordFailure(ANY_CLIENT, input.remoteAddress)
+            : limiter.admit(ANY_CLIENT, input.remoteAddress)
+          if (Option.isSome(over)) return errorAnswer(new AdminTooManyAttempts({ retryAfterSeconds: over.value }), NO_STORE)
+          if (Option.isNone(caller)) return errorAnswer(new Unauthorized({ description: "The admin token is not valid" }), CHALLENGE)
           if (Either.isLeft(authorize(caller.value, "token.introspect"))) {
             return errorAnswer(new Unauthorized({ description: "The admin token may not introspect tokens" }), CHALLENGE)
           }

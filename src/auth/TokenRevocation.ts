@@ -84,9 +84,12 @@ export class TokenRevocation extends Context.Tag("service-auth/TokenRevocation")
           : credential !== undefined && assertionApplies(assertion, credential.secretHash) &&
             (yield* assertions.verify(assertion.assertion, clientId, credential.secretHash, input.nowMillis))
         if (!authenticated || !isClientId(clientId)) {
-          yield* limiter.recordFailure(clientId, input.remoteAddress)
-          return refusal(new InvalidClient({ basic }))
+          // Told it is wrong only when it took one of the pair's attempts (AuthFailureLimiter).
+          const over = yield* limiter.recordFailure(clientId, input.remoteAddress)
+          return refusal(Option.isSome(over) ? new TooManyAttempts({ retryAfterSeconds: over.value }) : new InvalidClient({ basic }))
         }
+        const late = yield* limiter.admit(clientId, input.remoteAddress)
+        if (Option.isSome(late)) return refusal(new TooManyAttempts({ retryAfterSeconds: late.value }))
 
         // Authenticated: from here on, the answer is 200 whatever the token is.
         const verified = yield* Effect.either(tokens.verify(fields.token))

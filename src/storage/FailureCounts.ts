@@ -1,10 +1,12 @@
 /**
  * Where failed client authentications are counted so that every instance sees them. On PostgreSQL
  * the count of a (client id, address) pair lives in `auth_failures`: a failure adds one to the
- * pair's open window (or opens a new one) in one statement and reads back the shared count. Only
- * failures write; the success path never reads it (each instance keeps what the writes answered,
- * see `AuthFailureLimiter`). The embedded database has a single process, so there the count is
- * the process's own (`layerLocal`).
+ * pair's open window (or opens a new one) in one statement and reads back the count, its own rank
+ * in the window. The upsert locks the pair's row, so concurrent failures, from any instance, get
+ * distinct ranks 1, 2, 3...: the limiter evaluates only those ranked within the limit (exact under
+ * READ COMMITTED, no lost update). Only failures write; the success path never reads it (each
+ * instance keeps what the writes answered, see `AuthFailureLimiter`). The embedded database has a
+ * single process, so there the count is the process's own (`layerLocal`).
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Context, Effect, Layer, Option, Schema } from "effect"
@@ -21,16 +23,19 @@ export interface SharedWindow {
 }
 
 export interface FailureCountsShape {
+  /** Whether other instances see these counts; if not, the limiter counts in its own map, synchronously. */
+  readonly shared: boolean
   /**
    * Adds a failure of `pair` at `now` to its open window, or opens one of `windowMs`, and answers
-   * the window as every instance sees it. None where counts are this process's alone, or when the
-   * database cannot be reached (the caller then counts on its own).
+   * the window as every instance sees it, this failure included: its `count` is the failure's rank.
+   * None where counts are this process's alone, or when the database cannot be reached (the caller
+   * then counts on its own).
    */
   readonly add: (pair: string, now: number, windowMs: number) => Effect.Effect<Option.Option<SharedWindow>>
 }
 
 export class FailureCounts extends Context.Tag("service-auth/FailureCounts")<FailureCounts, FailureCountsShape>() {
-  static readonly layerLocal = Layer.succeed(FailureCounts, FailureCounts.of({ add: () => Effect.succeedNone }))
+  static readonly layerLocal = Layer.succeed(FailureCounts, FailureCounts.of({ shared: false, add: () => Effect.succeedNone }))
 
   static readonly layerSql = Layer.effect(
     FailureCounts,
@@ -54,6 +59,7 @@ export class FailureCounts extends Context.Tag("service-auth/FailureCounts")<Fai
         }
       })
       return FailureCounts.of({
+        shared: true,
         add: (pair, now, windowMs) =>
           addFailure({ pair, now, windowMs }).pipe(
             Effect.map((row) => Option.some({ count: row.count, resetAt: row.reset_at.getTime() })),
