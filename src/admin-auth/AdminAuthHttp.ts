@@ -13,8 +13,9 @@ import { Effect, Layer, Option } from "effect"
 import { AdminAuth } from "../api/AdminApi.js"
 import { makeAuthFailureLimiter } from "../auth/AuthFailureLimiter.js"
 import { AppConfig } from "../config/AppConfig.js"
-import { AdminTooManyAttempts, Unauthorized } from "../domain/Errors.js"
-import { parseAuthorization } from "../auth/AuthorizationHeader.js"
+import { AdminTooManyAttempts, InvalidRequest, Unauthorized } from "../domain/Errors.js"
+import { isMultiple, MULTIPLE_AUTHORIZATION, parseAuthorization } from "../auth/AuthorizationHeader.js"
+import { requestAuthorization } from "../http/RequestAuthorization.js"
 import { FailureCounts } from "../storage/FailureCounts.js"
 import { AdminAccess } from "./AdminAccess.js"
 
@@ -32,7 +33,8 @@ export const layer = Layer.effect(
       adminToken: () =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
-          const header = request.headers["authorization"]
+          const header = requestAuthorization(request)
+          if (isMultiple(header)) return yield* new InvalidRequest({ description: MULTIPLE_AUTHORIZATION })
           const credentials = header === undefined ? undefined : parseAuthorization(header)
           if (credentials === undefined || credentials.scheme !== "bearer") {
             return yield* new Unauthorized({ description: "Send the admin token as Authorization: Bearer <token>" })
