@@ -5,7 +5,14 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { ADMIN_TOKEN_NAME_PATTERN, ADMIN_TOKEN_NAME_RULE, AdminRole } from "../domain/AdminRoles.js"
+import {
+  ADMIN_TOKEN_ACTOR_NAME,
+  ADMIN_TOKEN_NAME_PATTERN,
+  ADMIN_TOKEN_NAME_RULE,
+  AdminRole,
+  isReservedAdminTokenName,
+  RESERVED_ADMIN_TOKEN_NAME_RULE
+} from "../domain/AdminRoles.js"
 import {
   ConflictWire,
   ForbiddenWire,
@@ -19,9 +26,13 @@ import { Timestamp } from "../domain/Models.js"
 import { AdminAuth, AdminBodies } from "./AdminApi.js"
 
 export const AdminTokenName = Schema.String.pipe(
-  Schema.pattern(ADMIN_TOKEN_NAME_PATTERN, { message: () => `name must be ${ADMIN_TOKEN_NAME_RULE}` })
+  Schema.pattern(ADMIN_TOKEN_NAME_PATTERN, { message: () => `name must be ${ADMIN_TOKEN_NAME_RULE}` }),
+  // `admin` exactly is answered by the handler: 409 while ADMIN_TOKEN holds it, as any name taken.
+  Schema.filter((name) => name === ADMIN_TOKEN_ACTOR_NAME || !isReservedAdminTokenName(name), {
+    message: () => `name must be ${RESERVED_ADMIN_TOKEN_NAME_RULE}`
+  })
 ).annotations({
-  description: `The token's name (${ADMIN_TOKEN_NAME_RULE}), unique across ADMIN_TOKEN (\`admin\`), ADMIN_TOKENS ` +
+  description: `The token's name (${ADMIN_TOKEN_NAME_RULE}; ${RESERVED_ADMIN_TOKEN_NAME_RULE}), unique across ADMIN_TOKEN (\`admin\`), ADMIN_TOKENS ` +
     "and the stored tokens; the audit trail's actor for its changes."
 })
 
