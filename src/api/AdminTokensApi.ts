@@ -25,6 +25,10 @@ import { ProfileId } from "../domain/Identifiers.js"
 import { Timestamp } from "../domain/Models.js"
 import { AdminAuth, AdminBodies } from "./AdminApi.js"
 
+const ADMIN_TOKEN_NAME_DESCRIPTION =
+  `The token's name (${ADMIN_TOKEN_NAME_RULE}; ${RESERVED_ADMIN_TOKEN_NAME_RULE}), unique across ADMIN_TOKEN ` +
+  "(`admin`), ADMIN_TOKENS and the stored tokens; the audit trail's actor for its changes."
+
 export const AdminTokenName = Schema.String.pipe(
   Schema.pattern(ADMIN_TOKEN_NAME_PATTERN, { message: () => `name must be ${ADMIN_TOKEN_NAME_RULE}` }),
   // `admin` exactly is answered by the handler: 409 while ADMIN_TOKEN holds it, as any name taken.
@@ -32,8 +36,8 @@ export const AdminTokenName = Schema.String.pipe(
     message: () => `name must be ${RESERVED_ADMIN_TOKEN_NAME_RULE}`
   })
 ).annotations({
-  description: `The token's name (${ADMIN_TOKEN_NAME_RULE}; ${RESERVED_ADMIN_TOKEN_NAME_RULE}), unique across ADMIN_TOKEN (\`admin\`), ADMIN_TOKENS ` +
-    "and the stored tokens; the audit trail's actor for its changes."
+  description: ADMIN_TOKEN_NAME_DESCRIPTION,
+  jsonSchema: { type: "string", description: ADMIN_TOKEN_NAME_DESCRIPTION, pattern: ADMIN_TOKEN_NAME_PATTERN.source }
 })
 
 const ScopeProfiles = Schema.NullOr(Schema.Array(Schema.String)).annotations({
