@@ -16,10 +16,11 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { connect, type Socket } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { ConfigProvider, Effect, Either } from "effect"
+import { layer } from "@effect/vitest"
+import { ConfigProvider, Effect, Either, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AppConfig } from "../src/config/AppConfig.js"
-import { fixtureOf, type JsonResponse } from "../src/testing.js"
+import { fixtureOf, type JsonResponse, makeTestServer, serverPort } from "../src/testing.js"
 import { asJsonResponse, rawRequest } from "./support/Http.js"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
 
@@ -323,7 +324,10 @@ describe("admin token names cannot pass for another actor", () => {
       expect(created.status, name).toBe(400)
       const body = created.body as { error: string; error_description: string }
       expect(body.error).toBe("invalid_request")
-      expect(body.error_description).toContain("name must be neither credential-expiry nor key-rotation-schedule")
+      expect(body.error_description).toBe(
+        "name: name must be neither credential-expiry nor key-rotation-schedule (the server's own names in the audit trail), " +
+          "nor admin (ADMIN_TOKEN's), in any case, nor beginning with svc_ (a client id's form)"
+      )
     }
     expect((await admin(defaults, "POST", "/admin/tokens", { body: JSON.stringify({ name: "admin", role: "admin" }) })).status)
       .toBe(409)
@@ -357,3 +361,29 @@ describe("admin token names cannot pass for another actor", () => {
     expect(Either.getOrThrow(settled)).toMatchObject({ headersTimeoutMs: 5_000, requestTimeoutMs: 5_000, maxConnectionsPerAddress: 16 })
   })
 })
+
+const OPS_TOKEN = randomBytes(24).toString("base64url")
+
+layer(makeTestServer({ config: { adminTokens: [{ name: "ops", token: Redacted.make(OPS_TOKEN) }] } }))(
+  "without ADMIN_TOKEN",
+  (it) => {
+    it.effect("a stored token may not be named admin either: it would pass for ADMIN_TOKEN (400)", () =>
+      Effect.gen(function*() {
+        const port = yield* serverPort
+        const created = yield* Effect.promise(() =>
+          rawRequest(port, {
+            method: "POST",
+            path: "/admin/tokens",
+            headers: { authorization: `Bearer ${OPS_TOKEN}`, "content-type": "application/json" },
+            body: JSON.stringify({ name: "admin", role: "admin" })
+          })
+        )
+        expect(created.status).toBe(400)
+        expect(JSON.parse(created.text)).toEqual({
+          error: "invalid_request",
+          error_description: "name: name must be neither credential-expiry nor key-rotation-schedule (the server's own " +
+            "names in the audit trail), nor admin (ADMIN_TOKEN's), in any case, nor beginning with svc_ (a client id's form)"
+        })
+      }))
+  }
+)

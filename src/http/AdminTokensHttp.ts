@@ -40,7 +40,7 @@ export const layerTokens = HttpApiBuilder.group(Api, "adminTokens", (handlers) =
           if (access.environmentNames.has(payload.name)) return yield* taken(payload.name)
           // ADMIN_TOKEN's name even when ADMIN_TOKEN is not set: a stored `admin` would pass for it.
           if (payload.name === ADMIN_TOKEN_ACTOR_NAME) {
-            return yield* new InvalidRequest({ description: `name must be ${RESERVED_ADMIN_TOKEN_NAME_RULE}` })
+            return yield* new InvalidRequest({ description: `name: name must be ${RESERVED_ADMIN_TOKEN_NAME_RULE}` })
           }
           const token = randomBytes(32).toString("base64url")
           const profiles = payload.profiles == null ? null : [...new Set(payload.profiles)].sort()
