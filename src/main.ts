@@ -89,7 +89,12 @@ const program = Effect.gen(function*() {
   // A start that fails or is stopped before the server takes the port over answers what it held.
   const earlyPort = Option.isNone(config.tls)
     ? yield* Effect.acquireRelease(
-      Effect.promise(() => openEarlyPort(config.host, config.port)),
+      Effect.promise(() => openEarlyPort(config.host, config.port, {
+        headersTimeoutMs: config.headersTimeoutMs,
+        requestTimeoutMs: config.requestTimeoutMs,
+        maxConnectionsPerAddress: config.maxConnectionsPerAddress,
+        trustedProxies: config.trustedProxies
+      })),
       (early) => Effect.promise(() => early?.close() ?? Promise.resolve())
     )
     : undefined

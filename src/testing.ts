@@ -17,6 +17,7 @@ import { KeyService } from "./auth/KeyService.js"
 import { NO_TRUSTED_PROXIES } from "./http/ClientAddress.js"
 import * as FastLane from "./http/FastLane.js"
 import * as NodeServer from "./http/NodeServer.js"
+import { DEFAULT_CONNECTION_LIMITS } from "./http/ConnectionLimits.js"
 import type { AdminTokenStore } from "./storage/AdminTokenStore.js"
 import type { AuditTrail } from "./storage/AuditTrail.js"
 import type { CatalogueServices } from "./storage/CatalogueServices.js"
@@ -60,6 +61,7 @@ const layerNodeServer = Layer.unwrapEffect(
         host: "127.0.0.1",
         port,
         shutdownGraceMs: 1_000,
+        ...DEFAULT_CONNECTION_LIMITS,
         trustedProxies: NO_TRUSTED_PROXIES,
         tls: Option.none()
       })),

@@ -13,8 +13,9 @@ import { HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { AdminAuth } from "../api/AdminApi.js"
 import { AdminFailureLimiter } from "../auth/AuthFailureLimiter.js"
-import { AdminTooManyAttempts, Unauthorized } from "../domain/Errors.js"
-import { parseAuthorization } from "../auth/AuthorizationHeader.js"
+import { AdminTooManyAttempts, InvalidRequest, Unauthorized } from "../domain/Errors.js"
+import { isMultiple, MULTIPLE_AUTHORIZATION, parseAuthorization } from "../auth/AuthorizationHeader.js"
+import { requestAuthorization } from "../http/RequestAuthorization.js"
 import { AdminAccess } from "./AdminAccess.js"
 
 const { ANY_CLIENT } = AdminFailureLimiter
@@ -29,7 +30,8 @@ export const layer = Layer.effect(
       adminToken: () =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
-          const header = request.headers["authorization"]
+          const header = requestAuthorization(request)
+          if (isMultiple(header)) return yield* new InvalidRequest({ description: MULTIPLE_AUTHORIZATION })
           const credentials = header === undefined ? undefined : parseAuthorization(header)
           if (credentials === undefined || credentials.scheme !== "bearer") {
             return yield* new Unauthorized({ description: "Send the admin token as Authorization: Bearer <token>" })

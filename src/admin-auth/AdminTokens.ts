@@ -4,7 +4,13 @@
  * entry's position, never by quoting it: an entry may hold a token.
  */
 import { Either, Redacted } from "effect"
-import { ADMIN_TOKEN_NAME_PATTERN, ADMIN_TOKEN_NAME_RULE } from "../domain/AdminRoles.js"
+import {
+  ADMIN_TOKEN_ACTOR_NAME,
+  ADMIN_TOKEN_NAME_PATTERN,
+  ADMIN_TOKEN_NAME_RULE,
+  isReservedAdminTokenName,
+  RESERVED_ADMIN_TOKEN_NAME_RULE
+} from "../domain/AdminRoles.js"
 import { tokenDigest } from "./TokenDigest.js"
 
 export interface AdminTokenEntry {
@@ -14,7 +20,7 @@ export interface AdminTokenEntry {
 }
 
 /** The actor of ADMIN_TOKEN. */
-export const ADMIN_TOKEN_ACTOR = "admin"
+export const ADMIN_TOKEN_ACTOR = ADMIN_TOKEN_ACTOR_NAME
 /** A named token must be sendable as a bearer token (RFC 6750 b64token), and long enough not to be guessed. */
 const TOKEN = /^[A-Za-z0-9._~+/-]+=*$/
 export const MIN_NAMED_TOKEN_LENGTH = 16
@@ -65,6 +71,10 @@ export const parseAdminTokens = (
     const name = pair.slice(0, colon).trim()
     const token = pair.slice(colon + 1).trim()
     if (!ADMIN_TOKEN_NAME_PATTERN.test(name)) return Either.left(`${at}: the name must be ${ADMIN_TOKEN_NAME_RULE}`)
+    // `admin` itself is ADMIN_TOKEN's: refused below when ADMIN_TOKEN is set, as before.
+    if (name !== ADMIN_TOKEN_ACTOR && isReservedAdminTokenName(name)) {
+      return Either.left(`${at}: the name ${name} is reserved; a name must be ${RESERVED_ADMIN_TOKEN_NAME_RULE}`)
+    }
     if (!isStrongAdminToken(token)) return Either.left(`${at} (${name}): the token must be ${STRONG_TOKEN_RULE}`)
     if (entries.some((entry) => entry.name === name)) {
       return Either.left(

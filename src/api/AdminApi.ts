@@ -52,7 +52,7 @@ import {
  * (`AdminActor`). Failed attempts are throttled per remote address (429 with Retry-After).
  */
 export class AdminAuth extends HttpApiMiddleware.Tag<AdminAuth>()("AdminAuth", {
-  failure: Schema.Union(UnauthorizedWire, AdminTooManyAttemptsWire, StorageUnavailableWire),
+  failure: Schema.Union(InvalidRequestWire, UnauthorizedWire, AdminTooManyAttemptsWire, StorageUnavailableWire),
   provides: AdminActor,
   security: { adminToken: HttpApiSecurity.bearer }
 }) {}

@@ -5,7 +5,14 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { ADMIN_TOKEN_NAME_PATTERN, ADMIN_TOKEN_NAME_RULE, AdminRole } from "../domain/AdminRoles.js"
+import {
+  ADMIN_TOKEN_ACTOR_NAME,
+  ADMIN_TOKEN_NAME_PATTERN,
+  ADMIN_TOKEN_NAME_RULE,
+  AdminRole,
+  isReservedAdminTokenName,
+  RESERVED_ADMIN_TOKEN_NAME_RULE
+} from "../domain/AdminRoles.js"
 import {
   ConflictWire,
   ForbiddenWire,
@@ -18,11 +25,19 @@ import { ProfileId } from "../domain/Identifiers.js"
 import { Timestamp } from "../domain/Models.js"
 import { AdminAuth, AdminBodies } from "./AdminApi.js"
 
+const ADMIN_TOKEN_NAME_DESCRIPTION =
+  `The token's name (${ADMIN_TOKEN_NAME_RULE}; ${RESERVED_ADMIN_TOKEN_NAME_RULE}), unique across ADMIN_TOKEN ` +
+  "(`admin`), ADMIN_TOKENS and the stored tokens; the audit trail's actor for its changes."
+
 export const AdminTokenName = Schema.String.pipe(
-  Schema.pattern(ADMIN_TOKEN_NAME_PATTERN, { message: () => `name must be ${ADMIN_TOKEN_NAME_RULE}` })
+  Schema.pattern(ADMIN_TOKEN_NAME_PATTERN, { message: () => `name must be ${ADMIN_TOKEN_NAME_RULE}` }),
+  // `admin` exactly is answered by the handler: 409 while ADMIN_TOKEN holds it, as any name taken.
+  Schema.filter((name) => name === ADMIN_TOKEN_ACTOR_NAME || !isReservedAdminTokenName(name), {
+    message: () => `name must be ${RESERVED_ADMIN_TOKEN_NAME_RULE}`
+  })
 ).annotations({
-  description: `The token's name (${ADMIN_TOKEN_NAME_RULE}), unique across ADMIN_TOKEN (\`admin\`), ADMIN_TOKENS ` +
-    "and the stored tokens; the audit trail's actor for its changes."
+  description: ADMIN_TOKEN_NAME_DESCRIPTION,
+  jsonSchema: { type: "string", description: ADMIN_TOKEN_NAME_DESCRIPTION, pattern: ADMIN_TOKEN_NAME_PATTERN.source }
 })
 
 const ScopeProfiles = Schema.NullOr(Schema.Array(Schema.String)).annotations({

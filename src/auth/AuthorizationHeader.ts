@@ -46,3 +46,39 @@ export const decodeBasicCredentials = (token68: string): Either.Either<BasicCred
     return Either.left("malformed")
   }
 }
+
+/**
+ * The `Authorization` header as sent: one value, or every value when the request carries several
+ * (Node keeps only the first in `headers`; `rawHeaders` has them all). Several are never one
+ * credential: each endpoint that reads the header answers them `400 invalid_request`
+ * (`MULTIPLE_AUTHORIZATION`) rather than picking one.
+ */
+export type AuthorizationHeader = string | ReadonlyArray<string> | undefined
+
+export const MULTIPLE_AUTHORIZATION = "Multiple Authorization headers"
+
+/** Whether the request sent more than one `Authorization` header. */
+export const isMultiple = (header: AuthorizationHeader): header is ReadonlyArray<string> =>
+  header !== undefined && typeof header !== "string"
+
+/**
+ * The `Authorization` header of a request as Node parsed it: `headers.authorization` holds the first,
+ * `rawHeaders` (name, value, name, value...) every one. Only scanned when there is one at all.
+ */
+export const authorizationHeader = (request: {
+  readonly headers: { readonly authorization?: string | undefined }
+  readonly rawHeaders?: ReadonlyArray<string> | undefined
+}): AuthorizationHeader => {
+  const first = request.headers.authorization
+  const raw = request.rawHeaders
+  if (first === undefined || raw === undefined) return first
+  let values: Array<string> | undefined
+  let seen = 0
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!
+    if (name.length !== 13 || name.toLowerCase() !== "authorization") continue
+    seen++
+    ;(values ??= []).push(raw[i + 1] ?? "")
+  }
+  return seen > 1 ? values! : first
+}

@@ -10,6 +10,7 @@
  * write of a success is `last_used_at`, at most once a minute per credential.
  */
 import { Context, Effect, Either, Layer, Option, type Redacted } from "effect"
+import type { AuthorizationHeader } from "./AuthorizationHeader.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { SeenJtis } from "../storage/SeenJtis.js"
 import { makeProofVerifier } from "./DPoPProof.js"
@@ -40,7 +41,7 @@ import { TokenService } from "./TokenService.js"
 
 /** What a token request said, as read by either entry. */
 export interface TokenInput {
-  readonly authorization: string | undefined
+  readonly authorization: AuthorizationHeader
   /** The body when it is a form (`application/x-www-form-urlencoded`); undefined for any other body. */
   readonly form: string | undefined
   /** The client's address, for brute-force protection. */

@@ -5,6 +5,7 @@
  */
 import { Clock, Duration, Effect, Either, Option, Schedule } from "effect"
 import type { AdminActorShape } from "../domain/AdminActor.js"
+import { KEY_ROTATION_SCHEDULE_ACTOR_NAME } from "../domain/AdminRoles.js"
 import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, type StorageUnavailable } from "../domain/Errors.js"
 import type { AuditTrailShape } from "../storage/AuditTrail.js"
@@ -14,7 +15,7 @@ import { schedule, type Scheduled, statusAt } from "./KeySchedule.js"
 import { generatePkcs8 } from "./SigningKeyMaterial.js"
 
 /** The actor of an automatic rotation (KEY_ROTATION_DAYS) in the audit trail: no admin token made it. */
-const SCHEDULE_ACTOR: AdminActorShape = { name: "key-rotation-schedule", source: "server" }
+const SCHEDULE_ACTOR: AdminActorShape = { name: KEY_ROTATION_SCHEDULE_ACTOR_NAME, source: "server" }
 
 /** How often KEY_ROTATION_DAYS is checked. */
 const AUTOMATIC_ROTATION_CHECK = Duration.minutes(1)

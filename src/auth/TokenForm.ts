@@ -5,7 +5,13 @@
 import { Either, Option, Redacted } from "effect"
 import { TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import { InvalidRequest } from "../domain/Errors.js"
-import { decodeBasicCredentials, parseAuthorization } from "./AuthorizationHeader.js"
+import {
+  type AuthorizationHeader,
+  decodeBasicCredentials,
+  isMultiple,
+  MULTIPLE_AUTHORIZATION,
+  parseAuthorization
+} from "./AuthorizationHeader.js"
 import { assertedClientId, JWT_BEARER_ASSERTION } from "./ClientAssertion.js"
 import type { IssuedToken } from "./TokenService.js"
 
@@ -109,9 +115,11 @@ const assertionCredentials = (
 }
 
 export const clientCredentials = (
-  authorization: string | undefined,
+  authorization: AuthorizationHeader,
   fields: Pick<TokenFields, "client_id" | "client_secret" | "client_assertion" | "client_assertion_type">
 ): Either.Either<ClientCredentials | undefined, InvalidRequest> => {
+  // Several headers are never one client's credentials, whichever method the form uses.
+  if (isMultiple(authorization)) return Either.left(new InvalidRequest({ description: MULTIPLE_AUTHORIZATION }))
   const credentials = authorization === undefined ? undefined : parseAuthorization(authorization)
   const isBasic = credentials?.scheme === "basic" || /^\s*basic(\s|$)/i.test(authorization ?? "")
   if (fields.client_assertion !== undefined || fields.client_assertion_type !== undefined) {

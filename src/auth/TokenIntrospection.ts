@@ -22,7 +22,7 @@ import { AdminTooManyAttempts, INVALID_REQUEST_DESCRIPTION, InvalidRequest, Unau
 import { serviceAddress } from "../domain/ServiceAddress.js"
 import { LAST_USED_EVERY_MS } from "../storage/AdminTokenStore.js"
 import { CatalogueLookup } from "../storage/CatalogueLookup.js"
-import { parseAuthorization } from "./AuthorizationHeader.js"
+import { isMultiple, MULTIPLE_AUTHORIZATION, parseAuthorization } from "./AuthorizationHeader.js"
 import { AdminFailureLimiter } from "./AuthFailureLimiter.js"
 import type { FormInput } from "./TokenRevocation.js"
 import { formFieldsOf, NO_STORE } from "./TokenForm.js"
@@ -119,6 +119,9 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
 
       const introspect = Effect.fn("TokenIntrospection.introspect", { captureStackTrace: false })(
         function*(input: FormInput) {
+          if (isMultiple(input.authorization)) {
+            return errorAnswer(new InvalidRequest({ description: MULTIPLE_AUTHORIZATION }), NO_STORE)
+          }
           const credentials = input.authorization === undefined ? undefined : parseAuthorization(input.authorization)
           if (credentials === undefined || credentials.scheme !== "bearer") {
             return errorAnswer(

@@ -12,6 +12,7 @@
  * and reported inactive by introspection from the next request on, everywhere, until its `exp`.
  */
 import { Context, Effect, Either, Layer, Option } from "effect"
+import type { AuthorizationHeader } from "./AuthorizationHeader.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import { INVALID_REQUEST_DESCRIPTION, InvalidClient, InvalidRequest, TooManyAttempts } from "../domain/Errors.js"
 import { isClientId } from "../domain/Identifiers.js"
@@ -27,7 +28,7 @@ import { TokenService } from "./TokenService.js"
 
 /** What a request to a form endpoint of clients said, as its HTTP entry read it. */
 export interface FormInput {
-  readonly authorization: string | undefined
+  readonly authorization: AuthorizationHeader
   /** The body when it is a form (`application/x-www-form-urlencoded`); undefined for any other body. */
   readonly form: string | undefined
   readonly remoteAddress: string

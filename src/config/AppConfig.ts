@@ -5,6 +5,7 @@
 import { Config, ConfigError, Context, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import { type AdminTokenEntry, parseAdminTokens, weakAdminTokenProblem } from "../admin-auth/AdminTokens.js"
 import { NO_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from "../http/ClientAddress.js"
+import { DEFAULT_CONNECTION_LIMITS } from "../http/ConnectionLimits.js"
 import type { TlsFiles } from "../http/TlsCertificates.js"
 import { fromConfigError } from "./StartupError.js"
 import { settingsFromEnv as tracingFromEnv, type TracingSettings } from "../observability/TracingSettings.js"
@@ -48,6 +49,12 @@ export interface AppConfigShape {
   readonly authFailureLimit: number
   /** How long SIGTERM waits for requests in flight before closing their connections. */
   readonly shutdownGraceMs: number
+  /** HEADERS_TIMEOUT_MS: a request's line and headers must arrive within it (`ConnectionLimits`). */
+  readonly headersTimeoutMs: number
+  /** REQUEST_TIMEOUT_MS: the whole request, headers and body, must arrive within it. */
+  readonly requestTimeoutMs: number
+  /** MAX_CONNECTIONS_PER_ADDRESS: connections (or, behind a trusted proxy, requests) open per client address. */
+  readonly maxConnectionsPerAddress: number
   readonly logLevel: LogLevel.LogLevel
   /** `text` (the default, for people) or `json` (one object per line, for log pipelines). */
   readonly logFormat: "text" | "json"
@@ -181,6 +188,18 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         Config.validate({ message: "SHUTDOWN_GRACE_MS must be a non-negative integer", validation: (n) => n >= 0 }),
         Config.withDefault(10_000)
       ),
+      headersTimeoutMs: yield* Config.integer("HEADERS_TIMEOUT_MS").pipe(
+        Config.validate({ message: "HEADERS_TIMEOUT_MS must be a positive integer", validation: (n) => n > 0 }),
+        Config.withDefault(DEFAULT_CONNECTION_LIMITS.headersTimeoutMs)
+      ),
+      requestTimeoutMs: yield* Config.integer("REQUEST_TIMEOUT_MS").pipe(
+        Config.validate({ message: "REQUEST_TIMEOUT_MS must be a positive integer", validation: (n) => n > 0 }),
+        Config.withDefault(DEFAULT_CONNECTION_LIMITS.requestTimeoutMs)
+      ),
+      maxConnectionsPerAddress: yield* Config.integer("MAX_CONNECTIONS_PER_ADDRESS").pipe(
+        Config.validate({ message: "MAX_CONNECTIONS_PER_ADDRESS must be a positive integer", validation: (n) => n > 0 }),
+        Config.withDefault(DEFAULT_CONNECTION_LIMITS.maxConnectionsPerAddress)
+      ),
       logLevel: yield* Config.string("LOG_LEVEL").pipe(
         Config.map((value) => value.toLowerCase()),
         Config.validate({
@@ -207,6 +226,12 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
       trustedProxies: yield* trustedProxiesFromEnv,
       tls
     })
+    if (config.headersTimeoutMs > config.requestTimeoutMs) {
+      return yield* Effect.fail(ConfigError.InvalidData(
+        [],
+        `HEADERS_TIMEOUT_MS (${config.headersTimeoutMs}) must not exceed REQUEST_TIMEOUT_MS (${config.requestTimeoutMs}): the headers are part of the request`
+      ))
+    }
     if (Option.isSome(config.keyRotationDays) && Option.isSome(config.signingKeyFile)) {
       return yield* Effect.fail(ConfigError.InvalidData(
         [],
@@ -240,6 +265,7 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         upstreamMaxConcurrency: 256,
         authFailureLimit: 20,
         shutdownGraceMs: 10_000,
+        ...DEFAULT_CONNECTION_LIMITS,
         logLevel: LogLevel.Info,
         logFormat: "text",
         metricsToken: Option.none(),

@@ -30,6 +30,26 @@ export type AdminRole = typeof AdminRole.Type
 export const ADMIN_TOKEN_NAME_PATTERN = /^[A-Za-z0-9._-]{1,64}$/
 export const ADMIN_TOKEN_NAME_RULE = "1-64 letters, digits, '.', '_' or '-'"
 
+/** The actors the server writes in the audit trail for its own changes (source `server`). */
+export const CREDENTIAL_EXPIRY_ACTOR_NAME = "credential-expiry"
+export const KEY_ROTATION_SCHEDULE_ACTOR_NAME = "key-rotation-schedule"
+/** ADMIN_TOKEN's actor. */
+export const ADMIN_TOKEN_ACTOR_NAME = "admin"
+
+export const RESERVED_ADMIN_TOKEN_NAME_RULE =
+  `neither ${CREDENTIAL_EXPIRY_ACTOR_NAME} nor ${KEY_ROTATION_SCHEDULE_ACTOR_NAME} (the server's own names in the ` +
+  `audit trail), nor ${ADMIN_TOKEN_ACTOR_NAME} (ADMIN_TOKEN's), in any case, nor beginning with svc_ (a client id's form)`
+
+/**
+ * Whether a name would pass for another actor in the audit trail: the server's own, ADMIN_TOKEN's,
+ * or a client's (its client id). A token of that name would make its changes look like theirs.
+ */
+export const isReservedAdminTokenName = (name: string): boolean => {
+  const lower = name.toLowerCase()
+  return lower === CREDENTIAL_EXPIRY_ACTOR_NAME || lower === KEY_ROTATION_SCHEDULE_ACTOR_NAME ||
+    lower === ADMIN_TOKEN_ACTOR_NAME || lower.startsWith("svc_")
+}
+
 /** Everything the admin API does, as the permission table names it. */
 export type AdminAction =
   | "profile.read"

@@ -16,7 +16,7 @@ import { type AccessTokenClaims } from "../auth/TokenService.js"
 import { type InsufficientScope, InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
 import type { ClientId } from "../domain/Identifiers.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
-import { parseAuthorization } from "../auth/AuthorizationHeader.js"
+import { type AuthorizationHeader, isMultiple, MULTIPLE_AUTHORIZATION, parseAuthorization } from "../auth/AuthorizationHeader.js"
 import { parseJson } from "../domain/Json.js"
 import type { ServiceRoute } from "../storage/CredentialRepo.js"
 import { type ServiceAddress, serviceAddress } from "../domain/ServiceAddress.js"
@@ -37,20 +37,26 @@ const malformedHeader = errorAnswer(
   new InvalidRequest({ description: "The Authorization header must be a single Bearer token" }),
   challenge("invalid_request")
 )
+const multipleHeaders = errorAnswer(new InvalidRequest({ description: MULTIPLE_AUTHORIZATION }), challenge("invalid_request"))
 const otherService = errorAnswer(
   new InvalidToken({ description: "The access token was issued for another service" }),
   challenge("invalid_token")
 )
 const revoked = errorAnswer(new InvalidToken({ description: "The access token has been revoked" }), challenge("invalid_token"))
 
-/** What the request presented: no credentials, something that is not one `Bearer <token>`, or a token. */
+/**
+ * What the request presented: no credentials, several `Authorization` headers, something that is not
+ * one `Bearer <token>`, or a token.
+ */
 type Presented =
   | { readonly _tag: "None" }
+  | { readonly _tag: "Multiple" }
   | { readonly _tag: "Malformed" }
   | { readonly _tag: "Bearer"; readonly token: string; readonly dpop: boolean }
 
-const presentedCredentials = (header: string | undefined): Presented => {
+const presentedCredentials = (header: AuthorizationHeader): Presented => {
   if (header === undefined) return { _tag: "None" }
+  if (isMultiple(header)) return { _tag: "Multiple" }
   const credentials = parseAuthorization(header)
   // A token presented as `DPoP` (RFC 9449 §7.1) is verified as a Bearer one is, then its proof.
   return credentials?.scheme === "bearer" || credentials?.scheme === "dpop"
@@ -62,7 +68,7 @@ export interface ServiceCallInput {
   readonly profile: string
   readonly environment: string
   readonly uuid: string
-  readonly authorization: string | undefined
+  readonly authorization: AuthorizationHeader
   /** The client's address: who a service without OAuth counts a rate limit against. */
   readonly remoteAddress: string
   readonly nowMillis: number
@@ -132,6 +138,7 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
   if (route.value.authType === "oauth") {
     const requireDpop = route.value.requireDpop === true
     if (presented._tag === "None") return answer(requireDpop ? dpopTokenRequired : tokenRequired)
+    if (presented._tag === "Multiple") return answer(multipleHeaders)
     if (presented._tag === "Malformed" || verified === undefined) return answer(malformedHeader)
     // A token presented as DPoP, or to a service that requires DPoP, is refused with the DPoP
     // challenge (RFC 9449 §7.1).

@@ -11,7 +11,8 @@ import { tokenDigest } from "../admin-auth/TokenDigest.js"
 import { Api } from "../api/Api.js"
 import { AdminActor, type AdminCaller } from "../domain/AdminActor.js"
 import { auditEvent } from "../domain/AuditEvents.js"
-import { Conflict, NotFound } from "../domain/Errors.js"
+import { Conflict, InvalidRequest, NotFound } from "../domain/Errors.js"
+import { ADMIN_TOKEN_ACTOR_NAME, RESERVED_ADMIN_TOKEN_NAME_RULE } from "../domain/AdminRoles.js"
 import { currentDate } from "../domain/Time.js"
 import { AdminTokenStore, type StoredAdminToken } from "../storage/AdminTokenStore.js"
 import { CatalogueWrites } from "../storage/CatalogueWrites.js"
@@ -37,6 +38,10 @@ export const layerTokens = HttpApiBuilder.group(Api, "adminTokens", (handlers) =
         Effect.gen(function*() {
           const caller: AdminCaller = yield* mayManageTokens
           if (access.environmentNames.has(payload.name)) return yield* taken(payload.name)
+          // ADMIN_TOKEN's name even when ADMIN_TOKEN is not set: a stored `admin` would pass for it.
+          if (payload.name === ADMIN_TOKEN_ACTOR_NAME) {
+            return yield* new InvalidRequest({ description: `name: name must be ${RESERVED_ADMIN_TOKEN_NAME_RULE}` })
+          }
           const token = randomBytes(32).toString("base64url")
           const profiles = payload.profiles == null ? null : [...new Set(payload.profiles)].sort()
           const created_at = yield* currentDate

@@ -18,6 +18,14 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { answerClientErrors } from "./ClientErrors.js"
+import {
+  type ConnectionCap,
+  capConnections,
+  type ConnectionLimits,
+  DEFAULT_CONNECTION_LIMITS,
+  serverOptions
+} from "./ConnectionLimits.js"
+import { NO_TRUSTED_PROXIES, type TrustedProxies } from "./ClientAddress.js"
 
 /** Far beyond a start on a fresh data directory; a client's own timeout usually comes first. */
 export const HOLD_LIMIT_MS = 30_000
@@ -34,6 +42,8 @@ export interface EarlyPort {
   readonly port: number
   /** The listening server, for the real one to take over. */
   readonly server: Server
+  /** The cap on connections per client address, counted from the first connection on. */
+  readonly cap: ConnectionCap
   /**
    * Does in one synchronous step what no request may fall between: detaches the early handlers,
    * lets `attach` put the server's own on, and hands them the requests held so far. After it,
@@ -71,9 +81,18 @@ const answerStarting = (response: ServerResponse): Promise<void> =>
  * Listens on `host`:`port` while the storage starts; undefined when the port could not be had (the
  * server's own listen then reports why, as without this).
  */
-export const openEarlyPort = (host: string, port: number): Promise<EarlyPort | undefined> =>
+export const openEarlyPort = (
+  host: string,
+  port: number,
+  limits: ConnectionLimits & { readonly trustedProxies: TrustedProxies } = {
+    ...DEFAULT_CONNECTION_LIMITS,
+    trustedProxies: NO_TRUSTED_PROXIES
+  }
+): Promise<EarlyPort | undefined> =>
   new Promise((resolve) => {
-    const server = createServer()
+    // The server's own limits from the first connection: it is the same `Server` later.
+    const server = createServer(serverOptions(limits))
+    const cap = capConnections(server, limits.maxConnectionsPerAddress, limits.trustedProxies)
     const held = new Set<Held>()
     let open = true
     answerClientErrors(server)
@@ -128,5 +147,5 @@ export const openEarlyPort = (host: string, port: number): Promise<EarlyPort | u
       server.close()
       resolve(undefined)
     })
-    server.listen({ host, port }, () => resolve({ host, port, server, takeOver, close }))
+    server.listen({ host, port }, () => resolve({ host, port, server, cap, takeOver, close }))
   })

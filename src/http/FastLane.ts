@@ -22,6 +22,7 @@
 import { Context, Effect, Either, Layer, Option, Runtime, type Tracer } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { AppConfig } from "../config/AppConfig.js"
+import { authorizationHeader } from "../auth/AuthorizationHeader.js"
 import { ClientCredentialsGrant, decideToken, type TokenInput } from "../auth/ClientCredentialsGrant.js"
 import { dpopHeader } from "../auth/DPoPProof.js"
 import { NO_STORE, tokenAnswer } from "../auth/TokenForm.js"
@@ -159,7 +160,7 @@ const make = Effect.gen(function*() {
     }
     readBody(request, response, next, (text) => {
       const input: TokenInput = {
-        authorization: request.headers["authorization"],
+        authorization: authorizationHeader(request),
         dpop: dpopHeader(request.headers["dpop"]),
         form: mediaTypeOf(request.headers["content-type"]) === "application/x-www-form-urlencoded" ? text : undefined,
         remoteAddress: clientAddress(request),
@@ -250,7 +251,7 @@ const make = Effect.gen(function*() {
       profile: path[1]!,
       environment: path[2]!,
       uuid: path[3]!,
-      authorization: request.headers["authorization"],
+      authorization: authorizationHeader(request),
       dpop: dpopHeader(request.headers["dpop"]),
       remoteAddress: clientAddress(request),
       nowMillis: clock.unsafeCurrentTimeMillis()

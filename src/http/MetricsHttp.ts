@@ -10,14 +10,15 @@ import { Effect, Layer, Metric, Option, Redacted } from "effect"
 import { timingSafeEqual } from "node:crypto"
 import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
-import { Unauthorized } from "../domain/Errors.js"
+import { InvalidRequest, Unauthorized } from "../domain/Errors.js"
 import { ProcessMetrics } from "../observability/ProcessMetrics.js"
 import * as Prometheus from "../observability/Prometheus.js"
 import { registerKnownSeries } from "../observability/ServiceMetrics.js"
 import { CatalogueQueries } from "../storage/CatalogueQueries.js"
 import { currentDate } from "../domain/Time.js"
 import { tokenDigest } from "../admin-auth/TokenDigest.js"
-import { parseAuthorization } from "../auth/AuthorizationHeader.js"
+import { type AuthorizationHeader, isMultiple, MULTIPLE_AUTHORIZATION, parseAuthorization } from "../auth/AuthorizationHeader.js"
+import { requestAuthorization } from "./RequestAuthorization.js"
 import { errorResponse } from "./ErrorResponses.js"
 
 const PREFIXES = ["service_auth_", "process_", "nodejs_"]
@@ -48,8 +49,9 @@ export const layer = HttpApiBuilder.group(Api, "metrics", (handlers) =>
     const expected = Option.map(config.metricsToken, (token) => tokenDigest(Redacted.value(token)))
     registerKnownSeries()
 
-    const authorized = (header: string | undefined) => {
+    const authorized = (header: AuthorizationHeader) => {
       if (Option.isNone(expected)) return true
+      if (isMultiple(header)) return false
       const credentials = header === undefined ? undefined : parseAuthorization(header)
       return credentials?.scheme === "bearer" && timingSafeEqual(tokenDigest(credentials.value), expected.value)
     }
@@ -79,10 +81,12 @@ export const layer = HttpApiBuilder.group(Api, "metrics", (handlers) =>
 
     return handlers.handle("metrics", () =>
       Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-        if (authorized(request.headers["authorization"])) return scrape
+        const header = requestAuthorization(request)
+        if (authorized(header)) return scrape
+        if (isMultiple(header)) return Effect.succeed(errorResponse(new InvalidRequest({ description: MULTIPLE_AUTHORIZATION })))
         return Effect.succeed(
           unauthorized(
-            request.headers["authorization"] === undefined
+            header === undefined
               ? "Send the metrics token as Authorization: Bearer <token>"
               : "The metrics token is not valid"
           )

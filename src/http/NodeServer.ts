@@ -15,6 +15,8 @@
  * - the fast lane (`FastLane`) sees each request first and hands it to the app unless it answers it;
  * - with TRUSTED_PROXIES, each request's client address is worked out once, on arrival
  *   (`ClientAddress`), and the app sees it as `request.remoteAddress`;
+ * - a request must arrive within HEADERS_TIMEOUT_MS and REQUEST_TIMEOUT_MS, and one client address
+ *   holds at most MAX_CONNECTIONS_PER_ADDRESS connections (`ConnectionLimits`);
  * - with TLS_CERT_FILE and TLS_KEY_FILE it speaks HTTPS only, keeps its certificate current
  *   (`TlsCertificates`) and sends `Strict-Transport-Security` with every answer.
  */
@@ -26,6 +28,7 @@ import { createServer as createSecureServer } from "node:https"
 import type { AppConfigShape } from "../config/AppConfig.js"
 import { clientAddress, NO_TRUSTED_PROXIES, rememberClientAddress, resolveClientAddress } from "./ClientAddress.js"
 import { answerClientErrors } from "./ClientErrors.js"
+import { type ConnectionCap, capConnections, type ConnectionLimits, serverOptions } from "./ConnectionLimits.js"
 import type { EarlyPort } from "./EarlyPort.js"
 import { FastLane } from "./FastLane.js"
 import { listen, tlsPair } from "./PortChecks.js"
@@ -85,12 +88,12 @@ const drain = (server: Server, counts: RequestCounts, graceMs: number) =>
   )
 
 /** An HTTPS server on the pair, kept current until the scope closes; plain HTTP without TLS. */
-const makeServer = (config: Pick<AppConfigShape, "tls">) =>
+const makeServer = (config: Pick<AppConfigShape, "tls"> & ConnectionLimits) =>
   Option.match(config.tls, {
-    onNone: () => Effect.succeed(createServer()),
+    onNone: () => Effect.succeed(createServer(serverOptions(config))),
     onSome: (files) =>
       Effect.gen(function*() {
-        const server = createSecureServer(yield* tlsPair(files))
+        const server = createSecureServer({ ...(yield* tlsPair(files)), ...serverOptions(config) })
         const runFork = Runtime.runFork(yield* Effect.runtime<never>())
         yield* Effect.acquireRelease(
           Effect.sync(() =>
@@ -118,7 +121,9 @@ const withClientAddress = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E,
   )
 
 export const layer = (
-  config: Pick<AppConfigShape, "host" | "port" | "shutdownGraceMs" | "trustedProxies" | "tls">,
+  config:
+    & Pick<AppConfigShape, "host" | "port" | "shutdownGraceMs" | "trustedProxies" | "tls">
+    & ConnectionLimits,
   /** The port `main.ts` opened while the storage started, taken over here when it is this address. */
   earlyPort?: EarlyPort
 ) =>
@@ -130,6 +135,7 @@ export const layer = (
       // Plain HTTP may already listen (`EarlyPort`, opened by main.ts while the storage started).
       const early = !secure && earlyPort?.host === config.host && earlyPort.port === config.port ? earlyPort : undefined
       const server = early?.server ?? (yield* makeServer(config))
+      const cap: ConnectionCap = early?.cap ?? capConnections(server, config.maxConnectionsPerAddress, config.trustedProxies)
       const proxied = config.trustedProxies !== NO_TRUSTED_PROXIES
       const counts = trackInFlight()
       return HttpServer.make({
@@ -144,8 +150,16 @@ export const layer = (
               answerClientErrors(server, secure ? { "strict-transport-security": HSTS } : {})
               server.on("request", (request, response) => {
                 counts.arrived(response)
-                if (proxied) rememberClientAddress(request, resolveClientAddress(config.trustedProxies, request))
                 if (secure) response.setHeader("strict-transport-security", HSTS)
+                if (proxied) {
+                  const client = resolveClientAddress(config.trustedProxies, request)
+                  rememberClientAddress(request, client)
+                  // A trusted proxy's request is counted by the address it forwards (`ConnectionLimits`).
+                  const peer = request.socket.remoteAddress
+                  if (client !== peer && peer !== undefined && config.trustedProxies.isTrusted(peer)) {
+                    if (!cap.admitForwarded(request, response, client)) return
+                  }
+                }
                 lane(request, response, () => handler(request, response))
               })
             }

@@ -14,6 +14,7 @@ import { toServerResponse } from "./Answer.js"
 import { errorAnswer } from "../domain/Answer.js"
 import { readBodyText } from "./RequestBody.js"
 import { requestIdOf } from "./RequestId.js"
+import { requestAuthorization } from "./RequestAuthorization.js"
 
 export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
   Effect.gen(function*() {
@@ -27,7 +28,7 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
       ) {
         const verdict = yield* gate.decide({
           ...path,
-          authorization: request.headers["authorization"],
+          authorization: requestAuthorization(request),
           dpop: dpopHeader(request.headers["dpop"]),
           remoteAddress: Option.getOrElse(request.remoteAddress, () => "unknown"),
           nowMillis: yield* Clock.currentTimeMillis

@@ -19,6 +19,7 @@ import { type Answer, errorAnswer } from "../domain/Answer.js"
 import { mediaType, readBodyText } from "./RequestBody.js"
 import { decidedTokenResult, tokenResultOf } from "../observability/ServiceMetrics.js"
 import { wireOf } from "../domain/Errors.js"
+import { requestAuthorization } from "./RequestAuthorization.js"
 
 export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function*() {
@@ -33,7 +34,7 @@ export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
       return toServerResponse(errorAnswer(form.left, NO_STORE))
     }
     const { answer, result } = yield* grants.answer({
-      authorization: request.headers["authorization"],
+      authorization: requestAuthorization(request),
       dpop: dpopHeader(request.headers["dpop"]),
       form: form?.right,
       remoteAddress: Option.getOrElse(request.remoteAddress, () => "unknown"),
@@ -58,7 +59,7 @@ const formEndpoint = <R>(
       : undefined
     if (form !== undefined && form._tag === "Left") return toServerResponse(errorAnswer(form.left, NO_STORE))
     const answer = yield* decide({
-      authorization: request.headers["authorization"],
+      authorization: requestAuthorization(request),
       form: form?.right,
       remoteAddress: Option.getOrElse(request.remoteAddress, () => "unknown"),
       nowMillis: yield* Clock.currentTimeMillis

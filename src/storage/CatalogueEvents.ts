@@ -3,6 +3,7 @@
  * (SQL and memory), from what the write actually did.
  */
 import type { AdminActorShape } from "../domain/AdminActor.js"
+import { CREDENTIAL_EXPIRY_ACTOR_NAME } from "../domain/AdminRoles.js"
 import { type AuditAction, type AuditEvent, auditEvent } from "../domain/AuditEvents.js"
 import type { ServiceFields, StoredChange, TokenRevocation } from "./CredentialRepo.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
@@ -112,7 +113,7 @@ export const revocationEvent = (actor: AdminActorShape, now: Date, revocation: T
   })
 
 /** Who records a credential's expiry: the server itself, not an admin. */
-export const EXPIRY_ACTOR: AdminActorShape = { name: "credential-expiry", source: "server" }
+export const EXPIRY_ACTOR: AdminActorShape = { name: CREDENTIAL_EXPIRY_ACTOR_NAME, source: "server" }
 
 /** A credential that reached its `expires_at`. */
 export interface ExpiredCredential extends RemovedCredential {
