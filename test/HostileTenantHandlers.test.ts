@@ -133,7 +133,13 @@ const call = (
 const expectEchoOf = (response: { readonly status: number; readonly text: string }, address: Address, clientId: string | null) =>
   expect({ status: response.status, body: JSON.parse(response.text) }).toEqual({
     status: 200,
-    body: { service_uuid: address.uuid, profile: address.profile, environment: address.environment, client_id: clientId, body: { want: "corp's books" } }
+    body: {
+      service_uuid: address.uuid,
+      profile: address.profile,
+      environment: address.environment,
+      client_id: clientId,
+      body: { want: "corp's books" }
+    }
   })
 
 /** The test server runs on Effect's TestClock: its present is the time an assertion was made. */

@@ -433,14 +433,12 @@ describe("handlers registered in code: keys that are not a service's full addres
 
   it.effect("so does anything else that is not profile/environment/uuid, every such key named", () =>
     Effect.gen(function*() {
+      const wrong = [`${HOME}/${CUSTOM_UUID}`, `${HOME}/production/not-a-uuid`, `${HOME}/../${CUSTOM_UUID}`, `/${HOME}/production/${CUSTOM_UUID}`]
       const message = yield* buildFailure({
         [`${HOME}/production/${CUSTOM_UUID}`]: custom,
-        [`${HOME}/${CUSTOM_UUID}`]: custom,
-        [`${HOME}/production/not-a-uuid`]: custom,
-        [`${HOME}/../${CUSTOM_UUID}`]: custom,
-        [`/${HOME}/production/${CUSTOM_UUID}`]: custom
+        ...Object.fromEntries(wrong.map((key) => [key, custom]))
       })
-      for (const key of [`${HOME}/${CUSTOM_UUID}`, `${HOME}/production/not-a-uuid`, `${HOME}/../${CUSTOM_UUID}`, `/${HOME}/production/${CUSTOM_UUID}`]) {
+      for (const key of wrong) {
         expect(message).toContain(`"${key}" is not a service address "profile/environment/uuid"`)
       }
       expect(message).not.toContain(`"${HOME}/production/${CUSTOM_UUID}"`)
