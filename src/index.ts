@@ -2,7 +2,8 @@
  * The public embedding API: what a program that runs service-auth inside itself imports. The whole
  * server (`layerServer`, with its options) to launch as `npm start` does; or its parts: the domain
  * layer, the HTTP API as a layer, the storage layers and the configuration. Handlers registered in
- * code (`ServiceHandlers.layerWith`) take a service's place. Tests import `testing.ts`.
+ * code (`ServiceHandlers.layerWith`, keyed by the service's full address `profile/environment/uuid`)
+ * take that one service's place. Tests import `testing.ts`.
  *
  *   const program = Effect.flatMap(AppConfig.fromEnv, (config) => Layer.launch(layerServer({ config })))
  */

@@ -15,6 +15,7 @@ import { ClientSecrets } from "./auth/ClientSecrets.js"
 import { KeyEncryption } from "./auth/KeyEncryption.js"
 import { KeyService } from "./auth/KeyService.js"
 import { NO_TRUSTED_PROXIES } from "./http/ClientAddress.js"
+import type { ServiceHandlers } from "./gateway/ServiceHandlers.js"
 import * as FastLane from "./http/FastLane.js"
 import * as NodeServer from "./http/NodeServer.js"
 import { DEFAULT_CONNECTION_LIMITS } from "./http/ConnectionLimits.js"
@@ -77,10 +78,20 @@ export const makeTestServer = (options: {
   readonly config?: Partial<AppConfigShape>
   /** `test`: one fixed key (the default); `stored`: the live key rotation over the storage. */
   readonly keys?: "test" | "stored"
+  /** Handlers registered in code (`ServiceHandlers.layerWith`); echo and proxy by default. */
+  readonly handlers?: Layer.Layer<ServiceHandlers>
 } = {}) =>
   layerServe.pipe(
     Layer.provideMerge(layerNodeServer),
-    Layer.provideMerge(options.keys === "stored" ? layerDomainStoredKeys : layerDomainTest),
+    Layer.provideMerge(
+      options.handlers === undefined
+        ? (options.keys === "stored" ? layerDomainStoredKeys : layerDomainTest)
+        : options.keys === "stored"
+        ? makeDomainLayer({ keys: KeyService.layer, secrets: ClientSecrets.layerTest, handlers: options.handlers }).pipe(
+          Layer.provideMerge(KeyEncryption.layer)
+        )
+        : makeDomainLayer({ keys: KeyService.layerTest, secrets: ClientSecrets.layerTest, handlers: options.handlers })
+    ),
     // Every storage layer of Storage.ts holds the signing keys too; a hand-made one need not, with test keys.
     Layer.provideMerge(
       (options.storage ?? Storage.layerMemory) as Layer.Layer<

@@ -3,7 +3,9 @@
  * blocks marked `file=NAME` are extracted to files and run, JavaScript with node, Python in a
  * virtual environment with requests-oauthlib and PyJWT (created once, under node_modules/.cache).
  * The clients get a token and call the service; the resource servers verify a token with issuer
- * and audience, and refuse one issued for another service.
+ * and audience, and refuse one issued for another service; the upstreams verify the gateway's
+ * assertion for the service they serve, and refuse one from a call through another profile's
+ * service pointed at the same URL, or from a call no verified client made.
  */
 import { execFile } from "node:child_process"
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http"
@@ -90,7 +92,58 @@ describe("docs/integrators.md snippets, run as written", () => {
   let upstream: Server | undefined
   let upstreamReceived: IncomingHttpHeaders | undefined
   let upstreamUrl = ""
-  let proxyCall: (() => Promise<void>) | undefined
+
+  /** A proxy service to the upstream, and a credential of it when it is an oauth service. */
+  interface Proxied {
+    readonly profile: string
+    readonly environment: string
+    readonly uuid: string
+    readonly credential?: { readonly client_id: string; readonly client_secret: string }
+  }
+  /** The upstream's own service; another profile's oauth service and an open one, set up by an admin with its URL. */
+  let proxied: Proxied | undefined
+  let elsewhere: Proxied | undefined
+  let open: Proxied | undefined
+
+  const proxyService = async (profile: string, authType: "oauth" | "none"): Promise<Proxied> => {
+    const service = await admin("POST", `/admin/profiles/${profile}/environments/production/services`, {
+      name: "orders",
+      auth_type: authType,
+      handler: { type: "proxy", url: upstreamUrl }
+    })
+    const address = { profile, environment: "production", uuid: String(service.uuid) }
+    if (authType === "none") return address
+    const credential = await admin("POST", `/admin/profiles/${profile}/environments/production/services/${service.uuid}/credentials`)
+    return { ...address, credential }
+  }
+
+  /** A call through the service (with a token of its own when it is an oauth service), answered 200. */
+  const callThrough = async (service: Proxied) => {
+    const headers: Record<string, string> = { "content-type": "application/json" }
+    if (service.credential !== undefined) {
+      const issued = await fetch(`${server.base}/oauth/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({
+          grant_type: "client_credentials",
+          client_id: service.credential.client_id,
+          client_secret: service.credential.client_secret,
+          profile: service.profile,
+          environment: service.environment,
+          service_uuid: service.uuid
+        })
+      })
+      headers["authorization"] = `Bearer ${((await issued.json()) as { access_token: string }).access_token}`
+    }
+    upstreamReceived = undefined
+    const called = await fetch(`${server.base}/service/${service.profile}/${service.environment}/json/${service.uuid}`, {
+      method: "POST",
+      headers,
+      body: "{}"
+    })
+    expect(called.status).toBe(200)
+    expect(upstreamReceived).toBeDefined()
+  }
 
   beforeAll(async () => {
     upstream = createServer((request, response) => {
@@ -115,33 +168,14 @@ describe("docs/integrators.md snippets, run as written", () => {
       auth_type: "oauth"
     })).uuid
     const credential = await admin("POST", `/admin/profiles/${profile}/environments/production/services/${service.uuid}/credentials`)
-    const proxied = await admin("POST", `/admin/profiles/${profile}/environments/production/services`, {
-      name: "orders",
-      auth_type: "oauth",
-      handler: { type: "proxy", url: upstreamUrl }
-    })
-    const proxiedCredential = await admin("POST", `/admin/profiles/${profile}/environments/production/services/${proxied.uuid}/credentials`)
-    proxyCall = async () => {
-      const issued = await fetch(`${server.base}/oauth/token`, {
-        method: "POST",
-        headers: { "content-type": "application/x-www-form-urlencoded" },
-        body: new URLSearchParams({
-          grant_type: "client_credentials",
-          client_id: proxiedCredential.client_id,
-          client_secret: proxiedCredential.client_secret,
-          profile,
-          environment: "production",
-          service_uuid: proxied.uuid
-        })
-      })
-      const { access_token } = (await issued.json()) as { access_token: string }
-      const called = await fetch(`${server.base}/service/${profile}/production/json/${proxied.uuid}`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${access_token}`, "content-type": "application/json" },
-        body: "{}"
-      })
-      expect(called.status).toBe(200)
-    }
+    proxied = await proxyService(profile, "oauth")
+    // Another profile whose services point at the same upstream URL (an admin wrote them; an owner
+    // of that profile could have): one with clients of its own, and one without OAuth.
+    const otherProfile = `integrators-${randomBytes(4).toString("hex")}`
+    await admin("PUT", `/admin/profiles/${otherProfile}`)
+    await admin("PUT", `/admin/profiles/${otherProfile}/environments/production`)
+    elsewhere = await proxyService(otherProfile, "oauth")
+    open = await proxyService(otherProfile, "none")
     Object.assign(env, {
       // The default issuer (ISSUER unset) is http://localhost:PORT.
       SERVICE_AUTH_URL: `http://localhost:${server.port}`,
@@ -231,30 +265,56 @@ describe("docs/integrators.md snippets, run as written", () => {
     expect(refused.status).toBe(401)
   })
 
-  /** The assertion and client id an upstream received from a proxied call made now. */
-  const received = async () => {
-    await proxyCall!()
+  /**
+   * What the upstream received from a call through `service` made now (the assertion and the client
+   * id), and what it was configured with: its URL and the service it serves, `proxied` unless said.
+   */
+  const received = async (service: Proxied = proxied!, configuredFor: Proxied = proxied!) => {
+    await callThrough(service)
+    const clientId = upstreamReceived!["x-client-id"]
     return {
       ASSERTION: String(upstreamReceived!["x-service-auth-assertion"]),
-      CLIENT_ID_HEADER: String(upstreamReceived!["x-client-id"]),
-      UPSTREAM_URL: upstreamUrl
+      ...(clientId === undefined ? {} : { CLIENT_ID_HEADER: String(clientId) }),
+      UPSTREAM_URL: upstreamUrl,
+      PROFILE: configuredFor.profile,
+      ENVIRONMENT: configuredFor.environment,
+      SERVICE_UUID: configuredFor.uuid
     }
   }
 
-  it("jose (an upstream): verifies the gateway's assertion; refuses it for another upstream URL", async () => {
+  it("jose (an upstream): verifies the gateway's assertion for its service; refuses another upstream URL or client id", async () => {
     const headers = await received()
     const [sub, uuid] = (await runSnippet("upstream-jose.mjs", headers)).split(" ")
     expect(sub).toBe(headers.CLIENT_ID_HEADER)
-    expect(uuid).toMatch(/^[0-9a-f-]{36}$/)
+    expect(sub).toBe(proxied!.credential!.client_id)
+    expect(uuid).toBe(proxied!.uuid)
     await expect(runSnippet("upstream-jose.mjs", { ...headers, UPSTREAM_URL: `${upstreamUrl}/other` })).rejects.toThrow(/aud/)
     await expect(runSnippet("upstream-jose.mjs", { ...headers, CLIENT_ID_HEADER: "svc_forged" })).rejects.toThrow(/subject/)
   })
 
-  it("PyJWT (an upstream): verifies the gateway's assertion; refuses it for another upstream URL", async () => {
+  it("jose (an upstream): a call through another profile's service at the same URL verifies, but is for another service", async () => {
+    const through = await received(elsewhere, proxied)
+    await expect(runSnippet("upstream-jose.mjs", through)).rejects.toThrow(/the assertion is for another service/)
+    // The same assertion passes the recipe of an upstream that serves that other service: it is sound, just not ours.
+    const theirs = await received(elsewhere, elsewhere)
+    expect((await runSnippet("upstream-jose.mjs", theirs)).split(" ")).toEqual([elsewhere!.credential!.client_id, elsewhere!.uuid])
+  })
+
+  it("jose (an upstream): a call through a service without OAuth is seen as made by no verified client", async () => {
+    const anonymous = await received(open, open)
+    expect(anonymous.CLIENT_ID_HEADER).toBeUndefined()
+    await expect(runSnippet("upstream-jose.mjs", anonymous)).rejects.toThrow(/no verified client made this call/)
+    await expect(runSnippet("upstream-jose.mjs", await received(open, proxied))).rejects.toThrow(/the assertion is for another service/)
+  })
+
+  it("PyJWT (an upstream): verifies the gateway's assertion for its service; refuses another URL, service or an open call", async () => {
     const headers = await received()
-    const [sub] = (await runSnippet("upstream_pyjwt.py", headers)).split(" ")
-    expect(sub).toBe(headers.CLIENT_ID_HEADER)
+    expect((await runSnippet("upstream_pyjwt.py", headers)).split(" ")).toEqual([proxied!.credential!.client_id, proxied!.uuid])
     await expect(runSnippet("upstream_pyjwt.py", { ...headers, UPSTREAM_URL: `${upstreamUrl}/other` })).rejects
       .toThrow(/InvalidAudienceError|audience/i)
+    await expect(runSnippet("upstream_pyjwt.py", { ...headers, CLIENT_ID_HEADER: "svc_forged" })).rejects.toThrow(/subject/)
+    await expect(runSnippet("upstream_pyjwt.py", await received(elsewhere, proxied))).rejects
+      .toThrow(/the assertion is for another service/)
+    await expect(runSnippet("upstream_pyjwt.py", await received(open, open))).rejects.toThrow(/no verified client made this call/)
   }, 300_000)
 })

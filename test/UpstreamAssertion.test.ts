@@ -1,7 +1,8 @@
 /**
  * The gateway's assertion cache (`UpstreamAssertion`): reused per service, caller and upstream URL
  * for up to a minute, made anew when the signing key changes, never shared between callers, and one
- * signature for concurrent misses.
+ * signature for concurrent misses; and what they say of the call (service, caller, whether one was
+ * verified).
  */
 import { describe, expect, it } from "vitest"
 import * as Jose from "jose"
@@ -58,7 +59,27 @@ describe("upstream assertions", () => {
       algorithms: ["RS256"],
       currentDate: new Date(t0 + REUSE_SECONDS * 1000 + 1)
     })
-    expect(payload).toMatchObject({ sub: subject.clientId, data: { service_uuid: subject.uuid, profile: "acme", environment: "production" } })
+    expect(payload).toMatchObject({
+      sub: subject.clientId,
+      data: { service_uuid: subject.uuid, profile: "acme", environment: "production" },
+      client_authenticated: true
+    })
     expect(payload.exp! - payload.iat!).toBe(300)
+  })
+
+  it("say whether a verified client made the call: a service without OAuth has no subject and false", async () => {
+    const key = await signingKey("only")
+    const assertions = makeUpstreamAssertions({ issuer: "https://auth.example", signingKeyAt: () => key, randomId: () => "id" })
+    const t0 = 1_800_000_000_000
+    const open = await assertions.assertionAt({ ...subject, clientId: null }, t0)
+    const authenticated = await assertions.assertionAt(subject, t0)
+    expect(open).not.toBe(authenticated)
+    const claimsOf = async (token: string) =>
+      (await Jose.jwtVerify(token, key.publicKey, { audience: subject.audience, currentDate: new Date(t0) })).payload
+    const openClaims = await claimsOf(open)
+    expect(openClaims).not.toHaveProperty("sub")
+    expect(openClaims).toMatchObject({ client_authenticated: false, data: { service_uuid: subject.uuid, profile: "acme", environment: "production" } })
+    expect(Object.keys(openClaims).sort()).toEqual(["aud", "client_authenticated", "data", "exp", "iat", "iss", "jti"])
+    expect((await claimsOf(authenticated)).client_authenticated).toBe(true)
   })
 })

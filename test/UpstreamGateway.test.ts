@@ -189,6 +189,7 @@ describe("what the upstream receives", () => {
           expect(protectedHeader.alg).toBe("RS256")
           expect(payload.sub).toBe(fixture.clientId)
           expect(payload.data).toEqual({ service_uuid: fixture.uuid, profile: fixture.profile, environment: fixture.environment })
+          expect(payload.client_authenticated).toBe(true)
           expect(payload.exp! - payload.iat!).toBeLessThanOrEqual(300)
           expect(typeof payload.jti).toBe("string")
         }))
@@ -208,7 +209,7 @@ describe("what the upstream receives", () => {
         expect(requestIds.size).toBe(3)
       }))
 
-    it.effect("a service without OAuth: no X-Client-Id, an assertion without sub", () =>
+    it.effect("a service without OAuth: no X-Client-Id, an assertion without sub, client_authenticated false", () =>
       Effect.gen(function*() {
         const { fixture, key } = yield* proxyService({}, "none")
         expect((yield* throughLane(fixture, undefined, "{}", { "x-client-id": "svc_forged" })).status).toBe(200)
@@ -216,6 +217,7 @@ describe("what the upstream receives", () => {
         expect(received!.headers["x-client-id"]).toBeUndefined()
         const assertion = Jose.decodeJwt(received!.headers["x-service-auth-assertion"]!)
         expect(assertion.sub).toBeUndefined()
+        expect(assertion.client_authenticated).toBe(false)
         expect(assertion.aud).toBe(upstream.url(key))
       }))
 

@@ -151,7 +151,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
             Effect.catchAll((error) => Effect.succeed(errorAnswer(error)))
           )
         return calling.pipe(
-          // The stored handler type: a handler registered in code for this uuid runs in its place.
+          // The stored handler type: a handler registered in code for this service runs in its place.
           (handling) =>
             traced
               ? Effect.withSpan(handling, "ServiceHandlers.call", {

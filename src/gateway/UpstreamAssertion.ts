@@ -2,8 +2,14 @@
  * `X-Service-Auth-Assertion`: a JWT by which an upstream proves a call came through this gateway,
  * for this service and this caller. RS256 with the current signing key (its `kid` in the JWKS),
  * claims `iss`, `aud` (the upstream URL as configured), `sub` (the caller's client id; absent for a
- * service without OAuth), `data` {service_uuid, profile, environment}, `iat`, `exp` = `iat` + 300,
- * `jti`.
+ * service without OAuth), `data` {service_uuid, profile, environment}, `client_authenticated` (true
+ * when a verified client made the call, false for a service without OAuth), `iat`, `exp` = `iat` +
+ * 300, `jti`.
+ *
+ * `aud` is whatever URL the service's writer typed, so it cannot tell an upstream which service a
+ * call came through: `data` can, and `client_authenticated` says whether anyone had to authenticate.
+ * An upstream pins both (docs/integrators.md), or a service of another profile pointed at its URL
+ * reaches it with an assertion that verifies.
  *
  * An RSA signature per call would cost more than the proxying itself, so an assertion is reused for
  * REUSE_SECONDS per (service, caller, upstream URL), well within its lifetime, and made anew when the
@@ -62,6 +68,7 @@ export const makeUpstreamAssertions = (options: {
       aud: subject.audience,
       ...(subject.clientId === null ? {} : { sub: subject.clientId }),
       data: { service_uuid: subject.uuid, profile: subject.profile, environment: subject.environment },
+      client_authenticated: subject.clientId !== null,
       iat,
       exp: iat + ASSERTION_LIFETIME_SECONDS,
       jti: options.randomId()
