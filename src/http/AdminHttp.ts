@@ -12,11 +12,13 @@ import { CredentialManager } from "../auth/CredentialManager.js"
 import { AdminActor } from "../domain/AdminActor.js"
 import { type AdminAction, authorize, authorizeOn, reaches } from "../domain/AdminRoles.js"
 import { AUDIT_PAGE_DEFAULT } from "../domain/AuditEvents.js"
-import { InvalidRequest, NotFound } from "../domain/Errors.js"
+import { InvalidRequest, NotFound, type StorageUnavailable } from "../domain/Errors.js"
 import { parsePublicJwk, pemToJwk } from "../domain/KeyCredential.js"
 import { ClientId, EnvironmentName, type ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { type CredentialChange, EnvironmentDocument, NewCredential, NewKeyCredential, ProfileDocument, ServiceDocument, type ServiceInput, Timestamp } from "../domain/Models.js"
 import { defaultHandler } from "../domain/Handlers.js"
+import { type AllowedOrigins, judgeUpstream, normalisedOrigins, upstreamStanding } from "../domain/UpstreamPolicy.js"
+import { AppConfig } from "../config/AppConfig.js"
 import { currentDate } from "../domain/Time.js"
 import { storedHandlerOf } from "../gateway/UpstreamHeaders.js"
 import { AuditTrail } from "../storage/AuditTrail.js"
@@ -64,6 +66,31 @@ const permitOn = (action: AdminAction, profile: ProfileId, missing: NotFound = p
   Effect.flatMap(AdminActor, (caller) =>
     Either.match(authorizeOn(caller, action, profile, missing), { onLeft: Effect.fail, onRight: () => Effect.void }))
 
+/**
+ * A service document with `upstream_refusal` when its proxy's upstream is outside the upstream
+ * policy (`UpstreamPolicy`): what its calls answer 502 for, until an admin saves it or allows its
+ * origin. A name that resolves to an internal address is found only when a connection is made.
+ */
+export const withUpstreamRefusal = (service: ServiceDocument, allowed: AllowedOrigins): ServiceDocument => {
+  if (service.handler.type !== "proxy") return service
+  const verdict = upstreamStanding(service.handler.url, service.upstream_approved === true, allowed)
+  if (verdict._tag !== "Refused") return service
+  const { credentials, ...rest } = service
+  return { ...rest, upstream_refusal: verdict.reason, credentials }
+}
+
+/** A profile document whose services say when their upstream is outside the policy. */
+const withUpstreamRefusals = (profile: ProfileDocument, deployment: ReadonlyArray<string>): ProfileDocument => {
+  const allowed = { deployment, profile: profile.upstream_origins ?? null }
+  return {
+    ...profile,
+    environments: profile.environments.map((environment) => ({
+      ...environment,
+      services: environment.services.map((service) => withUpstreamRefusal(service, allowed))
+    }))
+  }
+}
+
 /** The admin token check and the body reader, which every admin group uses. */
 export const adminMiddleware = Layer.merge(AdminAuthHttp.layer, AdminBodies.layer)
 
@@ -72,8 +99,12 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
     const queries = yield* CatalogueQueries
     const writes = yield* CatalogueWrites
     const manager = yield* CredentialManager
+    const { upstreamAllowedOrigins } = yield* AppConfig
     const getProfile = (profile: ProfileId) =>
-      Effect.flatMap(queries.getProfile(profile), Option.match({ onNone: () => Effect.fail(profileNotFound), onSome: Effect.succeed }))
+      Effect.flatMap(queries.getProfile(profile), Option.match({
+        onNone: () => Effect.fail(profileNotFound),
+        onSome: (document) => Effect.succeed(withUpstreamRefusals(document, upstreamAllowedOrigins))
+      }))
 
     return handlers
       .handle("listProfiles", () =>
@@ -85,10 +116,19 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
         }))
       .handle("putProfile", ({ path: { profile }, payload }) =>
         Effect.gen(function*() {
+          // The upstream origins are the operator's decision: an owner sending them is told so.
+          const origins = payload.upstream_origins
+          if (origins !== undefined) yield* permitOn("upstream.allow", profile)
           yield* permitOn("profile.create", profile)
           const lifetimeDays = payload.credential_max_lifetime_days
           if (lifetimeDays !== undefined) yield* permitOn("catalogue.change", profile)
-          const created = yield* writes.putProfile(profile, yield* currentDate, yield* AdminActor, lifetimeDays)
+          const created = yield* writes.putProfile(
+            profile,
+            yield* currentDate,
+            yield* AdminActor,
+            lifetimeDays,
+            origins === undefined ? undefined : normalisedOrigins(origins)
+          )
           return yield* documentResponse(ProfileDocument, yield* getProfile(profile), created ? 201 : 200)
         }))
       .handle("getProfile", ({ path: { profile } }) => Effect.zipRight(permitOn("profile.read", profile), getProfile(profile)))
@@ -153,15 +193,25 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
     const writes = yield* CatalogueWrites
     const lookup = yield* CatalogueLookup
     const manager = yield* CredentialManager
+    const { upstreamAllowedOrigins } = yield* AppConfig
+    const allowedFor = (address: ServiceAddress) =>
+      Effect.map(queries.upstreamOrigins(address.profile), (origins): AllowedOrigins => ({
+        deployment: upstreamAllowedOrigins,
+        profile: Option.getOrNull(origins)
+      }))
     const getService = (address: ServiceAddress) =>
-      Effect.flatMap(queries.getService(address), Option.match({ onNone: () => Effect.fail(serviceNotFound), onSome: Effect.succeed }))
+      Effect.flatMap(queries.getService(address), Option.match({
+        onNone: (): Effect.Effect<ServiceDocument, NotFound | StorageUnavailable> => Effect.fail(serviceNotFound),
+        onSome: (service) => Effect.map(allowedFor(address), (allowed) => withUpstreamRefusal(service, allowed))
+      }))
     const { headerSealingKey } = yield* ClientSecrets
     const putService = (address: ServiceAddress, input: ServiceInput, mode: "create" | "upsert") =>
       Effect.gen(function*() {
         // Static header values are sealed here; those not sent again are kept (`storedHandlerOf`).
         // Out of the caller's scope nothing stored is read: the input is judged as for a missing
         // profile, then refused as one.
-        const current = mode === "create" || input.handler?.type !== "proxy" || !reaches(yield* AdminActor, address.profile)
+        const caller = yield* AdminActor
+        const current = mode === "create" || input.handler?.type !== "proxy" || !reaches(caller, address.profile)
           ? Option.none()
           : yield* lookup.findServiceRoute(address, Option.none())
         const handler = input.handler === undefined ? defaultHandler : yield* Either.match(
@@ -169,6 +219,19 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
           { onLeft: Effect.fail, onRight: Effect.succeed }
         )
         yield* permitOn("catalogue.change", address.profile)
+        // The upstream is the operator's decision (`UpstreamPolicy`): an admin's URL is approved as
+        // it is; an owner's keeps an admin's approval only while the URL stays the same, and is
+        // otherwise judged, a refusal answering 400 before anything is written.
+        let approved = false
+        if (handler.type === "proxy") {
+          const stored = Option.getOrUndefined(current)
+          approved = caller.role === "admin" ||
+            (stored?.upstreamApproved === true && stored.handler.type === "proxy" && stored.handler.url === handler.url)
+          if (!approved) {
+            const verdict = judgeUpstream(handler.url, yield* allowedFor(address))
+            if (verdict._tag === "Refused") return yield* new InvalidRequest({ description: `handler.url: ${verdict.reason}` })
+          }
+        }
         const created = yield* writes.putService(
           address,
           {
@@ -176,7 +239,8 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
             auth_type: input.auth_type,
             handler,
             rate_limit: input.rate_limit ?? null,
-            require_dpop: input.require_dpop === true
+            require_dpop: input.require_dpop === true,
+            upstream_approved: approved
           },
           mode,
           yield* currentDate,

@@ -28,6 +28,7 @@ export const servicesWithCredentials = (
     handler: answeredHandler(service.handler),
     ...(service.rate_limit === null ? {} : { rate_limit: service.rate_limit }),
     ...(service.require_dpop ? { require_dpop: true } : {}),
+    ...(service.upstream_approved ? { upstream_approved: true as const } : {}),
     credentials: credentials
       .filter((c) => c.environment === service.environment && c.service_uuid === service.uuid)
       .map(toCredentialInfo)
@@ -47,6 +48,8 @@ export const liveServicesOf = (rows: ReadonlyArray<typeof LiveRow.Type>): Array<
         handler: row.handler,
         rateLimit: row.rate_limit,
         requireDpop: row.require_dpop,
+        upstreamApproved: row.upstream_approved,
+        upstreamOrigins: row.upstream_origins,
         credentials: []
       }
       services.push(last)

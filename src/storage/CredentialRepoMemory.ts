@@ -49,6 +49,7 @@ interface StoredCredential {
 interface StoredProfile {
   readonly createdAt: Date
   lifetimeDays: number | null
+  upstreamOrigins: ReadonlyArray<string> | null
   readonly environments: Map<EnvironmentName, { readonly createdAt: Date; readonly services: Map<string, StoredService> }>
 }
 
@@ -56,7 +57,7 @@ interface StoredProfile {
 const sameFields = (a: ServiceFields, b: ServiceFields) =>
   a.name === b.name && a.auth_type === b.auth_type && JSON.stringify(a.handler) === JSON.stringify(b.handler) &&
   JSON.stringify(a.rate_limit ?? null) === JSON.stringify(b.rate_limit ?? null) &&
-  (a.require_dpop === true) === (b.require_dpop === true)
+  (a.require_dpop === true) === (b.require_dpop === true) && (a.upstream_approved === true) === (b.upstream_approved === true)
 
 const byName = <A>(a: [string, A], b: [string, A]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)
 
@@ -109,6 +110,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
     handler: answeredHandler(service.handler),
     ...(service.rate_limit == null ? {} : { rate_limit: service.rate_limit }),
     ...(service.require_dpop === true ? { require_dpop: true } : {}),
+    ...(service.upstream_approved === true ? { upstream_approved: true } : {}),
     credentials: liveCredentialsOf(address).map((c): CredentialInfo =>
       withPublicKey({ client_id: c.clientId, created_at: c.createdAt, expires_at: c.expiresAt, last_used_at: c.lastUsedAt }, c.secretHash)
     )
@@ -126,6 +128,8 @@ export const makeWithAuditTrail = Effect.sync(() => {
     handler: service.handler,
     rateLimit: service.rate_limit ?? null,
     requireDpop: service.require_dpop === true,
+    upstreamApproved: service.upstream_approved === true,
+    upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
     credentials: liveCredentialsOf(address).map((c) => ({
       clientId: c.clientId,
       secretHash: c.secretHash,
@@ -168,6 +172,9 @@ export const makeWithAuditTrail = Effect.sync(() => {
     credentialLifetime: (profile) =>
       Effect.sync(() => Option.map(Option.fromNullable(profiles.get(profile)), (stored) => stored.lifetimeDays)),
 
+    upstreamOrigins: (profile) =>
+      Effect.sync(() => Option.map(Option.fromNullable(profiles.get(profile)), (stored) => stored.upstreamOrigins)),
+
     countCatalogue: Effect.sync(() => {
       const environments = [...profiles.values()].flatMap((profile) => [...profile.environments.values()])
       return {
@@ -188,6 +195,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
           profile,
           created_at: stored.createdAt,
           ...(stored.lifetimeDays === null ? {} : { credential_max_lifetime_days: stored.lifetimeDays }),
+          ...(stored.upstreamOrigins === null ? {} : { upstream_origins: stored.upstreamOrigins }),
           environments: [...stored.environments.entries()].sort(byName).map(([name, environment]) => ({
             name,
             services: [...environment.services.values()]
@@ -197,18 +205,34 @@ export const makeWithAuditTrail = Effect.sync(() => {
         })))
       ),
 
-    putProfile: (profile, now, actor, lifetimeDays) =>
+    putProfile: (profile, now, actor, lifetimeDays, upstreamOrigins) =>
       Effect.sync(() => {
         const existing = profiles.get(profile)
         if (existing !== undefined) {
-          if (lifetimeDays !== undefined && existing.lifetimeDays !== lifetimeDays) {
-            existing.lifetimeDays = lifetimeDays
-            log.append([profileEvent(actor, now, "profile.changed", profile, lifetimeDays)])
+          const lifetimeChanged = lifetimeDays !== undefined && existing.lifetimeDays !== lifetimeDays
+          const originsChanged = upstreamOrigins !== undefined &&
+            JSON.stringify(existing.upstreamOrigins) !== JSON.stringify(upstreamOrigins)
+          if (lifetimeChanged) existing.lifetimeDays = lifetimeDays
+          if (originsChanged) existing.upstreamOrigins = upstreamOrigins
+          if (lifetimeChanged || originsChanged) {
+            log.append([profileEvent(
+              actor,
+              now,
+              "profile.changed",
+              profile,
+              lifetimeChanged ? lifetimeDays : undefined,
+              originsChanged ? upstreamOrigins : undefined
+            )])
           }
           return false
         }
-        profiles.set(profile, { createdAt: now, lifetimeDays: lifetimeDays ?? null, environments: new Map() })
-        log.append([profileEvent(actor, now, "profile.created", profile, lifetimeDays)])
+        profiles.set(profile, {
+          createdAt: now,
+          lifetimeDays: lifetimeDays ?? null,
+          upstreamOrigins: upstreamOrigins ?? null,
+          environments: new Map()
+        })
+        log.append([profileEvent(actor, now, "profile.created", profile, lifetimeDays, upstreamOrigins)])
         return true
       }),
 
@@ -360,6 +384,8 @@ export const makeWithAuditTrail = Effect.sync(() => {
             credentialExpiresAt: credential?.expiresAt?.getTime() ?? null,
             rateLimit: service.rate_limit ?? null,
             requireDpop: service.require_dpop === true,
+            upstreamApproved: service.upstream_approved === true,
+            upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
             ...(revokedTokens === undefined ? {} : { revokedTokens })
           }
         }))
