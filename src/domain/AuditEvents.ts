@@ -60,8 +60,7 @@ export const AuditDetails = Schema.Record({
     "(the revoked token's id, never the token); `credential.expired`: `expires_at`; " +
     "`profile.created`/`profile.changed`: `credential_max_lifetime_days` (absent: none), `upstream_origins` (a list " +
     "of origins) when set or changed; " +
-    "`service.*`: `rate_limit` (`<requests>/<seconds>s`) when set, `require_dpop` (true) when set, " +
-    "`upstream_approved` (true) when an admin token set the proxy's URL."
+    "`service.*`: `rate_limit` (`<requests>/<seconds>s`) when set, `require_dpop` (true) when set."
 })
 export type AuditDetails = typeof AuditDetails.Type
 

@@ -63,10 +63,6 @@ export const ServiceDocument = Schema.Struct({
   require_dpop: Schema.optional(Schema.Boolean).annotations({
     description: "true when the service accepts only DPoP-bound tokens (RFC 9449); absent when it accepts Bearer tokens too."
   }),
-  upstream_approved: Schema.optional(Schema.Literal(true)).annotations({
-    description: "true when an admin token set the proxy's URL: its upstream is then not judged by the upstream " +
-      "policy. Absent otherwise; an owner changing the URL drops it."
-  }),
   upstream_refusal: Schema.optional(Schema.String).annotations({
     description: "Present only when the proxy's upstream is outside the upstream policy: why. Its calls then answer " +
       "502 bad_gateway until an admin saves the service or allows its origin."

@@ -22,7 +22,7 @@ import { AppConfig } from "../config/AppConfig.js"
 import { currentDate } from "../domain/Time.js"
 import { storedHandlerOf } from "../gateway/UpstreamHeaders.js"
 import { AuditTrail } from "../storage/AuditTrail.js"
-import { CatalogueLookup } from "../storage/CatalogueLookup.js"
+import { CatalogueLookup, type CatalogueLookupShape } from "../storage/CatalogueLookup.js"
 import { CatalogueQueries } from "../storage/CatalogueQueries.js"
 import { CatalogueWrites } from "../storage/CatalogueWrites.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
@@ -67,29 +67,31 @@ const permitOn = (action: AdminAction, profile: ProfileId, missing: NotFound = p
     Either.match(authorizeOn(caller, action, profile, missing), { onLeft: Effect.fail, onRight: () => Effect.void }))
 
 /**
- * A service document with `upstream_refusal` when its proxy's upstream is outside the upstream
+ * Adds `upstream_refusal` to the service documents whose proxy's upstream is outside the upstream
  * policy (`UpstreamPolicy`): what its calls answer 502 for, until an admin saves it or allows its
- * origin. A name that resolves to an internal address is found only when a connection is made.
+ * origin. Judged as the gateway judges a call, from the service's route (whether an admin approved
+ * its URL, the profile's origins). A name that resolves to an internal address is found only when a
+ * connection is made.
  */
-export const withUpstreamRefusal = (service: ServiceDocument, allowed: AllowedOrigins): ServiceDocument => {
-  if (service.handler.type !== "proxy") return service
-  const verdict = upstreamStanding(service.handler.url, service.upstream_approved === true, allowed)
-  if (verdict._tag !== "Refused") return service
-  const { credentials, ...rest } = service
-  return { ...rest, upstream_refusal: verdict.reason, credentials }
-}
-
-/** A profile document whose services say when their upstream is outside the policy. */
-const withUpstreamRefusals = (profile: ProfileDocument, deployment: ReadonlyArray<string>): ProfileDocument => {
-  const allowed = { deployment, profile: profile.upstream_origins ?? null }
-  return {
-    ...profile,
-    environments: profile.environments.map((environment) => ({
-      ...environment,
-      services: environment.services.map((service) => withUpstreamRefusal(service, allowed))
-    }))
-  }
-}
+const upstreamRefusals = (
+  lookup: Pick<CatalogueLookupShape, "findServiceRoute">,
+  deployment: ReadonlyArray<string>
+) =>
+(profile: ProfileId, environment: EnvironmentName, services: ReadonlyArray<ServiceDocument>) =>
+  Effect.forEach(services, (service) => {
+    if (service.handler.type !== "proxy") return Effect.succeed(service)
+    const url = service.handler.url
+    return Effect.map(lookup.findServiceRoute({ profile, environment, uuid: service.uuid }, Option.none()), (route) => {
+      if (Option.isNone(route)) return service
+      const verdict = upstreamStanding(url, route.value.upstreamApproved === true, {
+        deployment,
+        profile: route.value.upstreamOrigins ?? null
+      })
+      if (verdict._tag !== "Refused") return service
+      const { credentials, ...rest } = service
+      return { ...rest, upstream_refusal: verdict.reason, credentials }
+    })
+  })
 
 /** The admin token check and the body reader, which every admin group uses. */
 export const adminMiddleware = Layer.merge(AdminAuthHttp.layer, AdminBodies.layer)
@@ -99,11 +101,16 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
     const queries = yield* CatalogueQueries
     const writes = yield* CatalogueWrites
     const manager = yield* CredentialManager
-    const { upstreamAllowedOrigins } = yield* AppConfig
+    const refusals = upstreamRefusals(yield* CatalogueLookup, (yield* AppConfig).upstreamAllowedOrigins)
     const getProfile = (profile: ProfileId) =>
       Effect.flatMap(queries.getProfile(profile), Option.match({
-        onNone: () => Effect.fail(profileNotFound),
-        onSome: (document) => Effect.succeed(withUpstreamRefusals(document, upstreamAllowedOrigins))
+        onNone: (): Effect.Effect<ProfileDocument, NotFound | StorageUnavailable> => Effect.fail(profileNotFound),
+        onSome: (document) =>
+          Effect.map(
+            Effect.forEach(document.environments, (environment) =>
+              Effect.map(refusals(profile, environment.name, environment.services), (services) => ({ ...environment, services }))),
+            (environments) => ({ ...document, environments })
+          )
       }))
 
     return handlers
@@ -194,6 +201,7 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
     const lookup = yield* CatalogueLookup
     const manager = yield* CredentialManager
     const { upstreamAllowedOrigins } = yield* AppConfig
+    const refusals = upstreamRefusals(lookup, upstreamAllowedOrigins)
     const allowedFor = (address: ServiceAddress) =>
       Effect.map(queries.upstreamOrigins(address.profile), (origins): AllowedOrigins => ({
         deployment: upstreamAllowedOrigins,
@@ -202,7 +210,7 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
     const getService = (address: ServiceAddress) =>
       Effect.flatMap(queries.getService(address), Option.match({
         onNone: (): Effect.Effect<ServiceDocument, NotFound | StorageUnavailable> => Effect.fail(serviceNotFound),
-        onSome: (service) => Effect.map(allowedFor(address), (allowed) => withUpstreamRefusal(service, allowed))
+        onSome: (service) => Effect.map(refusals(address.profile, address.environment, [service]), ([decorated]) => decorated!)
       }))
     const { headerSealingKey } = yield* ClientSecrets
     const putService = (address: ServiceAddress, input: ServiceInput, mode: "create" | "upsert") =>

@@ -54,8 +54,7 @@ export const serviceEvent = (
       handler: fields.handler.type,
       // Only when set, so that the events of services without one are as they always were.
       ...(fields.rate_limit == null ? {} : { rate_limit: `${fields.rate_limit.requests}/${fields.rate_limit.per_seconds}s` }),
-      ...(fields.require_dpop === true ? { require_dpop: true } : {}),
-      ...(fields.upstream_approved === true ? { upstream_approved: true } : {})
+      ...(fields.require_dpop === true ? { require_dpop: true } : {})
     }
   })
 

@@ -28,7 +28,6 @@ export const servicesWithCredentials = (
     handler: answeredHandler(service.handler),
     ...(service.rate_limit === null ? {} : { rate_limit: service.rate_limit }),
     ...(service.require_dpop ? { require_dpop: true } : {}),
-    ...(service.upstream_approved ? { upstream_approved: true as const } : {}),
     credentials: credentials
       .filter((c) => c.environment === service.environment && c.service_uuid === service.uuid)
       .map(toCredentialInfo)

@@ -110,7 +110,6 @@ export const makeWithAuditTrail = Effect.sync(() => {
     handler: answeredHandler(service.handler),
     ...(service.rate_limit == null ? {} : { rate_limit: service.rate_limit }),
     ...(service.require_dpop === true ? { require_dpop: true } : {}),
-    ...(service.upstream_approved === true ? { upstream_approved: true } : {}),
     credentials: liveCredentialsOf(address).map((c): CredentialInfo =>
       withPublicKey({ client_id: c.clientId, created_at: c.createdAt, expires_at: c.expiresAt, last_used_at: c.lastUsedAt }, c.secretHash)
     )

@@ -18,8 +18,7 @@ export const ServiceRow = Schema.Struct({
   auth_type: AuthType,
   handler: StoredHandler,
   rate_limit: Schema.NullOr(RateLimit),
-  require_dpop: Schema.Boolean,
-  upstream_approved: Schema.Boolean
+  require_dpop: Schema.Boolean
 })
 export type ServiceRow = typeof ServiceRow.Type
 
@@ -172,7 +171,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Request: ProfileKey,
     Result: ServiceRow,
     execute: (profile) =>
-      sql`SELECT environment, uuid, name, auth_type, handler, rate_limit, require_dpop, upstream_approved FROM services WHERE profile = ${profile} ORDER BY position`
+      sql`SELECT environment, uuid, name, auth_type, handler, rate_limit, require_dpop FROM services WHERE profile = ${profile} ORDER BY position`
   }),
   profileCredentials: SqlSchema.findAll({
     Request: ProfileKey,
@@ -185,7 +184,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Request: AddressKey,
     Result: ServiceRow,
     execute: ({ environment, profile, uuid }) =>
-      sql`SELECT environment, uuid, name, auth_type, handler, rate_limit, require_dpop, upstream_approved FROM services
+      sql`SELECT environment, uuid, name, auth_type, handler, rate_limit, require_dpop FROM services
           WHERE profile = ${profile} AND environment = ${environment} AND uuid = ${uuid}`
   }),
   serviceCredentials: SqlSchema.findAll({

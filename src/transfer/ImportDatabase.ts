@@ -18,6 +18,13 @@ import { serviceKey } from "./ExportRows.js"
 import { compareSigningKeys } from "./ImportSigningKeys.js"
 import { countTables, plural, type TableCounts } from "./TransferCounts.js"
 import { TransferRefused } from "./TransferErrors.js"
+import { normalisedOrigins } from "../domain/UpstreamPolicy.js"
+
+/** A profile's origins as stored: normalised, as the admin API stores them (null: none). */
+const originsText = (origins: ReadonlyArray<string> | null) => {
+  const normalised = normalisedOrigins(origins)
+  return normalised === null ? null : JSON.stringify(normalised)
+}
 
 export interface ImportSummary {
   /** `replace`: the target held no catalogue; `merge`: what was missing was added. */
@@ -230,7 +237,7 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
         `profile ${r.profile}`,
         sql`INSERT INTO profiles (profile, created_at, credential_max_lifetime_days, upstream_origins)
             VALUES (${r.profile}, ${r.created_at}::timestamptz, ${r.credential_max_lifetime_days},
-                    ${r.upstream_origins === null ? null : JSON.stringify(r.upstream_origins)}::jsonb)
+                    ${originsText(r.upstream_origins)}::jsonb)
             ON CONFLICT (profile) DO NOTHING RETURNING profile`,
         sql`SELECT created_at = ${r.created_at}::timestamptz AS created_at FROM profiles WHERE profile = ${r.profile}`
       )
