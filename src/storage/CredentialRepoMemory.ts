@@ -127,8 +127,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
     handler: service.handler,
     rateLimit: service.rate_limit ?? null,
     requireDpop: service.require_dpop === true,
-    upstreamApproved: service.upstream_approved === true,
-    upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
+    upstreamApproved: service.upstream_approved === true, upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
     credentials: liveCredentialsOf(address).map((c) => ({
       clientId: c.clientId,
       secretHash: c.secretHash,
@@ -170,9 +169,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
 
     credentialLifetime: (profile) =>
       Effect.sync(() => Option.map(Option.fromNullable(profiles.get(profile)), (stored) => stored.lifetimeDays)),
-
-    upstreamOrigins: (profile) =>
-      Effect.sync(() => Option.map(Option.fromNullable(profiles.get(profile)), (stored) => stored.upstreamOrigins)),
+    upstreamOrigins: (profile) => Effect.sync(() => Option.map(Option.fromNullable(profiles.get(profile)), (stored) => stored.upstreamOrigins)),
 
     countCatalogue: Effect.sync(() => {
       const environments = [...profiles.values()].flatMap((profile) => [...profile.environments.values()])
@@ -207,32 +204,17 @@ export const makeWithAuditTrail = Effect.sync(() => {
     putProfile: (profile, now, actor, lifetimeDays, upstreamOrigins) =>
       Effect.sync(() => {
         const existing = profiles.get(profile)
-        if (existing !== undefined) {
-          const lifetimeChanged = lifetimeDays !== undefined && existing.lifetimeDays !== lifetimeDays
-          const originsChanged = upstreamOrigins !== undefined &&
-            JSON.stringify(existing.upstreamOrigins) !== JSON.stringify(upstreamOrigins)
-          if (lifetimeChanged) existing.lifetimeDays = lifetimeDays
-          if (originsChanged) existing.upstreamOrigins = upstreamOrigins
-          if (lifetimeChanged || originsChanged) {
-            log.append([profileEvent(
-              actor,
-              now,
-              "profile.changed",
-              profile,
-              lifetimeChanged ? lifetimeDays : undefined,
-              originsChanged ? upstreamOrigins : undefined
-            )])
-          }
-          return false
+        if (existing === undefined) {
+          profiles.set(profile, { createdAt: now, lifetimeDays: lifetimeDays ?? null, upstreamOrigins: upstreamOrigins ?? null, environments: new Map() })
+          log.append([profileEvent(actor, now, "profile.created", profile, lifetimeDays, upstreamOrigins)])
+          return true
         }
-        profiles.set(profile, {
-          createdAt: now,
-          lifetimeDays: lifetimeDays ?? null,
-          upstreamOrigins: upstreamOrigins ?? null,
-          environments: new Map()
-        })
-        log.append([profileEvent(actor, now, "profile.created", profile, lifetimeDays, upstreamOrigins)])
-        return true
+        const lifetime = lifetimeDays !== undefined && existing.lifetimeDays !== lifetimeDays ? lifetimeDays : undefined
+        const origins = upstreamOrigins !== undefined && JSON.stringify(existing.upstreamOrigins) !== JSON.stringify(upstreamOrigins) ? upstreamOrigins : undefined
+        if (lifetime === undefined && origins === undefined) return false
+        Object.assign(existing, lifetime === undefined ? {} : { lifetimeDays: lifetime }, origins === undefined ? {} : { upstreamOrigins: origins })
+        log.append([profileEvent(actor, now, "profile.changed", profile, lifetime, origins)])
+        return false
       }),
 
     deleteProfile: (profile, now, actor) =>
@@ -383,8 +365,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
             credentialExpiresAt: credential?.expiresAt?.getTime() ?? null,
             rateLimit: service.rate_limit ?? null,
             requireDpop: service.require_dpop === true,
-            upstreamApproved: service.upstream_approved === true,
-            upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
+            upstreamApproved: service.upstream_approved === true, upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
             ...(revokedTokens === undefined ? {} : { revokedTokens })
           }
         }))
