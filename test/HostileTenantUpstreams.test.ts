@@ -17,6 +17,7 @@ import type { AddressInfo } from "node:net"
 import { hostname } from "node:os"
 import * as Storage from "../src/storage/Storage.js"
 import { exportDatabase } from "../src/transfer/ExportDatabase.js"
+import { outsidePolicyWarning, upstreamsOutsidePolicy } from "../src/gateway/UpstreamPolicyReport.js"
 import { decodeDocument } from "../src/transfer/ExportFile.js"
 import { importDatabase } from "../src/transfer/ImportDatabase.js"
 import { ADMIN_TOKEN, type JsonResponse, makeTestServer, serverPort, type TestStorage, uniqueName } from "../src/testing.js"
@@ -268,6 +269,23 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
         expectStatus(yield* root.put(`${services}/${service.body.uuid}`, proxy(`${ORIGIN}/later-removed`)), 200)
         expect((yield* callService(callPathOf(profile, service))).status).toBe(200)
         expect((yield* owner.get(`${services}/${service.body.uuid}`)).body.upstream_refusal).toBeUndefined()
+      }))
+
+    it.effect("the start-up report names each profile's services outside the policy and how to fix them", () =>
+      Effect.gen(function*() {
+        const { owner, profile, services } = yield* givenOwnedProfile("reported")
+        expectStatus(yield* root.put(`/admin/profiles/${profile}`, { upstream_origins: [ORIGIN] }), 200)
+        const outside = yield* owner.post(services, proxy(`${ORIGIN}/reported`))
+        yield* owner.post(services, proxy("https://api.example.com/fine"))
+        expectStatus(yield* root.put(`/admin/profiles/${profile}`, { upstream_origins: ["https://api.example.com"] }), 200)
+        const report = yield* upstreamsOutsidePolicy
+        expect(report.get(profile)).toEqual([
+          `prod/${outside.body.uuid} (${ORIGIN} is not among the origins this profile's services may target ` +
+          "(an admin allows origins with UPSTREAM_ALLOWED_ORIGINS or the profile's upstream_origins))"
+        ])
+        expect(outsidePolicyWarning(profile, report.get(profile)!)).toMatch(
+          new RegExp(`^Profile ${profile}: 1 proxy service with an upstream outside the upstream policy, answering 502 bad_gateway until an admin token saves the service again`)
+        )
       }))
   })
 

@@ -41,8 +41,8 @@ export const upstreamsOutsidePolicy = Effect.gen(function*() {
 
 /** The warning for one profile's services outside the policy. */
 export const outsidePolicyWarning = (profile: string, services: ReadonlyArray<string>) =>
-  `Profile ${profile}: ${services.length} proxy service${services.length === 1 ? "" : "s"} target an upstream outside ` +
-  "the upstream policy and answer 502 bad_gateway until an admin token saves the service again (approving its URL) or " +
+  `Profile ${profile}: ${services.length} proxy service${services.length === 1 ? "" : "s"} with an upstream outside ` +
+  "the upstream policy, answering 502 bad_gateway until an admin token saves the service again (approving its URL) or " +
   `allows its origin (UPSTREAM_ALLOWED_ORIGINS, or the profile's upstream_origins): ${services.join("; ")}`
 
 export const layer = Layer.scopedDiscard(
