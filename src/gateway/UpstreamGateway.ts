@@ -120,11 +120,13 @@ export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")
     Effect.gen(function*() {
       const config = yield* AppConfig
       const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+      const clock = yield* Effect.clock
       /** Refusals are logged for the operator (the caller reads only that the address is not allowed), once a minute per reason. */
       const refusalsLogged = new Map<string, number>()
       const logRefusal = (reason: string) => {
-        const now = Date.now()
-        if ((refusalsLogged.get(reason) ?? 0) > now - 60_000) return
+        const now = clock.unsafeCurrentTimeMillis()
+        const last = refusalsLogged.get(reason)
+        if (last !== undefined && last > now - 60_000) return
         if (refusalsLogged.size >= 1_000) refusalsLogged.clear()
         refusalsLogged.set(reason, now)
         runFork(Effect.logWarning(`Proxy call refused by the upstream policy: ${reason}`))
@@ -136,7 +138,6 @@ export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")
       )
       const keys = yield* KeyService
       const { headerSealingKey } = yield* ClientSecrets
-      const clock = yield* Effect.clock
       const guard = makeUpstreamGuard(config.upstreamMaxConcurrency, recordOpenBreakers)
       const assertions = makeUpstreamAssertions({ issuer: config.issuer, signingKeyAt: keys.signingKeyAt, randomId: randomUUID })
 
