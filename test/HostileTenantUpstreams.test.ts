@@ -6,11 +6,14 @@
  * write (400) or at call (502), and the upstream never hears from the owner, while an admin's
  * local upstream works end to end. Run on the in-memory store, the embedded database and
  * PostgreSQL; the deployment-wide list (a setting) on memory; export and import keep the lists and
- * approvals.
+ * approvals; a second instance on one PostgreSQL database sees a changed list on its next call.
  */
 import { SqlClient } from "@effect/sql"
 import { afterAll, describe, expect, it, layer } from "@effect/vitest"
-import { Effect, Either, Layer, Redacted } from "effect"
+import { Context, Effect, Either, Layer, Option, Redacted } from "effect"
+import { randomUUID } from "node:crypto"
+import type { EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
+import { CredentialRepo } from "../src/storage/CredentialRepo.js"
 import { lookup } from "node:dns/promises"
 import * as NodeHttp from "node:http"
 import type { AddressInfo } from "node:net"
@@ -299,6 +302,25 @@ describe("hostile tenants and upstreams: embedded database", () => {
 
 describeWithPostgres("hostile tenants and upstreams: PostgreSQL", () => {
   suite(postgresStorage())
+})
+
+describeWithPostgres("two instances on one PostgreSQL database", () => {
+  it.scoped("an admin removing a profile's origin is seen by the other instance's cached route on its next call", () =>
+    Effect.gen(function*() {
+      const url = Redacted.make(TEST_DATABASE_URL!)
+      const first = Context.get(yield* Layer.build(Storage.layerPostgres(url)), CredentialRepo)
+      const second = Context.get(yield* Layer.build(Storage.layerPostgres(url)), CredentialRepo)
+      const address = { profile: uniqueName("shared") as ProfileId, environment: "prod" as EnvironmentName, uuid: randomUUID() as ServiceUuid }
+      const actor = { name: "admin", source: "test" }
+      yield* first.putProfile(address.profile, new Date(), actor, undefined, [ORIGIN])
+      yield* first.putEnvironment(address.profile, address.environment, new Date(), actor)
+      yield* first.putService(address, { name: "s", auth_type: "none", handler: { type: "proxy", url: `${ORIGIN}/x` } }, "create", new Date(), actor)
+      const route = (repo: typeof second) => Effect.map(repo.findServiceRoute(address, Option.none()), Option.getOrThrow)
+      expect((yield* route(second)).upstreamOrigins).toEqual([ORIGIN])
+      expect((yield* route(second)).upstreamOrigins).toEqual([ORIGIN]) // held by the second's cache now
+      yield* first.putProfile(address.profile, new Date(), actor, undefined, null)
+      expect((yield* route(second)).upstreamOrigins).toBeNull()
+    }).pipe(Effect.orDie), 60_000)
 })
 
 describe("UPSTREAM_ALLOWED_ORIGINS: origins every profile may target", () => {
