@@ -26,6 +26,7 @@ import { ServiceCallGate } from "./gateway/ServiceCallGate.js"
 import { RateLimits } from "./gateway/RateLimits.js"
 import { ServiceHandlers } from "./gateway/ServiceHandlers.js"
 import { UpstreamGateway } from "./gateway/UpstreamGateway.js"
+import * as UpstreamPolicyReport from "./gateway/UpstreamPolicyReport.js"
 import { adminChallenge } from "./http/AdminChallenge.js"
 import * as AdminHttp from "./http/AdminHttp.js"
 import * as AdminKeysHttp from "./http/AdminKeysHttp.js"
@@ -61,7 +62,13 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
   /** Handlers registered in code (`ServiceHandlers.layerWith`); echo and proxy by default. */
   readonly handlers?: Layer.Layer<ServiceHandlers, never, RH>
 }) =>
-  Layer.mergeAll(ClientCredentialsGrant.layer, CredentialManager.layer, ServiceCallGate.layer, CredentialExpiry.layer).pipe(
+  Layer.mergeAll(
+    ClientCredentialsGrant.layer,
+    CredentialManager.layer,
+    ServiceCallGate.layer,
+    CredentialExpiry.layer,
+    UpstreamPolicyReport.layer
+  ).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         TokenService.layer,

@@ -199,7 +199,7 @@ const cachedStore = (storage: Layer.Layer<CredentialRepo, unknown>) =>
         }
         const held = repo.peek?.tokenTarget(at, Option.some(id))
         expect(held !== undefined && Option.isSome(held) && Option.isSome(held.value.credential)).toBe(true)
-        expect(repo.peek?.serviceRoute(at, Option.some(id))).toEqual(Option.some({ authType: "oauth", handler: { type: "echo" }, credentialLive: true, credentialExpiresAt: null, rateLimit: null, requireDpop: false }))
+        expect(repo.peek?.serviceRoute(at, Option.some(id))).toEqual(Option.some({ authType: "oauth", handler: { type: "echo" }, credentialLive: true, credentialExpiresAt: null, rateLimit: null, requireDpop: false, upstreamApproved: false, upstreamOrigins: null }))
 
         yield* repo.applyCredentialChanges(profile, [{ op: "remove_credential", environment: ENV, service_uuid: at.uuid, client_id: id }], now, TEST_ACTOR)
         const after = Option.getOrThrow(yield* repo.findTokenTarget(at, Option.some(id)))

@@ -179,6 +179,10 @@ describe("service-auth admin CLI", () => {
     expect((await cliJson(["profiles", "create", profiles[0]!, "--credential-max-lifetime-days", "0"]))).not.toHaveProperty(
       "credential_max_lifetime_days"
     )
+    // The upstream origins (the admin's decision): set, normalised, then removed with "".
+    const origins = await cliJson(["profiles", "create", profiles[0]!, "--upstream-origins", "https://API.example.com/, http://127.0.0.1:9"])
+    expect(origins.upstream_origins).toEqual(["https://api.example.com", "http://127.0.0.1:9"])
+    expect(await cliJson(["profiles", "create", profiles[0]!, "--upstream-origins", ""])).not.toHaveProperty("upstream_origins")
     const limited = await cliJson(["services", "create", profiles[0]!, "production", "--rate-limit", "100/60"])
     expect(limited.rate_limit).toEqual({ requests: 100, per_seconds: 60 })
     const badLimit = await cli(["services", "create", profiles[0]!, "production", "--rate-limit", "lots"])

@@ -573,6 +573,31 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
           }
         }))
 
+      it.effect("carries the service's upstream approval and its profile's upstream origins, evicted when they change", () =>
+        Effect.gen(function*() {
+          const repo = yield* CredentialRepo
+          const address = yield* givenService({ handler: PROXY })
+          const [clientId] = yield* givenCredentials(address, 1)
+          const route = () => Effect.map(repo.findServiceRoute(address, Option.some(clientId!)), Option.getOrThrow)
+          expect(yield* route()).toMatchObject({ upstreamApproved: false, upstreamOrigins: null })
+          yield* repo.putProfile(address.profile, T1, TEST_ACTOR, undefined, ["https://api.example.com", "http://127.0.0.1:9"])
+          expect((yield* route()).upstreamOrigins).toEqual(["https://api.example.com", "http://127.0.0.1:9"])
+          expect(Option.getOrThrow(yield* repo.upstreamOrigins(address.profile))).toEqual(["https://api.example.com", "http://127.0.0.1:9"])
+          expect(Option.getOrThrow(yield* repo.getProfile(address.profile)).upstream_origins).toEqual([
+            "https://api.example.com",
+            "http://127.0.0.1:9"
+          ])
+          yield* repo.putService(address, { name: "billing", auth_type: "oauth", handler: PROXY, upstream_approved: true }, "upsert", T1, TEST_ACTOR)
+          expect((yield* route()).upstreamApproved).toBe(true)
+          // Leaving them out keeps them; null removes them.
+          yield* repo.putProfile(address.profile, T2, TEST_ACTOR, 30)
+          expect((yield* route()).upstreamOrigins).toEqual(["https://api.example.com", "http://127.0.0.1:9"])
+          yield* repo.putProfile(address.profile, T2, TEST_ACTOR, undefined, null)
+          expect((yield* route()).upstreamOrigins).toBeNull()
+          expect(Option.getOrThrow(yield* repo.getProfile(address.profile)).upstream_origins).toBeUndefined()
+          expect(Option.getOrNull(yield* repo.upstreamOrigins(newProfile()))).toBeNull()
+        }))
+
       it.effect("tells auth type, handler, and whether the client id is live on that service", () =>
         Effect.gen(function*() {
           const repo = yield* CredentialRepo
@@ -587,7 +612,9 @@ const repoSuite = (name: string, storage: Layer.Layer<CredentialRepo, unknown>) 
             credentialLive: true,
             credentialExpiresAt: null,
             rateLimit: null,
-            requireDpop: false
+            requireDpop: false,
+            upstreamApproved: false,
+            upstreamOrigins: null
           })
           const notLive = [Option.none(), Option.some(siblingId!), Option.some(newClientId())]
           for (const candidate of notLive) {

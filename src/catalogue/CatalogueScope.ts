@@ -56,6 +56,9 @@ export const parseAnnouncement = (
  */
 export const writeScopes = {
   created: (): ReadonlyArray<CatalogueScope> => [],
+  /** `PUT /admin/profiles/{profile}`: its routes carry its `upstream_origins`, so setting them changes them all. */
+  profilePolicy: (profile: string, upstreamOrigins: ReadonlyArray<string> | null | undefined): ReadonlyArray<CatalogueScope> =>
+    upstreamOrigins === undefined ? [] : [[profile]],
   profile: (profile: string): ReadonlyArray<CatalogueScope> => [[profile]],
   environment: (profile: string, environment: string): ReadonlyArray<CatalogueScope> => [[profile, environment]],
   service: (address: { readonly profile: string; readonly environment: string; readonly uuid: string }) =>

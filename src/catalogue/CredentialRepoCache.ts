@@ -184,6 +184,8 @@ export const withReadCache = (
         credentialExpiresAt: expiresAt === null ? null : expiresAt.getTime(),
         rateLimit: service.rateLimit,
         requireDpop: service.requireDpop,
+        upstreamApproved: service.upstreamApproved,
+        upstreamOrigins: service.upstreamOrigins,
         ...(revokedTokens === undefined ? {} : { revokedTokens })
       }))
     }
@@ -307,7 +309,8 @@ export const withReadCache = (
 
   return {
     ...repo,
-    putProfile: (profile, ...rest) => write(writeScopes.created())(repo.putProfile(profile, ...rest)),
+    putProfile: (profile, now, actor, lifetimeDays, upstreamOrigins) =>
+      write(writeScopes.profilePolicy(profile, upstreamOrigins))(repo.putProfile(profile, now, actor, lifetimeDays, upstreamOrigins)),
     deleteProfile: (profile, ...rest) => deletion(writeScopes.profile(profile))(repo.deleteProfile(profile, ...rest)),
     putEnvironment: (profile, environment, ...rest) =>
       write(writeScopes.created())(repo.putEnvironment(profile, environment, ...rest)),

@@ -83,10 +83,14 @@ export interface AdminClientShape {
   readonly listProfiles: () => Effect.Effect<typeof ProfileList.Type, AdminCallError>
   readonly getProfile: (profile: ProfileId) => Effect.Effect<ProfileDocument, AdminCallError>
   /** `created` is false when the profile already existed (200 rather than 201). */
-  /** `lifetimeDays`: sets the profile's credential_max_lifetime_days (null removes it; absent leaves it). */
+  /**
+   * `lifetimeDays`: sets the profile's credential_max_lifetime_days (null removes it; absent leaves it).
+   * `upstreamOrigins` (admin tokens only): sets its upstream_origins (null removes them; absent leaves them).
+   */
   readonly putProfile: (
     profile: ProfileId,
-    lifetimeDays?: number | null
+    lifetimeDays?: number | null,
+    upstreamOrigins?: ReadonlyArray<string> | null
   ) => Effect.Effect<{ readonly created: boolean; readonly profile: ProfileDocument }, AdminCallError>
   readonly deleteProfile: (profile: ProfileId) => Effect.Effect<void, AdminCallError>
   readonly putEnvironment: (
@@ -292,8 +296,15 @@ const makeAdminClient = (
     getProfile: Effect.fn("AdminClient.getProfile")(function*(profile: ProfileId) {
       return yield* call((api) => api.profiles.getProfile({ path: { profile } }))
     }),
-    putProfile: Effect.fn("AdminClient.putProfile")(function*(profile: ProfileId, lifetimeDays?: number | null) {
-      const payload = lifetimeDays === undefined ? {} : { credential_max_lifetime_days: lifetimeDays }
+    putProfile: Effect.fn("AdminClient.putProfile")(function*(
+      profile: ProfileId,
+      lifetimeDays?: number | null,
+      upstreamOrigins?: ReadonlyArray<string> | null
+    ) {
+      const payload = {
+        ...(lifetimeDays === undefined ? {} : { credential_max_lifetime_days: lifetimeDays }),
+        ...(upstreamOrigins === undefined ? {} : { upstream_origins: upstreamOrigins })
+      }
       const answer = created(
         yield* call((api) => api.profiles.putProfile({ path: { profile }, payload, withResponse: true }))
       )

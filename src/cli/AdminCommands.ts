@@ -29,6 +29,7 @@ const describeService = (service: ServiceDocument) =>
       ? []
       : [["rate_limit", `${service.rate_limit.requests} calls per ${service.rate_limit.per_seconds} s per client`] as const]),
     ...(service.require_dpop === true ? [["require_dpop", "yes: DPoP-bound tokens only"] as const] : []),
+    ...(service.upstream_refusal === undefined ? [] : [["upstream", `refused (502): ${service.upstream_refusal}`] as const]),
     ["credentials", service.credentials.map((credential) => credential.client_id).join(", ") || "-"]
   ])
 
@@ -91,13 +92,26 @@ const profilesCreate = Command.make("create", {
     ),
     Options.optional
   ),
+  origins: Options.text("upstream-origins").pipe(
+    Options.withPseudoName("ORIGINS"),
+    Options.withDescription(
+      "Admin tokens only: the origins (scheme://host[:port], comma-separated) its proxy services may target besides " +
+        "UPSTREAM_ALLOWED_ORIGINS, replacing its list (also on an existing profile); \"\" removes them."
+    ),
+    Options.optional
+  ),
   ...connection
-}, ({ json, lifetime, profile, url }) =>
+}, ({ json, lifetime, origins, profile, url }) =>
   runAdmin(
     url,
     Effect.gen(function*() {
       const days = Option.getOrUndefined(lifetime)
-      const answer = yield* (yield* AdminClient).putProfile(profile, days === 0 ? null : days)
+      const list = Option.map(origins, (text) => text.split(",").map((origin) => origin.trim()).filter((origin) => origin !== ""))
+      const answer = yield* (yield* AdminClient).putProfile(
+        profile,
+        days === 0 ? null : days,
+        Option.match(list, { onNone: () => undefined, onSome: (listed) => (listed.length === 0 ? null : listed) })
+      )
       yield* printResult(json, {
         json: Schema.encodeSync(ProfileDocument)(answer.profile),
         text: answer.created ? `created profile ${profile}` : `profile ${profile} already exists`

@@ -8,6 +8,7 @@ import { NO_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from "..
 import { DEFAULT_CONNECTION_LIMITS } from "../http/ConnectionLimits.js"
 import type { TlsFiles } from "../http/TlsCertificates.js"
 import { fromConfigError } from "./StartupError.js"
+import { parseAllowedOrigins } from "../domain/UpstreamPolicy.js"
 import { settingsFromEnv as tracingFromEnv, type TracingSettings } from "../observability/TracingSettings.js"
 
 /** LOG_LEVEL values, case-insensitive. */
@@ -45,6 +46,8 @@ export interface AppConfigShape {
   readonly upstreamTimeoutMs: number
   /** Calls in flight to one proxy service's upstream, on this instance, before more are refused (503). */
   readonly upstreamMaxConcurrency: number
+  /** UPSTREAM_ALLOWED_ORIGINS: origins every profile's proxy services may target (`UpstreamPolicy`), normalised. */
+  readonly upstreamAllowedOrigins: ReadonlyArray<string>
   /** Failed client authentications per client id and remote address per minute before 429. */
   readonly authFailureLimit: number
   /** How long SIGTERM waits for requests in flight before closing their connections. */
@@ -72,6 +75,12 @@ export interface AppConfigShape {
 const trustedProxiesFromEnv = Effect.gen(function*() {
   const parsed = parseTrustedProxies(Option.getOrElse(yield* Config.option(Config.string("TRUSTED_PROXIES")), () => ""))
   return "error" in parsed ? yield* Effect.fail(ConfigError.InvalidData([], parsed.error)) : parsed.proxies
+})
+
+/** UPSTREAM_ALLOWED_ORIGINS, parsed; a malformed entry stops the start. */
+const upstreamAllowedOriginsFromEnv = Effect.gen(function*() {
+  const parsed = parseAllowedOrigins(Option.getOrElse(yield* Config.option(Config.string("UPSTREAM_ALLOWED_ORIGINS")), () => ""))
+  return Either.isLeft(parsed) ? yield* Effect.fail(ConfigError.InvalidData([], parsed.left)) : parsed.right
 })
 
 /** TLS_CERT_FILE and TLS_KEY_FILE: both or neither (empty is unset). */
@@ -180,6 +189,7 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         Config.validate({ message: "UPSTREAM_MAX_CONCURRENCY must be a positive integer", validation: (n) => n > 0 }),
         Config.withDefault(256)
       ),
+      upstreamAllowedOrigins: yield* upstreamAllowedOriginsFromEnv,
       authFailureLimit: yield* Config.integer("AUTH_FAILURE_LIMIT").pipe(
         Config.validate({ message: "AUTH_FAILURE_LIMIT must be a positive integer", validation: (n) => n > 0 }),
         Config.withDefault(20)
@@ -263,6 +273,7 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         maxBodyBytes: 1024 * 1024,
         upstreamTimeoutMs: 10_000,
         upstreamMaxConcurrency: 256,
+        upstreamAllowedOrigins: [],
         authFailureLimit: 20,
         shutdownGraceMs: 10_000,
         ...DEFAULT_CONNECTION_LIMITS,

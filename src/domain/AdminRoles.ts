@@ -56,6 +56,8 @@ export type AdminAction =
   | "profile.create"
   | "profile.delete"
   | "catalogue.change"
+  /** Setting the origins a profile's proxy services may target (`upstream_origins`): the operator's decision. */
+  | "upstream.allow"
   | "audit.read"
   | "keys.manage"
   | "tokens.manage"
@@ -68,6 +70,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "profile.create": true,
     "profile.delete": true,
     "catalogue.change": true,
+    "upstream.allow": true,
     "audit.read": true,
     "keys.manage": true,
     "tokens.manage": true,
@@ -78,6 +81,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "profile.create": "An owner token may not create profiles",
     "profile.delete": "An owner token may not delete profiles",
     "catalogue.change": true,
+    "upstream.allow": "Only an admin token may set the origins a profile's services may target (upstream_origins)",
     "audit.read": true,
     "keys.manage": "Only an admin token may manage the signing keys",
     "tokens.manage": "Only an admin token may manage admin tokens",
@@ -88,6 +92,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "profile.create": "A viewer token may only read",
     "profile.delete": "A viewer token may only read",
     "catalogue.change": "A viewer token may only read",
+    "upstream.allow": "A viewer token may only read",
     "audit.read": true,
     "keys.manage": "Only an admin token may manage the signing keys",
     "tokens.manage": "Only an admin token may manage admin tokens",
@@ -98,6 +103,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "profile.create": "An introspector token may only introspect tokens",
     "profile.delete": "An introspector token may only introspect tokens",
     "catalogue.change": "An introspector token may only introspect tokens",
+    "upstream.allow": "An introspector token may only introspect tokens",
     "audit.read": "An introspector token may only introspect tokens",
     "keys.manage": "Only an admin token may manage the signing keys",
     "tokens.manage": "Only an admin token may manage admin tokens",

@@ -58,7 +58,8 @@ export const AuditDetails = Schema.Record({
     "(`profile.deleted`, `environment.deleted` or `service.deleted`); `admin_token.created`/`admin_token.revoked`: " +
     "`name`, `role`, `profiles` (a list of profile names; absent for an admin token); `token.revoked`: `jti` " +
     "(the revoked token's id, never the token); `credential.expired`: `expires_at`; " +
-    "`profile.created`/`profile.changed`: `credential_max_lifetime_days` (absent: none); " +
+    "`profile.created`/`profile.changed`: `credential_max_lifetime_days` (absent: none), `upstream_origins` (a list " +
+    "of origins) when set or changed; " +
     "`service.*`: `rate_limit` (`<requests>/<seconds>s`) when set, `require_dpop` (true) when set."
 })
 export type AuditDetails = typeof AuditDetails.Type

@@ -94,6 +94,10 @@ export const ServiceDocument = Schema.Struct({
   require_dpop: Schema.optional(Schema.Boolean).annotations({
     description: "true when the service accepts only DPoP-bound tokens (RFC 9449); absent when it accepts Bearer tokens too."
   }),
+  upstream_refusal: Schema.optional(Schema.String).annotations({
+    description: "Present only when the proxy's upstream is outside the upstream policy: why. Its calls then answer " +
+      "502 bad_gateway until an admin saves the service or allows its origin."
+  }),
   credentials: Schema.Array(CredentialInfo)
 }).annotations({ identifier: "Service" })
 export type ServiceDocument = typeof ServiceDocument.Type
@@ -115,6 +119,10 @@ export const ProfileDocument = Schema.Struct({
   profile: ProfileId,
   created_at: Timestamp,
   credential_max_lifetime_days: Schema.optional(CredentialMaxLifetimeDays),
+  upstream_origins: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "The origins this profile's proxy services may target besides UPSTREAM_ALLOWED_ORIGINS, set by an " +
+      "admin; absent when none."
+  }),
   environments: Schema.Array(EnvironmentDocument)
 }).annotations({ identifier: "Profile" })
 export type ProfileDocument = typeof ProfileDocument.Type

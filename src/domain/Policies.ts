@@ -3,6 +3,7 @@
  * credentials, and a service's per-client rate limit. Kept apart from `Models.ts`, which uses them.
  */
 import { Schema } from "effect"
+import { UpstreamOrigins } from "./UpstreamPolicy.js"
 
 /** The most a service's rate limit may allow, and its longest window. */
 export const RATE_LIMIT_MAX_REQUESTS = 1_000_000
@@ -56,10 +57,14 @@ export const emptyObjectOr = <A, I>(
     { strict: false }
   ).annotations(annotations)
 
-const PROFILE_INPUT_DESCRIPTION = "`{}` (or no body), or the profile's credential policy."
+const PROFILE_INPUT_DESCRIPTION = "`{}` (or no body), or the profile's credential policy, or (admin tokens only) " +
+  "the origins its proxy services may target."
 export const ProfileInput = emptyObjectOr(
-  Schema.Struct({ credential_max_lifetime_days: Schema.optional(Schema.NullOr(CredentialMaxLifetimeDays)) }),
-  ["credential_max_lifetime_days"],
+  Schema.Struct({
+    credential_max_lifetime_days: Schema.optional(Schema.NullOr(CredentialMaxLifetimeDays)),
+    upstream_origins: Schema.optional(Schema.NullOr(UpstreamOrigins))
+  }),
+  ["credential_max_lifetime_days", "upstream_origins"],
   {
     identifier: "ProfileInput",
     description: PROFILE_INPUT_DESCRIPTION,
@@ -70,6 +75,14 @@ export const ProfileInput = emptyObjectOr(
           anyOf: [{ type: "integer", minimum: 1, maximum: 3650 }, { type: "null" }],
           description: "Sets the policy, the longest lifetime of a new credential in days (null removes it); " +
             "absent leaves it as it is."
+        },
+        upstream_origins: {
+          anyOf: [
+            { type: "array", maxItems: 50, items: { type: "string", description: "scheme://host[:port], http or https" } },
+            { type: "null" }
+          ],
+          description: "Admin tokens only (an owner gets 403): the origins this profile's proxy services may target " +
+            "besides UPSTREAM_ALLOWED_ORIGINS; null or [] removes them; absent leaves them as they are."
         }
       },
       additionalProperties: false,

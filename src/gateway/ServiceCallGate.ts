@@ -117,6 +117,8 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
               address: allowed.address,
               handler,
               clientId: allowed.caller,
+              approved: allowed.route.upstreamApproved,
+              profileOrigins: allowed.route.upstreamOrigins,
               bodyText,
               requestId,
               whenCallerGone: whenAborted(signal),

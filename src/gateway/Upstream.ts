@@ -14,8 +14,11 @@
  * than a dispatch (measured at 2,000 calls/s on a bare proxy). The headers are given whole by the
  * caller (`UpstreamGateway`): nothing of the caller's request travels unless put there.
  */
+import { lookup as dnsLookup, type LookupAddress } from "node:dns"
 import { type Dispatcher, Pool } from "undici"
 import { BadGateway } from "../domain/Errors.js"
+import { internalAddressKind } from "../domain/InternalAddresses.js"
+import { resolvedToInternal } from "../domain/UpstreamPolicy.js"
 
 export type JsonObject = { readonly [key: string]: unknown }
 
@@ -45,6 +48,41 @@ export interface UpstreamAnswer {
 }
 
 const unreachable = new BadGateway({ description: "The upstream service is unreachable or did not answer a JSON object" })
+/** A guarded upstream's name resolved to an internal address: no connection was made. */
+export const addressNotAllowed = new BadGateway({ description: "The upstream address is not allowed for this service" })
+
+/** Why a guarded connection was not made (`guardedLookup`); never shown to the caller. */
+export class InternalAddressRefused extends Error {
+  readonly code = "ERR_UPSTREAM_ADDRESS_REFUSED"
+}
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | Array<LookupAddress>, family?: number) => void
+
+/**
+ * `net.connect`'s `lookup` for a guarded upstream: the name is resolved as usual, and the
+ * connection is refused when any address it resolves to is internal (`InternalAddresses`). Checked
+ * at every connection, so a name that resolves elsewhere after the URL was saved (DNS rebinding)
+ * cannot reach an internal address. Address literals never reach a lookup: they are judged when the
+ * URL is (`UpstreamPolicy`).
+ */
+export const guardedLookup = (onRefused: (reason: string) => void) =>
+(hostname: string, options: object, callback: LookupCallback): void => {
+  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
+    if (error !== null) return callback(error, [])
+    for (const { address } of addresses) {
+      const kind = internalAddressKind(address)
+      if (kind !== undefined) {
+        const reason = resolvedToInternal(hostname, address, kind)
+        onRefused(reason)
+        return callback(Object.assign(new InternalAddressRefused(reason), { code: "ERR_UPSTREAM_ADDRESS_REFUSED" }), [])
+      }
+    }
+    if ((options as { readonly all?: boolean }).all === true) return callback(null, addresses)
+    const first = addresses[0]
+    if (first === undefined) return callback(Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" }), [])
+    callback(null, first.address, first.family)
+  })
+}
 const timedOut = (timeoutMs: number) =>
   new BadGateway({ description: `The upstream service did not answer within ${timeoutMs} ms` })
 
@@ -72,6 +110,7 @@ const isJsonObject = (value: unknown): value is JsonObject =>
 
 const failed = (error: BadGateway, failing: boolean): UpstreamResult => ({ _tag: "Failed", error, failing })
 const connectionFailed = failed(unreachable, true)
+const addressRefused = failed(addressNotAllowed, false)
 
 /** A `Retry-After` worth passing on: delay-seconds or an HTTP-date (RFC 9110 §10.2.3). */
 const retryAfterOf = (value: string | undefined): string | undefined =>
@@ -124,6 +163,11 @@ export interface UpstreamClient {
       readonly headers: Record<string, string>
       /** The caller's leaving, which aborts the exchange. */
       readonly whenCallerGone?: WhenCallerGone
+      /**
+       * Connect only to public addresses, checked when each connection is made (`guardedLookup`);
+       * such calls have pools of their own, never sharing a connection with unguarded calls.
+       */
+      readonly guarded?: boolean
     }
   ) => Promise<UpstreamAnswer>
   /** Closes the pools' connections (at shutdown: `UpstreamGateway`'s scope). */
@@ -134,10 +178,12 @@ export interface UpstreamClient {
  * A client with pools of its own: owned by `UpstreamGateway`'s layer, so two servers in one process
  * share no connection, and a server stopped leaves none open.
  */
-export const makeUpstreamClient = (): UpstreamClient => {
+export const makeUpstreamClient = (onRefused: (reason: string) => void = () => {}): UpstreamClient => {
   const pools = new Map<string, Pool>()
-  const poolFor = (origin: string): Pool => {
-    let pool = pools.get(origin)
+  const lookup = guardedLookup(onRefused)
+  const poolFor = (origin: string, guarded: boolean): Pool => {
+    const key = guarded ? `guarded ${origin}` : origin
+    let pool = pools.get(key)
     if (pool === undefined) {
       if (pools.size >= MAX_UPSTREAMS) {
         const [oldest, evicted] = pools.entries().next().value!
@@ -145,8 +191,13 @@ export const makeUpstreamClient = (): UpstreamClient => {
         void evicted.destroy().catch(() => {})
       }
       // The exchange's own timer bounds it (`postJson`): undici's timeouts are off.
-      pool = new Pool(origin, { connections: MAX_SOCKETS_PER_UPSTREAM, headersTimeout: 0, bodyTimeout: 0 })
-      pools.set(origin, pool)
+      pool = new Pool(origin, {
+        connections: MAX_SOCKETS_PER_UPSTREAM,
+        headersTimeout: 0,
+        bodyTimeout: 0,
+        ...(guarded ? { connect: { lookup } } : {})
+      })
+      pools.set(key, pool)
     }
     return pool
   }
@@ -221,11 +272,13 @@ export const makeUpstreamClient = (): UpstreamClient => {
           return true
         },
         onComplete: () => settle(resultOf(status ?? 0, Buffer.concat(chunks).toString("utf8"), retryAfter)),
-        onError: () => settle(connectionFailed)
+        // A guarded name that resolved to an internal address: refused, not the upstream's failure.
+        onError: (error) =>
+          settle((error as { readonly code?: unknown }).code === "ERR_UPSTREAM_ADDRESS_REFUSED" ? addressRefused : connectionFailed)
       }
       options.headers["content-length"] = String(payload.length)
       try {
-        poolFor(target.origin).dispatch({
+        poolFor(target.origin, options.guarded === true).dispatch({
           origin: target.origin,
           path: target.path,
           method: "POST",

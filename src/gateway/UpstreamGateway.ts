@@ -2,6 +2,10 @@
  * A proxy service's call of its upstream, from admission to the caller's answer: the one core both
  * entries use (the fast lane on node:http and the HttpApi handler, through `ServiceCallGate`).
  *
+ * 0. The upstream policy (`UpstreamPolicy`): an upstream outside it answers 502 at once, never
+ *    reaching the guard or the network; a guarded one (an owner's name) is connected to only where
+ *    it resolves to public addresses (`Upstream.guardedLookup`). Neither refusal counts as the
+ *    upstream's failure: the breaker is for upstreams that fail, not for addresses refused here.
  * 1. The guard (`UpstreamGuard`) admits the call or answers 503 (breaker open, or saturated).
  * 2. The upstream gets exactly: `Content-Type`, `Accept`, the identity headers (`X-Client-Id` for
  *    an OAuth service, `X-Service-Profile`, `X-Service-Environment`, `X-Service-Uuid`,
@@ -13,20 +17,21 @@
  * What a stored handler needs per call (its static headers in clear, its timeout) is worked out once
  * per handler object: the catalogue cache hands out the same object until the service changes.
  */
-import { Context, Effect, Either, Layer } from "effect"
+import { Context, Effect, Either, Layer, Runtime } from "effect"
 import { randomUUID } from "node:crypto"
 import { AppConfig } from "../config/AppConfig.js"
 import { ClientSecrets } from "../auth/ClientSecrets.js"
 import { KeyService } from "../auth/KeyService.js"
 import { BadGateway, UpstreamFailing } from "../domain/Errors.js"
 import type { StoredHandler } from "../domain/Handlers.js"
+import { upstreamStanding, type UpstreamVerdict } from "../domain/UpstreamPolicy.js"
 import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
 import { recordOpenBreakers, recordUpstreamCall } from "../observability/ServiceMetrics.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 import { assertionIdOf, makeUpstreamAssertions } from "./UpstreamAssertion.js"
 import { makeUpstreamGuard } from "./UpstreamGuard.js"
 import { openHeaders } from "./UpstreamHeaders.js"
-import { makeUpstreamClient, type UpstreamAnswer, type WhenCallerGone } from "./Upstream.js"
+import { addressNotAllowed, makeUpstreamClient, type UpstreamAnswer, type WhenCallerGone } from "./Upstream.js"
 
 export type ProxyHandler = Extract<StoredHandler, { readonly type: "proxy" }>
 
@@ -43,6 +48,10 @@ export interface UpstreamCall {
   readonly traceparent?: string
   /** The caller's leaving, which aborts the exchange. */
   readonly whenCallerGone?: WhenCallerGone
+  /** An admin token set the URL (`ServiceRoute.upstreamApproved`): not judged. Absent: judged. */
+  readonly approved?: boolean | undefined
+  /** The profile's `upstream_origins` (`ServiceRoute.upstreamOrigins`); absent: none. */
+  readonly profileOrigins?: ReadonlyArray<string> | null | undefined
 }
 
 export interface UpstreamCalled {
@@ -62,6 +71,7 @@ const unavailable = (retryAfterSeconds: number): UpstreamCalled => ({
   answer: errorAnswer(new UpstreamFailing({ description: FAILING_DESCRIPTION }), { "retry-after": String(retryAfterSeconds) }),
   status: undefined
 })
+const refusedAddress: UpstreamCalled = { answer: errorAnswer(addressNotAllowed), status: undefined }
 const unreadableHeaders: UpstreamCalled = {
   answer: errorAnswer(new BadGateway({ description: "The service's static upstream headers cannot be read" })),
   status: undefined
@@ -78,6 +88,8 @@ interface PreparedHandler {
   readonly staticHeaders: Readonly<Record<string, string>> | undefined
   /** `assertionIdOf` per caller ("" for none), kept so that each call looks up the same text. */
   readonly assertionIds: Map<string, string>
+  /** The upstream policy's verdict, for the approval and origins it was judged with. */
+  standing?: { readonly approved: boolean; readonly origins: ReadonlyArray<string> | null; readonly verdict: UpstreamVerdict }
 }
 
 /** An admission the guard gave, to be settled once. */
@@ -107,14 +119,25 @@ export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")
     UpstreamGateway,
     Effect.gen(function*() {
       const config = yield* AppConfig
+      const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+      const clock = yield* Effect.clock
+      /** Refusals are logged for the operator (the caller reads only that the address is not allowed), once a minute per reason. */
+      const refusalsLogged = new Map<string, number>()
+      const logRefusal = (reason: string) => {
+        const now = clock.unsafeCurrentTimeMillis()
+        const last = refusalsLogged.get(reason)
+        if (last !== undefined && last > now - 60_000) return
+        if (refusalsLogged.size >= 1_000) refusalsLogged.clear()
+        refusalsLogged.set(reason, now)
+        runFork(Effect.logWarning(`Proxy call refused by the upstream policy: ${reason}`))
+      }
       // Its pools live as long as the server: closed with the layer's scope, at shutdown.
       const { postJson } = yield* Effect.acquireRelease(
-        Effect.sync(makeUpstreamClient),
+        Effect.sync(() => makeUpstreamClient(logRefusal)),
         (client) => Effect.sync(client.close)
       )
       const keys = yield* KeyService
       const { headerSealingKey } = yield* ClientSecrets
-      const clock = yield* Effect.clock
       const guard = makeUpstreamGuard(config.upstreamMaxConcurrency, recordOpenBreakers)
       const assertions = makeUpstreamAssertions({ issuer: config.issuer, signingKeyAt: keys.signingKeyAt, randomId: randomUUID })
 
@@ -176,6 +199,7 @@ export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")
           sent = postJson(handler.url, call.bodyText, {
             timeoutMs: target.timeoutMs,
             headers,
+            guarded: target.standing?.verdict._tag === "Guarded",
             ...(call.whenCallerGone === undefined ? {} : { whenCallerGone: call.whenCallerGone })
           })
         } catch {
@@ -185,7 +209,9 @@ export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")
         return sent.then((upstream): UpstreamCalled => {
           const result = upstream.result
           guard.settle(target.guardKey, admission, result._tag === "Failed" && result.failing, clock.unsafeCurrentTimeMillis())
-          recordUpstreamCall(result._tag === "Ok" ? "ok" : result._tag === "PassedOn" ? "passed_on" : "bad_gateway")
+          recordUpstreamCall(
+            result._tag === "Ok" ? "ok" : result._tag === "PassedOn" ? "passed_on" : result.error === addressNotAllowed ? "refused" : "bad_gateway"
+          )
           return { answer: answerOf(upstream), status: upstream.status }
         })
       }
@@ -199,8 +225,25 @@ export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")
 
       // Promises and callbacks rather than async/await: no turn of the microtask queue is spent
       // when the assertion is held, which it nearly always is (`postJson` never rejects).
+      /** The verdict on this call's upstream, judged once per handler, approval and origins. */
+      const standingOf = (target: PreparedHandler, call: UpstreamCall): UpstreamVerdict => {
+        const approved = call.approved === true
+        const origins = call.profileOrigins ?? null
+        const known = target.standing
+        if (known !== undefined && known.approved === approved && known.origins === origins) return known.verdict
+        const verdict = upstreamStanding(call.handler.url, approved, { deployment: config.upstreamAllowedOrigins, profile: origins })
+        target.standing = { approved, origins, verdict }
+        return verdict
+      }
+
       const call = (call: UpstreamCall): Promise<UpstreamCalled> => {
         const target = prepare(call.address, call.handler)
+        const verdict = standingOf(target, call)
+        if (verdict._tag === "Refused") {
+          logRefusal(`${target.guardKey}: ${verdict.reason}`)
+          recordUpstreamCall("refused")
+          return Promise.resolve(refusedAddress)
+        }
         if (target.staticHeaders === undefined) {
           recordUpstreamCall("bad_gateway")
           return Promise.resolve(unreadableHeaders)

@@ -12,15 +12,17 @@ import { CredentialManager } from "../auth/CredentialManager.js"
 import { AdminActor } from "../domain/AdminActor.js"
 import { type AdminAction, authorize, authorizeOn, reaches } from "../domain/AdminRoles.js"
 import { AUDIT_PAGE_DEFAULT } from "../domain/AuditEvents.js"
-import { InvalidRequest, NotFound } from "../domain/Errors.js"
+import { InvalidRequest, NotFound, type StorageUnavailable } from "../domain/Errors.js"
 import { parsePublicJwk, pemToJwk } from "../domain/KeyCredential.js"
 import { ClientId, EnvironmentName, type ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { type CredentialChange, DateTimeInput, EnvironmentDocument, NewCredential, NewKeyCredential, ProfileDocument, ServiceDocument, type ServiceInput } from "../domain/Models.js"
 import { defaultHandler } from "../domain/Handlers.js"
+import { type AllowedOrigins, judgeUpstream, normalisedOrigins, upstreamStanding } from "../domain/UpstreamPolicy.js"
+import { AppConfig } from "../config/AppConfig.js"
 import { currentDate } from "../domain/Time.js"
 import { storedHandlerOf } from "../gateway/UpstreamHeaders.js"
 import { AuditTrail } from "../storage/AuditTrail.js"
-import { CatalogueLookup } from "../storage/CatalogueLookup.js"
+import { CatalogueLookup, type CatalogueLookupShape } from "../storage/CatalogueLookup.js"
 import { CatalogueQueries } from "../storage/CatalogueQueries.js"
 import { CatalogueWrites } from "../storage/CatalogueWrites.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
@@ -64,6 +66,33 @@ const permitOn = (action: AdminAction, profile: ProfileId, missing: NotFound = p
   Effect.flatMap(AdminActor, (caller) =>
     Either.match(authorizeOn(caller, action, profile, missing), { onLeft: Effect.fail, onRight: () => Effect.void }))
 
+/**
+ * Adds `upstream_refusal` to the service documents whose proxy's upstream is outside the upstream
+ * policy (`UpstreamPolicy`): what its calls answer 502 for, until an admin saves it or allows its
+ * origin. Judged as the gateway judges a call, from the service's route (whether an admin approved
+ * its URL, the profile's origins). A name that resolves to an internal address is found only when a
+ * connection is made.
+ */
+const upstreamRefusals = (
+  lookup: Pick<CatalogueLookupShape, "findServiceRoute">,
+  deployment: ReadonlyArray<string>
+) =>
+(profile: ProfileId, environment: EnvironmentName, services: ReadonlyArray<ServiceDocument>) =>
+  Effect.forEach(services, (service) => {
+    if (service.handler.type !== "proxy") return Effect.succeed(service)
+    const url = service.handler.url
+    return Effect.map(lookup.findServiceRoute({ profile, environment, uuid: service.uuid }, Option.none()), (route) => {
+      if (Option.isNone(route)) return service
+      const verdict = upstreamStanding(url, route.value.upstreamApproved === true, {
+        deployment,
+        profile: route.value.upstreamOrigins ?? null
+      })
+      if (verdict._tag !== "Refused") return service
+      const { credentials, ...rest } = service
+      return { ...rest, upstream_refusal: verdict.reason, credentials }
+    })
+  })
+
 /** The admin token check and the body reader, which every admin group uses. */
 export const adminMiddleware = Layer.merge(AdminAuthHttp.layer, AdminBodies.layer)
 
@@ -72,8 +101,17 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
     const queries = yield* CatalogueQueries
     const writes = yield* CatalogueWrites
     const manager = yield* CredentialManager
+    const refusals = upstreamRefusals(yield* CatalogueLookup, (yield* AppConfig).upstreamAllowedOrigins)
     const getProfile = (profile: ProfileId) =>
-      Effect.flatMap(queries.getProfile(profile), Option.match({ onNone: () => Effect.fail(profileNotFound), onSome: Effect.succeed }))
+      Effect.flatMap(queries.getProfile(profile), Option.match({
+        onNone: (): Effect.Effect<ProfileDocument, NotFound | StorageUnavailable> => Effect.fail(profileNotFound),
+        onSome: (document) =>
+          Effect.map(
+            Effect.forEach(document.environments, (environment) =>
+              Effect.map(refusals(profile, environment.name, environment.services), (services) => ({ ...environment, services }))),
+            (environments) => ({ ...document, environments })
+          )
+      }))
 
     return handlers
       .handle("listProfiles", () =>
@@ -85,10 +123,19 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
         }))
       .handle("putProfile", ({ path: { profile }, payload }) =>
         Effect.gen(function*() {
+          // The upstream origins are the operator's decision: an owner sending them is told so.
+          const origins = payload.upstream_origins
+          if (origins !== undefined) yield* permitOn("upstream.allow", profile)
           yield* permitOn("profile.create", profile)
           const lifetimeDays = payload.credential_max_lifetime_days
           if (lifetimeDays !== undefined) yield* permitOn("catalogue.change", profile)
-          const created = yield* writes.putProfile(profile, yield* currentDate, yield* AdminActor, lifetimeDays)
+          const created = yield* writes.putProfile(
+            profile,
+            yield* currentDate,
+            yield* AdminActor,
+            lifetimeDays,
+            origins === undefined ? undefined : normalisedOrigins(origins)
+          )
           return yield* documentResponse(ProfileDocument, yield* getProfile(profile), created ? 201 : 200)
         }))
       .handle("getProfile", ({ path: { profile } }) => Effect.zipRight(permitOn("profile.read", profile), getProfile(profile)))
@@ -153,15 +200,26 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
     const writes = yield* CatalogueWrites
     const lookup = yield* CatalogueLookup
     const manager = yield* CredentialManager
+    const { upstreamAllowedOrigins } = yield* AppConfig
+    const refusals = upstreamRefusals(lookup, upstreamAllowedOrigins)
+    const allowedFor = (address: ServiceAddress) =>
+      Effect.map(queries.upstreamOrigins(address.profile), (origins): AllowedOrigins => ({
+        deployment: upstreamAllowedOrigins,
+        profile: Option.getOrNull(origins)
+      }))
     const getService = (address: ServiceAddress) =>
-      Effect.flatMap(queries.getService(address), Option.match({ onNone: () => Effect.fail(serviceNotFound), onSome: Effect.succeed }))
+      Effect.flatMap(queries.getService(address), Option.match({
+        onNone: (): Effect.Effect<ServiceDocument, NotFound | StorageUnavailable> => Effect.fail(serviceNotFound),
+        onSome: (service) => Effect.map(refusals(address.profile, address.environment, [service]), ([decorated]) => decorated!)
+      }))
     const { headerSealingKey } = yield* ClientSecrets
     const putService = (address: ServiceAddress, input: ServiceInput, mode: "create" | "upsert") =>
       Effect.gen(function*() {
         // Static header values are sealed here; those not sent again are kept (`storedHandlerOf`).
         // Out of the caller's scope nothing stored is read: the input is judged as for a missing
         // profile, then refused as one.
-        const current = mode === "create" || input.handler?.type !== "proxy" || !reaches(yield* AdminActor, address.profile)
+        const caller = yield* AdminActor
+        const current = mode === "create" || input.handler?.type !== "proxy" || !reaches(caller, address.profile)
           ? Option.none()
           : yield* lookup.findServiceRoute(address, Option.none())
         const handler = input.handler === undefined ? defaultHandler : yield* Either.match(
@@ -169,6 +227,19 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
           { onLeft: Effect.fail, onRight: Effect.succeed }
         )
         yield* permitOn("catalogue.change", address.profile)
+        // The upstream is the operator's decision (`UpstreamPolicy`): an admin's URL is approved as
+        // it is; an owner's keeps an admin's approval only while the URL stays the same, and is
+        // otherwise judged, a refusal answering 400 before anything is written.
+        let approved = false
+        if (handler.type === "proxy") {
+          const stored = Option.getOrUndefined(current)
+          approved = caller.role === "admin" ||
+            (stored?.upstreamApproved === true && stored.handler.type === "proxy" && stored.handler.url === handler.url)
+          if (!approved) {
+            const verdict = judgeUpstream(handler.url, yield* allowedFor(address))
+            if (verdict._tag === "Refused") return yield* new InvalidRequest({ description: `handler.url: ${verdict.reason}` })
+          }
+        }
         const created = yield* writes.putService(
           address,
           {
@@ -176,7 +247,8 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
             auth_type: input.auth_type,
             handler,
             rate_limit: input.rate_limit ?? null,
-            require_dpop: input.require_dpop === true
+            require_dpop: input.require_dpop === true,
+            upstream_approved: approved
           },
           mode,
           yield* currentDate,

@@ -218,6 +218,8 @@ const make = Effect.gen(function*() {
       address,
       handler,
       clientId: caller,
+      approved: route.upstreamApproved,
+      profileOrigins: route.upstreamOrigins,
       bodyText: text,
       requestId: requestIdOf(request),
       whenCallerGone: whenResponseClosed(response),

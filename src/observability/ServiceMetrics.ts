@@ -28,14 +28,14 @@ export const requestDuration = Metric.histogram(
 export const upstreamCalls = Metric.counter("service_auth_upstream_calls_total", {
   description: "Calls of proxy services' upstreams by outcome: ok (a 2xx JSON object), passed_on (400/404/409/422/429 " +
     "answered as the upstream's), bad_gateway (502), open (refused by an open circuit breaker), saturated (refused: " +
-    "UPSTREAM_MAX_CONCURRENCY calls in flight)."
+    "UPSTREAM_MAX_CONCURRENCY calls in flight), refused (502: the upstream address is outside the upstream policy)."
 })
 
 export const openBreakers = Metric.gauge("service_auth_upstream_open_breakers", {
   description: "Proxy services whose circuit breaker is open on this instance (their upstream failed 5 times in a row)."
 })
 
-export const UPSTREAM_OUTCOMES = ["ok", "passed_on", "bad_gateway", "open", "saturated"] as const
+export const UPSTREAM_OUTCOMES = ["ok", "passed_on", "bad_gateway", "open", "saturated", "refused"] as const
 export type UpstreamOutcome = typeof UPSTREAM_OUTCOMES[number]
 
 /** The error codes a token answer can carry (docs/contract.md §1), plus what the server itself answers. */

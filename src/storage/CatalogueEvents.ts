@@ -60,21 +60,26 @@ export const serviceEvent = (
   })
 
 /**
- * A profile created (`profile.created`), or its credential policy changed (`profile.changed`):
- * `credential_max_lifetime_days` in the details when set.
+ * A profile created (`profile.created`), or its policies changed (`profile.changed`):
+ * `credential_max_lifetime_days` in the details when set, `upstream_origins` when set or changed
+ * (`[]` when removed).
  */
 export const profileEvent = (
   actor: AdminActorShape,
   now: Date,
   action: "profile.created" | "profile.changed",
   profile: string,
-  lifetimeDays: number | null | undefined
-): AuditEvent =>
-  auditEvent(actor, now, {
-    action,
-    profile,
-    ...(lifetimeDays == null ? {} : { details: { credential_max_lifetime_days: lifetimeDays } })
-  })
+  lifetimeDays: number | null | undefined,
+  upstreamOrigins?: ReadonlyArray<string> | null
+): AuditEvent => {
+  const details = {
+    ...(lifetimeDays == null ? {} : { credential_max_lifetime_days: lifetimeDays }),
+    ...(upstreamOrigins === undefined || (action === "profile.created" && upstreamOrigins === null)
+      ? {}
+      : { upstream_origins: upstreamOrigins ?? [] })
+  }
+  return auditEvent(actor, now, { action, profile, ...(Object.keys(details).length === 0 ? {} : { details }) })
+}
 
 /** Credential changes, one event each, then the `save` that made them when it was one. */
 export const credentialEvents = (

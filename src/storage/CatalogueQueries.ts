@@ -1,6 +1,7 @@
 /**
  * The catalogue's other reads, none of them hot: the admin API's documents, the metrics' counts,
- * a profile's credential policy, a credential found by its client id alone (the revocation
+ * a profile's credential policy and upstream origins, the live services (the start-up report of
+ * upstreams outside the policy), a credential found by its client id alone (the revocation
  * endpoint), and whether storage answers at all (`/readyz`).
  */
 import { Context } from "effect"
@@ -12,6 +13,8 @@ export type CatalogueQueriesShape = Pick<
   | "countCatalogue"
   | "countExpiring"
   | "credentialLifetime"
+  | "upstreamOrigins"
+  | "liveServices"
   | "listProfiles"
   | "getProfile"
   | "getService"

@@ -31,6 +31,8 @@ export interface ServiceFields {
   readonly rate_limit?: RateLimit | null | undefined
   /** Whether the service accepts only DPoP-bound tokens; absent: false. */
   readonly require_dpop?: boolean | undefined
+  /** Whether an admin token set its proxy URL (`UpstreamPolicy`: then not judged); absent: false. */
+  readonly upstream_approved?: boolean | undefined
 }
 
 /** What one indexed read tells the token endpoint. */
@@ -65,6 +67,10 @@ export interface ServiceRoute {
   readonly rateLimit?: RateLimit | null | undefined
   /** The service accepts only DPoP-bound tokens (Bearer ones are refused); absent: false. */
   readonly requireDpop?: boolean | undefined
+  /** An admin token set the proxy's URL: not judged by the upstream policy. Absent: false. */
+  readonly upstreamApproved?: boolean | undefined
+  /** The profile's `upstream_origins`; null or absent: none. */
+  readonly upstreamOrigins?: ReadonlyArray<string> | null | undefined
 }
 
 /** Live credentials that expire soon (not yet expired): the metrics' `service_auth_credentials_expiring`. */
@@ -115,18 +121,23 @@ export interface CredentialRepoShape {
   readonly recordExpiries: (now: Date) => Effect.Effect<number, StorageUnavailable>
   /** The profile's `credential_max_lifetime_days` (null: no policy); none when the profile does not exist. */
   readonly credentialLifetime: (profile: ProfileId) => Effect.Effect<Option.Option<number | null>, StorageUnavailable>
+  /** The profile's `upstream_origins` (null: none); none when the profile does not exist. */
+  readonly upstreamOrigins: (profile: ProfileId) => Effect.Effect<Option.Option<ReadonlyArray<string> | null>, StorageUnavailable>
 
   readonly listProfiles: Effect.Effect<ReadonlyArray<ProfileSummary>, StorageUnavailable>
   readonly getProfile: (profile: ProfileId) => Effect.Effect<Option.Option<ProfileDocument>, StorageUnavailable>
   /**
    * Creates the profile unless it exists; `created` tells which. `lifetimeDays` sets its
-   * `credential_max_lifetime_days` (null removes it; undefined leaves it as it is).
+   * `credential_max_lifetime_days` (null removes it; undefined leaves it as it is), `upstreamOrigins`
+   * its `upstream_origins` (normalised; null removes them; undefined leaves them), which every
+   * route of the profile carries: setting them evicts the profile's routes from every cache.
    */
   readonly putProfile: (
     profile: ProfileId,
     now: Date,
     actor: AdminActorShape,
-    lifetimeDays?: number | null
+    lifetimeDays?: number | null,
+    upstreamOrigins?: ReadonlyArray<string> | null
   ) => Effect.Effect<boolean, StorageUnavailable>
   /** Deletes the profile with everything in it and tombstones its credentials. False when absent. */
   readonly deleteProfile: (profile: ProfileId, now: Date, actor: AdminActorShape) => Effect.Effect<boolean, StorageUnavailable>
@@ -229,6 +240,9 @@ export interface LiveService extends ServiceAddress {
   readonly handler: StoredHandler
   readonly rateLimit: RateLimit | null
   readonly requireDpop: boolean
+  readonly upstreamApproved: boolean
+  /** The profile's `upstream_origins`; null: none. */
+  readonly upstreamOrigins: ReadonlyArray<string> | null
   readonly credentials: ReadonlyArray<{
     readonly clientId: ClientId
     readonly secretHash: string

@@ -47,6 +47,8 @@ export const liveServicesOf = (rows: ReadonlyArray<typeof LiveRow.Type>): Array<
         handler: row.handler,
         rateLimit: row.rate_limit,
         requireDpop: row.require_dpop,
+        upstreamApproved: row.upstream_approved,
+        upstreamOrigins: row.upstream_origins,
         credentials: []
       }
       services.push(last)

@@ -49,6 +49,7 @@ interface StoredCredential {
 interface StoredProfile {
   readonly createdAt: Date
   lifetimeDays: number | null
+  upstreamOrigins: ReadonlyArray<string> | null
   readonly environments: Map<EnvironmentName, { readonly createdAt: Date; readonly services: Map<string, StoredService> }>
 }
 
@@ -56,7 +57,7 @@ interface StoredProfile {
 const sameFields = (a: ServiceFields, b: ServiceFields) =>
   a.name === b.name && a.auth_type === b.auth_type && JSON.stringify(a.handler) === JSON.stringify(b.handler) &&
   JSON.stringify(a.rate_limit ?? null) === JSON.stringify(b.rate_limit ?? null) &&
-  (a.require_dpop === true) === (b.require_dpop === true)
+  (a.require_dpop === true) === (b.require_dpop === true) && (a.upstream_approved === true) === (b.upstream_approved === true)
 
 const byName = <A>(a: [string, A], b: [string, A]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)
 
@@ -126,6 +127,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
     handler: service.handler,
     rateLimit: service.rate_limit ?? null,
     requireDpop: service.require_dpop === true,
+    upstreamApproved: service.upstream_approved === true, upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
     credentials: liveCredentialsOf(address).map((c) => ({
       clientId: c.clientId,
       secretHash: c.secretHash,
@@ -167,6 +169,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
 
     credentialLifetime: (profile) =>
       Effect.sync(() => Option.map(Option.fromNullable(profiles.get(profile)), (stored) => stored.lifetimeDays)),
+    upstreamOrigins: (profile) => Effect.sync(() => Option.map(Option.fromNullable(profiles.get(profile)), (stored) => stored.upstreamOrigins)),
 
     countCatalogue: Effect.sync(() => {
       const environments = [...profiles.values()].flatMap((profile) => [...profile.environments.values()])
@@ -188,6 +191,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
           profile,
           created_at: stored.createdAt,
           ...(stored.lifetimeDays === null ? {} : { credential_max_lifetime_days: stored.lifetimeDays }),
+          ...(stored.upstreamOrigins === null ? {} : { upstream_origins: stored.upstreamOrigins }),
           environments: [...stored.environments.entries()].sort(byName).map(([name, environment]) => ({
             name,
             services: [...environment.services.values()]
@@ -197,19 +201,20 @@ export const makeWithAuditTrail = Effect.sync(() => {
         })))
       ),
 
-    putProfile: (profile, now, actor, lifetimeDays) =>
+    putProfile: (profile, now, actor, lifetimeDays, upstreamOrigins) =>
       Effect.sync(() => {
         const existing = profiles.get(profile)
-        if (existing !== undefined) {
-          if (lifetimeDays !== undefined && existing.lifetimeDays !== lifetimeDays) {
-            existing.lifetimeDays = lifetimeDays
-            log.append([profileEvent(actor, now, "profile.changed", profile, lifetimeDays)])
-          }
-          return false
+        if (existing === undefined) {
+          profiles.set(profile, { createdAt: now, lifetimeDays: lifetimeDays ?? null, upstreamOrigins: upstreamOrigins ?? null, environments: new Map() })
+          log.append([profileEvent(actor, now, "profile.created", profile, lifetimeDays, upstreamOrigins)])
+          return true
         }
-        profiles.set(profile, { createdAt: now, lifetimeDays: lifetimeDays ?? null, environments: new Map() })
-        log.append([profileEvent(actor, now, "profile.created", profile, lifetimeDays)])
-        return true
+        const lifetime = lifetimeDays !== undefined && existing.lifetimeDays !== lifetimeDays ? lifetimeDays : undefined
+        const origins = upstreamOrigins !== undefined && JSON.stringify(existing.upstreamOrigins) !== JSON.stringify(upstreamOrigins) ? upstreamOrigins : undefined
+        if (lifetime === undefined && origins === undefined) return false
+        Object.assign(existing, lifetime === undefined ? {} : { lifetimeDays: lifetime }, origins === undefined ? {} : { upstreamOrigins: origins })
+        log.append([profileEvent(actor, now, "profile.changed", profile, lifetime, origins)])
+        return false
       }),
 
     deleteProfile: (profile, now, actor) =>
@@ -360,6 +365,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
             credentialExpiresAt: credential?.expiresAt?.getTime() ?? null,
             rateLimit: service.rate_limit ?? null,
             requireDpop: service.require_dpop === true,
+            upstreamApproved: service.upstream_approved === true, upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
             ...(revokedTokens === undefined ? {} : { revokedTokens })
           }
         }))

@@ -73,6 +73,7 @@ export const make = Effect.gen(function*() {
     profileCredentials,
     profileRows,
     profileServices,
+    profileUpstreamOrigins,
     serviceCredentials,
     serviceRoute,
     serviceRows,
@@ -124,10 +125,12 @@ export const make = Effect.gen(function*() {
         const services = yield* profileServices(profile)
         const credentials = yield* profileCredentials(profile)
         const lifetime = found.value.credential_max_lifetime_days
+        const origins = found.value.upstream_origins
         return Option.some({
           profile,
           created_at: found.value.created_at,
           ...(lifetime === null ? {} : { credential_max_lifetime_days: lifetime }),
+          ...(origins === null ? {} : { upstream_origins: origins }),
           environments: environments.map(({ name }) => ({
             name,
             services: servicesWithCredentials(services.filter((s) => s.environment === name), credentials)
@@ -135,20 +138,40 @@ export const make = Effect.gen(function*() {
         })
       }).pipe(sql.withTransaction, (read) => Effect.zipRight(lastUsed.flush, read), parseFailureIsDefect, storageOperation),
 
-    putProfile: (profile, now, actor, lifetimeDays) =>
+    putProfile: (profile, now, actor, lifetimeDays, upstreamOrigins) =>
       Effect.gen(function*() {
-        const inserted = yield* sql`INSERT INTO profiles (profile, created_at, credential_max_lifetime_days)
-          VALUES (${profile}, ${now}, ${lifetimeDays ?? null})
+        const origins = upstreamOrigins == null ? null : JSON.stringify(upstreamOrigins)
+        const inserted = yield* sql`INSERT INTO profiles (profile, created_at, credential_max_lifetime_days, upstream_origins)
+          VALUES (${profile}, ${now}, ${lifetimeDays ?? null}, ${origins}::jsonb)
           ON CONFLICT (profile) DO NOTHING RETURNING profile`
         if (inserted.length === 0) {
-          const changed = lifetimeDays === undefined ? [] : yield* sql`UPDATE profiles SET credential_max_lifetime_days = ${lifetimeDays}
+          const lifetimeChanged = lifetimeDays === undefined ? [] : yield* sql`UPDATE profiles SET credential_max_lifetime_days = ${lifetimeDays}
             WHERE profile = ${profile} AND credential_max_lifetime_days IS DISTINCT FROM ${lifetimeDays} RETURNING profile`
-          if (changed.length > 0) yield* record([profileEvent(actor, now, "profile.changed", profile, lifetimeDays)])
+          // jsonb compares by value: the same origins in the same order change nothing.
+          const originsChanged = upstreamOrigins === undefined ? [] : yield* sql`UPDATE profiles SET upstream_origins = ${origins}::jsonb
+            WHERE profile = ${profile} AND upstream_origins IS DISTINCT FROM ${origins}::jsonb RETURNING profile`
+          if (lifetimeChanged.length > 0 || originsChanged.length > 0) {
+            yield* record([profileEvent(
+              actor,
+              now,
+              "profile.changed",
+              profile,
+              lifetimeChanged.length > 0 ? lifetimeDays : undefined,
+              originsChanged.length > 0 ? upstreamOrigins : undefined
+            )])
+          }
           return false
         }
-        yield* record([profileEvent(actor, now, "profile.created", profile, lifetimeDays)])
+        yield* record([profileEvent(actor, now, "profile.created", profile, lifetimeDays, upstreamOrigins)])
         return true
-      }).pipe(catalogueWrite(writeScopes.created()), storageOperation),
+      }).pipe(catalogueWrite(writeScopes.profilePolicy(profile, upstreamOrigins)), storageOperation),
+
+    upstreamOrigins: (profile) =>
+      profileUpstreamOrigins(profile).pipe(
+        Effect.map(Option.map((row) => row.upstream_origins)),
+        parseFailureIsDefect,
+        storageOperation
+      ),
 
     // Each delete first locks what a concurrent save locks (the profile, or the services), so a
     // credential added concurrently is either committed before the tombstones are written, or its
@@ -210,10 +233,11 @@ export const make = Effect.gen(function*() {
         const handler = JSON.stringify(fields.handler)
         const rateLimit = fields.rate_limit == null ? null : JSON.stringify(fields.rate_limit)
         const requireDpop = fields.require_dpop === true
+        const approved = fields.upstream_approved === true
         const inserted = yield* sql`
-          INSERT INTO services (profile, environment, uuid, name, auth_type, handler, rate_limit, require_dpop, created_at)
+          INSERT INTO services (profile, environment, uuid, name, auth_type, handler, rate_limit, require_dpop, upstream_approved, created_at)
           VALUES (${address.profile}, ${address.environment}, ${address.uuid}, ${fields.name}, ${fields.auth_type},
-                  ${handler}::jsonb, ${rateLimit}::jsonb, ${requireDpop}, ${now})
+                  ${handler}::jsonb, ${rateLimit}::jsonb, ${requireDpop}, ${approved}, ${now})
           ON CONFLICT (profile, environment, uuid) DO NOTHING RETURNING uuid`
         if (inserted.length > 0) {
           yield* record([serviceEvent(actor, now, "service.created", address, fields)])
@@ -223,10 +247,10 @@ export const make = Effect.gen(function*() {
         // Only a replacement that changes something is a change (jsonb compares by value).
         const updated = yield* sql`
           UPDATE services SET name = ${fields.name}, auth_type = ${fields.auth_type}, handler = ${handler}::jsonb,
-                 rate_limit = ${rateLimit}::jsonb, require_dpop = ${requireDpop}
+                 rate_limit = ${rateLimit}::jsonb, require_dpop = ${requireDpop}, upstream_approved = ${approved}
           WHERE profile = ${address.profile} AND environment = ${address.environment} AND uuid = ${address.uuid}
-            AND (name, auth_type, handler, rate_limit, require_dpop) IS DISTINCT FROM
-                (${fields.name}, ${fields.auth_type}, ${handler}::jsonb, ${rateLimit}::jsonb, ${requireDpop})
+            AND (name, auth_type, handler, rate_limit, require_dpop, upstream_approved) IS DISTINCT FROM
+                (${fields.name}, ${fields.auth_type}, ${handler}::jsonb, ${rateLimit}::jsonb, ${requireDpop}, ${approved})
           RETURNING uuid`
         if (updated.length > 0) yield* record([serviceEvent(actor, now, "service.changed", address, fields)])
         return false
@@ -333,6 +357,8 @@ export const make = Effect.gen(function*() {
               credentialExpiresAt: row.credential_expires_at === null ? null : row.credential_expires_at.getTime(),
               rateLimit: row.rate_limit,
               requireDpop: row.require_dpop,
+              upstreamApproved: row.upstream_approved,
+              upstreamOrigins: row.upstream_origins,
               ...(row.revoked.length === 0 ? {} : { revokedTokens: new Set(row.revoked) })
             })))
           ),

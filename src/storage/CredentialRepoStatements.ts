@@ -35,10 +35,15 @@ export const CredentialRow = Schema.Struct({
 export type CredentialRow = typeof CredentialRow.Type
 
 const ProfileRow = Schema.Struct({ profile: ProfileId, created_at: Schema.DateFromSelf })
+/** A profile's origins (jsonb, parsed by both drivers); null: none. */
+const UpstreamOriginsColumn = Schema.NullOr(Schema.Array(Schema.String))
+
 const CreatedAtRow = Schema.Struct({
   created_at: Schema.DateFromSelf,
-  credential_max_lifetime_days: Schema.NullOr(Schema.Number)
+  credential_max_lifetime_days: Schema.NullOr(Schema.Number),
+  upstream_origins: UpstreamOriginsColumn
 })
+const UpstreamOriginsRow = Schema.Struct({ upstream_origins: UpstreamOriginsColumn })
 const NameRow = Schema.Struct({ name: EnvironmentName })
 const ClientIdRow = Schema.Struct({ client_id: ClientId })
 const CountsRow = Schema.Struct({
@@ -66,6 +71,8 @@ const ServiceRouteRow = Schema.Struct({
   handler: StoredHandler,
   rate_limit: Schema.NullOr(RateLimit),
   require_dpop: Schema.Boolean,
+  upstream_approved: Schema.Boolean,
+  upstream_origins: UpstreamOriginsColumn,
   credential_live: Schema.Boolean,
   credential_expires_at: Schema.NullOr(Schema.DateFromSelf),
   revoked: RevokedJtis
@@ -87,6 +94,8 @@ export const LiveRow = Schema.Struct({
   handler: StoredHandler,
   rate_limit: Schema.NullOr(RateLimit),
   require_dpop: Schema.Boolean,
+  upstream_approved: Schema.Boolean,
+  upstream_origins: UpstreamOriginsColumn,
   client_id: Schema.NullOr(ClientId),
   secret_hash: Schema.NullOr(Schema.String),
   last_used_at: Schema.NullOr(Schema.DateFromSelf),
@@ -145,7 +154,13 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
   profileCreatedAt: SqlSchema.findOne({
     Request: ProfileKey,
     Result: CreatedAtRow,
-    execute: (profile) => sql`SELECT created_at, credential_max_lifetime_days FROM profiles WHERE profile = ${profile}`
+    execute: (profile) =>
+      sql`SELECT created_at, credential_max_lifetime_days, upstream_origins FROM profiles WHERE profile = ${profile}`
+  }),
+  profileUpstreamOrigins: SqlSchema.findOne({
+    Request: ProfileKey,
+    Result: UpstreamOriginsRow,
+    execute: (profile) => sql`SELECT upstream_origins FROM profiles WHERE profile = ${profile}`
   }),
   environmentNames: SqlSchema.findAll({
     Request: ProfileKey,
@@ -212,9 +227,11 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Result: ServiceRouteRow,
     execute: ({ client_id, environment, profile, uuid }) =>
       sql`
-        SELECT s.auth_type, s.handler, s.rate_limit, s.require_dpop, c.client_id IS NOT NULL AS credential_live,
-          c.expires_at AS credential_expires_at, ${revokedOf(sql, client_id)} AS revoked
+        SELECT s.auth_type, s.handler, s.rate_limit, s.require_dpop, s.upstream_approved, p.upstream_origins,
+          c.client_id IS NOT NULL AS credential_live, c.expires_at AS credential_expires_at,
+          ${revokedOf(sql, client_id)} AS revoked
         FROM services s
+        JOIN profiles p ON p.profile = s.profile
         LEFT JOIN credentials c
           ON c.client_id = ${client_id} AND c.profile = s.profile AND c.environment = s.environment
          AND c.service_uuid = s.uuid AND c.deleted_at IS NULL
@@ -230,7 +247,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     execute: ({ after, limit, scope }) =>
       sql`
         WITH page AS (
-          SELECT profile, environment, uuid, auth_type, handler, rate_limit, require_dpop FROM services
+          SELECT profile, environment, uuid, auth_type, handler, rate_limit, require_dpop, upstream_approved FROM services
           WHERE true
           ${scope === undefined ? sql`` : sql`AND profile = ${scope[0]}`}
           ${scope === undefined || scope.length < 2 ? sql`` : sql`AND environment = ${scope[1]}`}
@@ -238,7 +255,9 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
           ${after === undefined ? sql`` : sql`AND (profile, environment, uuid) > (${after.profile}, ${after.environment}, ${after.uuid})`}
           ORDER BY profile, environment, uuid
           LIMIT ${limit})
-        SELECT p.profile, p.environment, p.uuid, p.auth_type, p.handler, p.rate_limit, p.require_dpop, c.client_id, c.secret_hash, c.last_used_at,
+        SELECT p.profile, p.environment, p.uuid, p.auth_type, p.handler, p.rate_limit, p.require_dpop, p.upstream_approved,
+          (SELECT upstream_origins FROM profiles WHERE profile = p.profile) AS upstream_origins,
+          c.client_id, c.secret_hash, c.last_used_at,
           c.expires_at, (SELECT coalesce(jsonb_agg(r.jti), '[]'::jsonb) FROM revoked_tokens r WHERE r.client_id = c.client_id) AS revoked
         FROM page p
         LEFT JOIN LATERAL (

@@ -24,11 +24,12 @@ export const exportDatabase = Effect.fn("Transfer.exportDatabase")(function*() {
   }
   const read = Effect.gen(function*() {
     yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`
-    const profiles = yield* sql`SELECT profile, ${asText(sql, "created_at")}, credential_max_lifetime_days FROM profiles ORDER BY profile`
+    const profiles = yield* sql`SELECT profile, ${asText(sql, "created_at")}, credential_max_lifetime_days, upstream_origins FROM profiles ORDER BY profile`
     const environments = yield* sql`
       SELECT profile, name, ${asText(sql, "created_at")} FROM environments ORDER BY profile, name`
     const services = yield* sql`
-      SELECT profile, environment, uuid, name, auth_type, handler, rate_limit, require_dpop, ${asText(sql, "created_at")}
+      SELECT profile, environment, uuid, name, auth_type, handler, rate_limit, require_dpop, upstream_approved,
+             ${asText(sql, "created_at")}
       FROM services ORDER BY position`
     const credentials = yield* sql`
       SELECT client_id, profile, environment, service_uuid, secret_hash, ${asText(sql, "created_at")},

@@ -22,7 +22,9 @@ export const EXPORT_FORMAT = "service-auth-export"
  * profile's `credential_max_lifetime_days`, a service's `rate_limit`, a credential's `expires_at`
  * and `expiry_recorded`; an older file's rows read them as null (false), so as before. A service's
  * `require_dpop` came later within version 3: a file without it reads false; a
- * service-auth that does not know it refuses the file by its `schema_version` (0010 and later).
+ * service-auth that does not know it refuses the file by its `schema_version` (0010 and later). So
+ * did a profile's `upstream_origins` and a service's `upstream_approved` (0011): a file without
+ * them reads null and false, so its proxy services are judged by the upstream policy as an owner's.
  */
 export const EXPORT_VERSION = 3
 export const READABLE_VERSIONS = [1, 2, 3] as const

@@ -12,6 +12,7 @@ import { AuthType } from "../domain/Models.js"
 import { StoredHandler } from "../domain/Handlers.js"
 import { CredentialMaxLifetimeDays, RateLimit } from "../domain/Policies.js"
 import { StorableText } from "../domain/Text.js"
+import { UpstreamOrigin } from "../domain/UpstreamPolicy.js"
 
 const TIMESTAMP_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$/
 
@@ -71,7 +72,9 @@ const addedInVersion3 = <S extends Schema.Schema.Any>(column: S, value: () => Sc
 export const ProfileRow = Schema.Struct({
   profile: ProfileId,
   created_at: StoredTimestamp,
-  credential_max_lifetime_days: addedInVersion3(Schema.NullOr(CredentialMaxLifetimeDays), () => null)
+  credential_max_lifetime_days: addedInVersion3(Schema.NullOr(CredentialMaxLifetimeDays), () => null),
+  // Added within version 3 (migration 0011): a file written before reads null, no origins.
+  upstream_origins: Schema.optionalWith(Schema.NullOr(Schema.Array(UpstreamOrigin)), { default: () => null })
 })
 export const EnvironmentRow = Schema.Struct({ profile: ProfileId, name: EnvironmentName, created_at: StoredTimestamp })
 export const ServiceRow = Schema.Struct({
@@ -84,6 +87,8 @@ export const ServiceRow = Schema.Struct({
   rate_limit: addedInVersion3(Schema.NullOr(RateLimit), () => null),
   // Added within version 3 (migration 0010): a file written before reads false, as before.
   require_dpop: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  // Added within version 3 (migration 0011): a file written before reads false, judged as an owner's URL.
+  upstream_approved: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   created_at: StoredTimestamp
 })
 /** A credential's columns; `CredentialRow` checks its key too. */

@@ -18,6 +18,13 @@ import { serviceKey } from "./ExportRows.js"
 import { compareSigningKeys } from "./ImportSigningKeys.js"
 import { countTables, plural, type TableCounts } from "./TransferCounts.js"
 import { TransferRefused } from "./TransferErrors.js"
+import { normalisedOrigins } from "../domain/UpstreamPolicy.js"
+
+/** A profile's origins as stored: normalised, as the admin API stores them (null: none). */
+const originsText = (origins: ReadonlyArray<string> | null) => {
+  const normalised = normalisedOrigins(origins)
+  return normalised === null ? null : JSON.stringify(normalised)
+}
 
 export interface ImportSummary {
   /** `replace`: the target held no catalogue; `merge`: what was missing was added. */
@@ -228,8 +235,9 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
     for (const r of tables.profiles) {
       const added = yield* insertOrMatch(
         `profile ${r.profile}`,
-        sql`INSERT INTO profiles (profile, created_at, credential_max_lifetime_days)
-            VALUES (${r.profile}, ${r.created_at}::timestamptz, ${r.credential_max_lifetime_days})
+        sql`INSERT INTO profiles (profile, created_at, credential_max_lifetime_days, upstream_origins)
+            VALUES (${r.profile}, ${r.created_at}::timestamptz, ${r.credential_max_lifetime_days},
+                    ${originsText(r.upstream_origins)}::jsonb)
             ON CONFLICT (profile) DO NOTHING RETURNING profile`,
         sql`SELECT created_at = ${r.created_at}::timestamptz AS created_at FROM profiles WHERE profile = ${r.profile}`
       )
@@ -252,9 +260,10 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
       const rateLimit = r.rate_limit === null ? null : JSON.stringify(r.rate_limit)
       const added = yield* insertOrMatch(
         `service ${serviceKey(r.profile, r.environment, r.uuid)}`,
-        sql`INSERT INTO services (profile, environment, uuid, name, auth_type, handler, rate_limit, require_dpop, created_at)
+        sql`INSERT INTO services (profile, environment, uuid, name, auth_type, handler, rate_limit, require_dpop,
+                                  upstream_approved, created_at)
             VALUES (${r.profile}, ${r.environment}, ${r.uuid}, ${r.name}, ${r.auth_type}, ${handler}::jsonb,
-                    ${rateLimit}::jsonb, ${r.require_dpop}, ${r.created_at}::timestamptz)
+                    ${rateLimit}::jsonb, ${r.require_dpop}, ${r.upstream_approved}, ${r.created_at}::timestamptz)
             ON CONFLICT (profile, environment, uuid) DO NOTHING RETURNING uuid`,
         sql`SELECT name = ${r.name} AS name, auth_type = ${r.auth_type} AS auth_type, handler = ${handler}::jsonb AS handler,
                    created_at = ${r.created_at}::timestamptz AS created_at

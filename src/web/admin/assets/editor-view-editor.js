@@ -115,7 +115,8 @@ export function renderEditor() {
           timeEl(doc.created_at),
           ` · ${plural(envCount, "environment", "environments")} · ${plural(serviceCount, "service", "services")}`
         ),
-        lifetimePolicy(doc)
+        lifetimePolicy(doc),
+        upstreamOrigins(doc)
       ),
       h("button", { type: "button", class: "btn btn-quiet", "data-focus": "refresh", onclick: refreshProfile }, "Refresh")
     ),
@@ -307,6 +308,12 @@ async function saveProfile() {
   announce(`Profile saved${parts.length ? `: ${parts.join(", ")}` : ""}.${secrets ? " Copy the new secret now." : ""}`)
   if (secrets) focusEl(document.getElementById("secrets-title"))
   else focusKey("summary")
+}
+
+/** The origins the profile's proxies may target besides the deployment's: the operator's decision, shown read-only. */
+function upstreamOrigins(doc) {
+  if (!Array.isArray(doc.upstream_origins) || doc.upstream_origins.length === 0) return null
+  return h("p", { class: "muted small" }, `Proxy services may also target (set by an admin): ${doc.upstream_origins.join(", ")}`)
 }
 
 /** The profile's credential policy: shown, and set at once (`PUT /admin/profiles/{profile}`) by who may change it. */

@@ -87,6 +87,9 @@ export function serviceSection(envName, service) {
       h("div", null, h("dt", null, "Rate limit"), h("dd", null, rateLimitText(service.rate_limit))),
       service.require_dpop === true
         ? h("div", null, h("dt", null, "Tokens"), h("dd", null, "DPoP-bound only (Bearer refused)"))
+        : null,
+      typeof service.upstream_refusal === "string"
+        ? h("div", null, h("dt", null, "Upstream"), h("dd", null, `Refused, calls answer 502: ${service.upstream_refusal}`))
         : null
     ),
     h(
