@@ -1,7 +1,7 @@
 /**
  * openid-client (v6), as an integrator would use it with a key credential: private_key_jwt client
  * authentication (RFC 7523) with a DPoP-bound token (RFC 9449), then the service called with that
- * token and a fresh proof, through the real HttpApi. Requests go to the test port; the URLs the
+ * token and a fresh proof, then revoked with `tokenRevocation`, through the real HttpApi. Requests go to the test port; the URLs the
  * client signs (`aud`, `htu`) are under ISSUER, as they are in production.
  */
 import { expect, layer } from "@effect/vitest"
@@ -63,5 +63,17 @@ layer(makeTestServer(), { timeout: 30_000 })("openid-client", (it) => {
       const asBearer = yield* call()
       expect(asBearer.status).toBe(401)
       expect(asBearer.challenge).toBe(`DPoP realm="service", error="invalid_token", algs="RS256 PS256 ES256 EdDSA"`)
+
+      // Revocation, unmodified (RFC 7009), with the same client authentication as the token endpoint.
+      const revoking = new client.Configuration(
+        { issuer: ISSUER, token_endpoint: `${ISSUER}/oauth/token`, revocation_endpoint: `${ISSUER}/oauth/revoke` },
+        added.body.client_id,
+        { token_endpoint_auth_method: "private_key_jwt" },
+        client.PrivateKeyJwt(credentialKeys.privateKey)
+      )
+      client.allowInsecureRequests(revoking)
+      revoking[client.customFetch] = config[client.customFetch]
+      yield* Effect.promise(() => client.tokenRevocation(revoking, tokens.access_token))
+      expect((yield* call({ DPoP })).status).toBe(401)
     }))
 })

@@ -28,9 +28,9 @@ export const AuthorizationServerMetadata = Schema.Struct({
     description: "As at the token endpoint: client_secret_post, client_secret_basic and private_key_jwt."
   }),
   introspection_endpoint: Schema.String.annotations({ description: "POST /oauth/introspect (RFC 7662)." }),
-  introspection_endpoint_auth_methods_supported: Schema.Array(Schema.String).annotations({
-    description: "bearer: an admin token (any role whose profiles cover the token's, or the introspector role) as " +
-      "Authorization: Bearer."
+  introspection_endpoint_auth_methods_supported: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "Not sent: the caller presents an admin token (any role whose profiles cover the token's, or the " +
+      "introspector role) as Authorization: Bearer, which no registered client authentication method names."
   }),
   dpop_signing_alg_values_supported: Schema.optional(Schema.Array(Schema.String)),
   scopes_supported: Schema.Array(Schema.String),

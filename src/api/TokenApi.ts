@@ -96,15 +96,25 @@ export const IntrospectionResponse = Schema.Union(
     active: Schema.Literal(true),
     scope: Schema.String,
     client_id: Schema.String,
-    token_type: Schema.Literal("Bearer"),
-    exp: Schema.Int,
-    iat: Schema.Int,
-    sub: Schema.String,
+    token_type: Schema.Literal("Bearer", "DPoP").annotations({
+      description: "DPoP for a token bound to a DPoP key (RFC 9449 §6.2), which must be presented with a proof by it; else Bearer."
+    }),
+    exp: Schema.Int.annotations({ description: "When the token expires, in seconds since the epoch." }),
+    iat: Schema.Int.annotations({ description: "When the token was issued, in seconds since the epoch." }),
+    nbf: Schema.optional(Schema.Int).annotations({ description: "Not valid before, in seconds since the epoch; only when the token has one." }),
+    sub: Schema.String.annotations({ description: "The client id the token was issued to." }),
     aud: Schema.String.annotations({ description: "The service-call URL the token is for." }),
-    iss: Schema.String,
-    jti: Schema.String,
+    iss: Schema.String.annotations({ description: "This server's issuer." }),
+    jti: Schema.String.annotations({ description: "The token's id." }),
+    cnf: Schema.optional(Schema.Struct({
+      jkt: Schema.String.annotations({ description: "The base64url SHA-256 thumbprint (RFC 7638) of the DPoP key." })
+    })).annotations({ description: "Only for a DPoP-bound token: the key it is bound to (RFC 9449 §6.2)." }),
     data: TokenData
-  }).annotations({ identifier: "ActiveToken", description: "An active token: its claims." }),
+  }).annotations({
+    identifier: "ActiveToken",
+    description: "An active token (RFC 7662 §2.2): one the service call would accept for every reason of the token or its " +
+      "credential (signature and key, times, credential live and not expired, not revoked); its claims."
+  }),
   Schema.Struct({ active: Schema.Literal(false) }).annotations({
     identifier: "InactiveToken",
     description: "Exactly {\"active\":false}, whatever the reason."

@@ -34,7 +34,8 @@ import { UsageRecord } from "../storage/UsageRecord.js"
 import { resourceAddress, type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled, watchedCacheRead } from "../observability/Tracing.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
-import { assertionApplies, ClientAssertions } from "./ClientAssertion.js"
+import { ClientAssertions } from "./ClientAssertion.js"
+import { authenticatedClient } from "./ClientAuthentication.js"
 import { ClientSecrets, type ClientSecretsShape } from "./ClientSecrets.js"
 import { clientCredentials, formFields, NO_STORE, tokenAnswer, type TokenFields } from "./TokenForm.js"
 import { TokenService } from "./TokenService.js"
@@ -186,7 +187,7 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
   if (client.right === undefined || profile === undefined || environment === undefined || service_uuid === undefined) {
     return missing
   }
-  const { basic, clientSecret } = client.right
+  const { basic } = client.right
 
   // Throttled pairs are refused before anything is looked up.
   const blocked = services.blockedAt(client.right.clientId, input.remoteAddress, input.nowMillis)
@@ -201,26 +202,9 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
   if (found === undefined) return { _tag: "NeedsTarget", address, clientId }
   if (Option.isNone(found) || found.value.authType !== "oauth") return notFound
 
-  // Row 5. Always run the comparison, so an unknown client id costs what a wrong secret costs.
-  // An expired credential is refused as a deleted one, on every instance at once: by the clock.
-  const stored = Option.getOrUndefined(found.value.credential)
-  const credential = stored !== undefined && (stored.expiresAt == null || input.nowMillis < stored.expiresAt.getTime())
-    ? stored
-    : undefined
-  const { assertion } = client.right
-  if (assertion !== undefined) {
-    // private_key_jwt: only a key credential's key verifies an assertion (ClientAssertion.ts).
-    const refusal = failureAnswer(new InvalidClient({ basic }))
-    if (credential === undefined || !assertionApplies(assertion, credential.secretHash)) {
-      return { _tag: "Refuse", clientId: client.right.clientId, answer: refusal }
-    }
-    const recordUse = lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
-    const next = issueOrBind(input, { _tag: "Issue", clientId: credential.clientId, address, recordUse }, found.value.requireDpop)
-    const { clientId } = credential
-    return { _tag: "Assert", assertion: assertion.assertion, clientId, verifier: credential.secretHash, next, answer: refusal }
-  }
-  const authenticated = Option.isSome(clientSecret) && services.matches(clientSecret.value, credential?.secretHash)
-  if (!authenticated || credential === undefined) {
+  // Row 5: which client the request authenticates as (`ClientAuthentication`), as at revocation.
+  const credential = authenticatedClient(client.right, Option.getOrUndefined(found.value.credential), input.nowMillis, services.matches)
+  if (credential === undefined) {
     return { _tag: "Refuse", clientId: client.right.clientId, answer: failureAnswer(new InvalidClient({ basic })) }
   }
   const next = issueOrBind(input, {
@@ -229,6 +213,13 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
     address,
     recordUse: lastUseIsStale(credential.lastUsedAt?.getTime(), input.nowMillis)
   }, found.value.requireDpop)
+  const { assertion } = client.right
+  if (assertion !== undefined) {
+    // private_key_jwt: the credential's key must still verify the assertion.
+    const refusal = failureAnswer(new InvalidClient({ basic }))
+    const { clientId: assertedId, secretHash: verifier } = credential
+    return { _tag: "Assert", assertion: assertion.assertion, clientId: assertedId, verifier, next, answer: refusal }
+  }
   // A right secret among wrong ones still being counted is answered as they turn out: refused if they filled the window.
   return services.counting(credential.clientId, input.remoteAddress) ? { _tag: "Settle", clientId: credential.clientId, next } : next
 }

@@ -5,8 +5,8 @@
  * `introspector` token (scoped to profiles, good for nothing else). No caller, or a token that is
  * none, is `401` (counted toward the admin throttle, as at the admin API).
  *
- * An active token answers its claims; every other case (expired, revoked, of a deleted credential
- * or service, forged, signed by a key not held, of another issuer, unparseable, for a service no
+ * An active token answers its claims (a DPoP-bound one as `DPoP` with `cnf.jkt`); every other case
+ * (expired, revoked, of a deleted or expired credential or service, forged, signed by a key not held, of another issuer, unparseable, for a service no
  * longer `oauth`, or outside the caller's profiles) answers exactly `{"active":false}`, so the
  * answer tells the caller nothing more. The token is checked as a service call checks it: the
  * signature once per token (`TokenService`), then the route from the catalogue cache, which holds
@@ -27,6 +27,7 @@ import { AdminFailureLimiter } from "./AuthFailureLimiter.js"
 import type { FormInput } from "./TokenRevocation.js"
 import { formFieldsOf, NO_STORE } from "./TokenForm.js"
 import { type AccessTokenClaims, TokenService } from "./TokenService.js"
+import { boundKey, tokenStanding } from "./TokenStanding.js"
 
 /** The admin API's challenge: the caller's token is an admin token. */
 const CHALLENGE = { ...NO_STORE, "www-authenticate": `Bearer realm="admin"` }
@@ -39,24 +40,33 @@ const MAX_CALLERS = 1_000
 
 const introspectionFields = formFieldsOf(["token", "token_type_hint"] as const)
 
-/** An active token's answer (RFC 7662 §2.2): its claims, in this order. */
-export const activeAnswer = (claims: AccessTokenClaims): Answer => ({
-  status: 200,
-  headers: NO_STORE,
-  body: {
-    active: true,
-    scope: claims.scope,
-    client_id: claims.client_id,
-    token_type: "Bearer",
-    exp: claims.exp,
-    iat: claims.iat,
-    sub: claims.sub,
-    aud: claims.aud,
-    iss: claims.iss,
-    jti: claims.jti,
-    data: claims.data
+/**
+ * An active token's answer (RFC 7662 §2.2): its claims, in this order; `nbf` when it has one. A
+ * DPoP-bound token is a `DPoP` token with its key's thumbprint as `cnf.jkt` (RFC 9449 §6.2), so a
+ * resource server refuses it presented without a proof by that key.
+ */
+export const activeAnswer = (claims: AccessTokenClaims): Answer => {
+  const jkt = boundKey(claims)
+  return {
+    status: 200,
+    headers: NO_STORE,
+    body: {
+      active: true,
+      scope: claims.scope,
+      client_id: claims.client_id,
+      token_type: jkt === undefined ? "Bearer" : "DPoP",
+      exp: claims.exp,
+      iat: claims.iat,
+      ...(claims.nbf === undefined ? {} : { nbf: claims.nbf }),
+      sub: claims.sub,
+      aud: claims.aud,
+      iss: claims.iss,
+      jti: claims.jti,
+      ...(jkt === undefined ? {} : { cnf: { jkt } }),
+      data: claims.data
+    }
   }
-})
+}
 
 export interface TokenIntrospectionShape {
   readonly answer: (input: FormInput) => Effect.Effect<Answer>
@@ -100,21 +110,23 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
             }))
         })
 
-      /** Whether the token is active for this caller: verified, live, not revoked, within its profiles. */
-      const isActive = (token: string, caller: AdminScope) =>
+      /**
+       * Whether the token is active for this caller: within its profiles, and what the gateway would
+       * accept for reasons of the token or its credential (`TokenStanding`, the gateway's own rule):
+       * well signed by a key held, within its times, its credential live and not expired, not revoked.
+       */
+      const isActive = (token: string, caller: AdminScope, nowMillis: number) =>
         Effect.gen(function*() {
           const verified = yield* Effect.either(tokens.verify(token))
           if (Either.isLeft(verified)) return undefined
           const claims = verified.right
           if (!reaches(caller, claims.data.profile)) return undefined
           const address = serviceAddress(claims.data.profile, claims.data.environment, claims.data.service_uuid)
-          if (address === undefined || !tokens.isForService(claims, address)) return undefined
+          if (address === undefined) return undefined
           const clientId = Option.some(claims.client_id)
           const route = lookup.serviceRoute(address, clientId) ?? (yield* lookup.findServiceRoute(address, clientId))
           if (Option.isNone(route)) return undefined
-          const { authType, credentialLive, revokedTokens } = route.value
-          if (authType !== "oauth" || !credentialLive || revokedTokens?.has(claims.jti) === true) return undefined
-          return claims
+          return tokenStanding(claims, address, route.value, nowMillis, tokens.isForService) === "acceptable" ? claims : undefined
         })
 
       const introspect = Effect.fn("TokenIntrospection.introspect", { captureStackTrace: false })(
@@ -146,7 +158,7 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
           if (Either.isLeft(parsed)) return errorAnswer(parsed.left, NO_STORE)
           const { token } = parsed.right as { readonly token?: string }
           if (token === undefined) return errorAnswer(new InvalidRequest({ description: INVALID_REQUEST_DESCRIPTION }), NO_STORE)
-          const active = yield* isActive(token, caller.value)
+          const active = yield* isActive(token, caller.value, input.nowMillis)
           return active === undefined ? INACTIVE : activeAnswer(active)
         },
         Effect.catchTag("StorageUnavailable", (error) => Effect.succeed(errorAnswer(error, NO_STORE)))

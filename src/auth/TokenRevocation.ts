@@ -1,7 +1,8 @@
 /**
  * `POST /oauth/revoke` (RFC 7009): a client revokes one of its own access tokens. The client
- * authenticates as at the token endpoint (`client_secret_post`, `client_secret_basic` or, for a key
- * credential, `private_key_jwt`; never two at once;
+ * authenticates as at the token endpoint, through the same function (`ClientAuthentication`:
+ * `client_secret_post`, `client_secret_basic` or, for a key credential, `private_key_jwt`; never two
+ * at once; an expired credential authenticates nobody;
  * a failure is the token endpoint's `401 invalid_client` and counts toward the same throttle); the
  * answer is then `200` with an empty body whatever the token was (valid, unknown, expired, already
  * revoked, or another client's, which is left alone), so the endpoint tells nobody anything about a
@@ -21,10 +22,12 @@ import { CatalogueLookup } from "../storage/CatalogueLookup.js"
 import { CatalogueQueries } from "../storage/CatalogueQueries.js"
 import { CatalogueWrites } from "../storage/CatalogueWrites.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
-import { assertionApplies, ClientAssertions } from "./ClientAssertion.js"
+import { ClientAssertions } from "./ClientAssertion.js"
+import { authenticatedClient } from "./ClientAuthentication.js"
 import { ClientSecrets } from "./ClientSecrets.js"
 import { clientCredentials, formFieldsOf, NO_STORE } from "./TokenForm.js"
 import { TokenService } from "./TokenService.js"
+import { tokenStanding } from "./TokenStanding.js"
 
 /** What a request to a form endpoint of clients said, as its HTTP entry read it. */
 export interface FormInput {
@@ -73,17 +76,15 @@ export class TokenRevocation extends Context.Tag("service-auth/TokenRevocation")
         const client = clientCredentials(input.authorization, fields)
         if (Either.isLeft(client)) return refusal(client.left)
         if (fields.token === undefined || client.right === undefined) return missing
-        const { assertion, basic, clientId, clientSecret } = client.right
+        const { assertion, basic, clientId } = client.right
 
         const blocked = limiter.blockedAt(clientId, input.remoteAddress, input.nowMillis)
         if (Option.isSome(blocked)) return refusal(new TooManyAttempts({ retryAfterSeconds: blocked.value }))
-        // Always compare, so an unknown client id costs what a wrong secret costs.
-        const credential = isClientId(clientId) ? Option.getOrUndefined(yield* queries.findClientCredential(clientId)) : undefined
-        // A secret never matches a key credential's verifier; an assertion is checked only against one.
-        const authenticated = assertion === undefined
-          ? Option.isSome(clientSecret) && secrets.matches(clientSecret.value, credential?.secretHash)
-          : credential !== undefined && assertionApplies(assertion, credential.secretHash) &&
-            (yield* assertions.verify(assertion.assertion, clientId, credential.secretHash, input.nowMillis))
+        // Which client this is: the token endpoint's one answer (`ClientAuthentication`), expiry included.
+        const stored = isClientId(clientId) ? Option.getOrUndefined(yield* queries.findClientCredential(clientId)) : undefined
+        const credential = authenticatedClient(client.right, stored, input.nowMillis, secrets.matches)
+        const authenticated = credential !== undefined &&
+          (assertion === undefined || (yield* assertions.verify(assertion.assertion, clientId, credential.secretHash, input.nowMillis)))
         if (!authenticated || !isClientId(clientId)) {
           // Told it is wrong only when it took one of the pair's attempts (AuthFailureLimiter).
           const over = yield* limiter.recordFailure(clientId, input.remoteAddress)
@@ -98,9 +99,10 @@ export class TokenRevocation extends Context.Tag("service-auth/TokenRevocation")
         const claims = verified.right
         const address = serviceAddress(claims.data.profile, claims.data.environment, claims.data.service_uuid)
         if (address === undefined) return REVOKED
-        // Nothing to write for a token refused already: its credential gone, or revoked before.
+        // Nothing to write for a token the gateway refuses already (`TokenStanding`): its credential
+        // gone or expired, or revoked before.
         const route = yield* lookup.findServiceRoute(address, Option.some(clientId))
-        if (Option.isNone(route) || !route.value.credentialLive || route.value.revokedTokens?.has(claims.jti) === true) {
+        if (Option.isNone(route) || tokenStanding(claims, address, route.value, input.nowMillis, tokens.isForService) === "revoked") {
           return REVOKED
         }
         yield* writes.revokeToken(

@@ -13,6 +13,7 @@
  */
 import { Either, Option } from "effect"
 import { type AccessTokenClaims } from "../auth/TokenService.js"
+import { boundKey, tokenStanding } from "../auth/TokenStanding.js"
 import { type InsufficientScope, InvalidRequest, InvalidToken, NotFound } from "../domain/Errors.js"
 import type { ClientId } from "../domain/Identifiers.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
@@ -150,13 +151,11 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
           : errorAnswer(verified.left, challenge("invalid_token"))
       )
     }
-    if (!services.isForService(verified.right, address)) return refuse(otherService)
-    // An expired credential is refused as a deleted one, on every instance at once: by the clock.
-    const expiresAt = route.value.credentialExpiresAt
-    if (!route.value.credentialLive || (expiresAt != null && input.nowMillis >= expiresAt)) return refuse(revoked)
-    // Revoked by its client (RFC 7009): read with the route, an O(1) lookup when there are any.
-    if (route.value.revokedTokens?.has(verified.right.jti) === true) return refuse(revoked)
-    const jkt = verified.right.cnf?.jkt
+    // The token's standing (`TokenStanding`), which introspection and revocation ask as well.
+    const standing = tokenStanding(verified.right, address, route.value, input.nowMillis, services.isForService)
+    if (standing === "other-service") return refuse(otherService)
+    if (standing === "revoked") return refuse(revoked)
+    const jkt = boundKey(verified.right)
     // `require_dpop`: a Bearer token (not bound) is refused; a bound one presented as Bearer below.
     if (requireDpop && jkt === undefined && !presented.dpop) return answer(dpopRequired)
     if (jkt !== undefined || presented.dpop) {

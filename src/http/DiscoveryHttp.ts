@@ -35,9 +35,9 @@ export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
       // Revocation authenticates the client as the token endpoint does.
       revocation_endpoint: `${issuer}/oauth/revoke`,
       revocation_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
+      // The caller presents an admin token as Bearer, which no registered client authentication
+      // method names (RFC 8414 §2: the methods are then known by other means, docs/integrators.md).
       introspection_endpoint: `${issuer}/oauth/introspect`,
-      // The caller is a resource server with an admin token, not a client: no registered method says so.
-      introspection_endpoint_auth_methods_supported: ["bearer"],
       scopes_supported: [SERVICE_CALL_SCOPE],
       response_types_supported: [],
       service_documentation: `${issuer}/openapi.yaml`

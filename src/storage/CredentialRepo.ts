@@ -83,6 +83,8 @@ export interface ExpiringCounts {
 export interface ClientCredential {
   readonly address: ServiceAddress
   readonly secretHash: string
+  /** When it expires (then it authenticates nobody); null: never. */
+  readonly expiresAt: Date | null
 }
 
 /** A token its client revoked: refused until `expiresAt` (its `exp`), then forgotten. */

@@ -378,7 +378,8 @@ export const makeWithAuditTrail = Effect.sync(() => {
           ? Option.none()
           : Option.some({
             address: { profile: credential.profile, environment: credential.environment, uuid: credential.serviceUuid },
-            secretHash: credential.secretHash
+            secretHash: credential.secretHash,
+            expiresAt: credential.expiresAt
           })
       }),
 

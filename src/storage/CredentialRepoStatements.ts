@@ -82,7 +82,8 @@ const ClientCredentialRow = Schema.Struct({
   profile: ProfileId,
   environment: EnvironmentName,
   service_uuid: ServiceUuid,
-  secret_hash: Schema.String
+  secret_hash: Schema.String,
+  expires_at: Schema.NullOr(Schema.DateFromSelf)
 })
 
 /** A service of a page of the live catalogue, with one of its live credentials (or none). */
@@ -219,7 +220,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Request: Schema.String,
     Result: ClientCredentialRow,
     execute: (clientId) =>
-      sql`SELECT profile, environment, service_uuid, secret_hash FROM credentials
+      sql`SELECT profile, environment, service_uuid, secret_hash, expires_at FROM credentials
           WHERE client_id = ${clientId} AND deleted_at IS NULL`
   }),
   serviceRoute: SqlSchema.findOne({

@@ -28,7 +28,8 @@ export const revocationOperations = (
         parseFailureIsDefect,
         Effect.map(Option.map((row) => ({
           address: { profile: row.profile, environment: row.environment, uuid: row.service_uuid },
-          secretHash: row.secret_hash
+          secretHash: row.secret_hash,
+          expiresAt: row.expires_at
         }))),
         storageOperation
       ),
