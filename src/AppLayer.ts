@@ -29,6 +29,7 @@ import { UpstreamGateway } from "./gateway/UpstreamGateway.js"
 import * as UpstreamPolicyReport from "./gateway/UpstreamPolicyReport.js"
 import { adminChallenge } from "./http/AdminChallenge.js"
 import * as AdminHttp from "./http/AdminHttp.js"
+import * as CredentialIntrospectionHttp from "./http/CredentialIntrospectionHttp.js"
 import * as AdminKeysHttp from "./http/AdminKeysHttp.js"
 import * as AdminTokensHttp from "./http/AdminTokensHttp.js"
 import * as DiscoveryHttp from "./http/DiscoveryHttp.js"
@@ -104,6 +105,7 @@ export const layerHttpApi = Layer.merge(
       ServiceHttp.layer,
       AdminHttp.layerProfiles,
       AdminHttp.layerServices,
+      CredentialIntrospectionHttp.layer,
       AdminHttp.layerAudit,
       AdminKeysHttp.layer,
       AdminTokensHttp.layerTokens,

@@ -80,7 +80,7 @@ const ProfilePath = Schema.Struct({ profile: ProfileId })
 const EnvironmentPath = Schema.Struct({ profile: ProfileId, environment: EnvironmentName })
 const ServicePath = Schema.Struct({ profile: ProfileId, environment: EnvironmentName, uuid: ServiceUuidInAnyCase })
 /** A client id that is not one names no credential: 404, checked by the handler, not 400. */
-const CredentialPath = Schema.Struct({
+export const CredentialPath = Schema.Struct({
   profile: ProfileId,
   environment: EnvironmentName,
   uuid: ServiceUuidInAnyCase,

@@ -5,6 +5,7 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import * as AdminApi from "./AdminApi.js"
 import { AdminTokensApi, SessionApi } from "./AdminTokensApi.js"
+import { CredentialIntrospectionApi } from "./CredentialIntrospectionApi.js"
 import { DiscoveryApi } from "./DiscoveryApi.js"
 import { MetricsApi } from "./MetricsApi.js"
 import { ServiceApi } from "./ServiceApi.js"
@@ -16,6 +17,7 @@ export class Api extends HttpApi.make("service-auth")
   .add(ServiceApi)
   .add(AdminApi.ProfilesApi)
   .add(AdminApi.ServicesApi)
+  .add(CredentialIntrospectionApi)
   .add(AdminApi.AuditApi)
   .add(AdminApi.KeysApi)
   .add(AdminTokensApi)

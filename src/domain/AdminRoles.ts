@@ -58,6 +58,8 @@ export type AdminAction =
   | "catalogue.change"
   /** Setting the origins a profile's proxy services may target (`upstream_origins`): the operator's decision. */
   | "upstream.allow"
+  /** Letting a credential introspect the tokens of listed profiles (`introspect_profiles`): crosses profiles. */
+  | "introspection.allow"
   | "audit.read"
   | "keys.manage"
   | "tokens.manage"
@@ -71,6 +73,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "profile.delete": true,
     "catalogue.change": true,
     "upstream.allow": true,
+    "introspection.allow": true,
     "audit.read": true,
     "keys.manage": true,
     "tokens.manage": true,
@@ -82,6 +85,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "profile.delete": "An owner token may not delete profiles",
     "catalogue.change": true,
     "upstream.allow": "Only an admin token may set the origins a profile's services may target (upstream_origins)",
+    "introspection.allow": "Only an admin token may allow a credential to introspect tokens (introspect_profiles)",
     "audit.read": true,
     "keys.manage": "Only an admin token may manage the signing keys",
     "tokens.manage": "Only an admin token may manage admin tokens",
@@ -93,6 +97,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "profile.delete": "A viewer token may only read",
     "catalogue.change": "A viewer token may only read",
     "upstream.allow": "A viewer token may only read",
+    "introspection.allow": "A viewer token may only read",
     "audit.read": true,
     "keys.manage": "Only an admin token may manage the signing keys",
     "tokens.manage": "Only an admin token may manage admin tokens",
@@ -104,6 +109,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "profile.delete": "An introspector token may only introspect tokens",
     "catalogue.change": "An introspector token may only introspect tokens",
     "upstream.allow": "An introspector token may only introspect tokens",
+    "introspection.allow": "An introspector token may only introspect tokens",
     "audit.read": "An introspector token may only introspect tokens",
     "keys.manage": "Only an admin token may manage the signing keys",
     "tokens.manage": "Only an admin token may manage admin tokens",

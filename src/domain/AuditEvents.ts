@@ -27,6 +27,8 @@ export const AUDIT_ACTIONS = [
   "service.deleted",
   "credential.added",
   "credential.removed",
+  /** Which profiles' tokens the credential may introspect changed (details `introspect_profiles`). */
+  "credential.changed",
   /** A credential reached its `expires_at`: recorded once, by the server (actor `credential-expiry`, source `server`). */
   "credential.expired",
   "key.rotated",
@@ -60,7 +62,8 @@ export const AuditDetails = Schema.Record({
     "(the revoked token's id, never the token); `credential.expired`: `expires_at`; " +
     "`profile.created`/`profile.changed`: `credential_max_lifetime_days` (absent: none), `upstream_origins` (a list " +
     "of origins) when set or changed; " +
-    "`service.*`: `rate_limit` (`<requests>/<seconds>s`) when set, `require_dpop` (true) when set."
+    "`service.*`: `rate_limit` (`<requests>/<seconds>s`) when set, `require_dpop` (true) when set; " +
+    "`credential.changed`: `introspect_profiles` (the profiles whose tokens it may introspect; empty: none)."
 })
 export type AuditDetails = typeof AuditDetails.Type
 

@@ -75,6 +75,10 @@ export const CredentialInfo = Schema.Struct({
   }),
   public_key: Schema.optional(PublicKeyInfo).annotations({
     description: "Only for a key credential (private_key_jwt): its public key's type, kid and thumbprint."
+  }),
+  introspect_profiles: Schema.optional(Schema.Array(ProfileId)).annotations({
+    description: "The profiles whose access tokens this credential may introspect at POST /oauth/introspect (set by an " +
+      "admin); absent when it may not introspect."
   })
 }).annotations({ identifier: "Credential" })
 export type CredentialInfo = typeof CredentialInfo.Type

@@ -45,6 +45,7 @@ const storeSpans = (store: CredentialRepoShape): CredentialRepoShape => {
     recordUseSync: store.recordUseSync,
     findClientCredential: (...args) => span("findClientCredential")(store.findClientCredential(...args)),
     revokeToken: (...args) => span("revokeToken")(store.revokeToken(...args)),
+    setIntrospectProfiles: (...args) => span("setIntrospectProfiles")(store.setIntrospectProfiles(...args)),
     findServiceRoute: (...args) => span("findServiceRoute")(store.findServiceRoute(...args)),
     liveServices: (...args) => span("liveServices")(store.liveServices(...args))
   }
@@ -66,6 +67,7 @@ export const servicesOf = (catalogue: CachedCatalogue, traced: boolean): Context
       deleteService: catalogue.deleteService,
       applyCredentialChanges: catalogue.applyCredentialChanges,
       revokeToken: catalogue.revokeToken,
+      setIntrospectProfiles: catalogue.setIntrospectProfiles,
       recordExpiries: catalogue.recordExpiries,
       dropCached: catalogue.dropCached
     }),

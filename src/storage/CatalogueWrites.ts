@@ -16,6 +16,7 @@ export type CatalogueWritesShape = Pick<
   | "deleteService"
   | "applyCredentialChanges"
   | "revokeToken"
+  | "setIntrospectProfiles"
   | "recordExpiries"
   | "dropCached"
 >

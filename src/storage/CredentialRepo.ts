@@ -79,12 +79,14 @@ export interface ExpiringCounts {
   readonly within30d: number
 }
 
-/** A live credential found by its client id alone (the revocation endpoint authenticates with it). */
+/** A live credential found by its client id alone (revocation and introspection authenticate with it). */
 export interface ClientCredential {
   readonly address: ServiceAddress
   readonly secretHash: string
   /** When it expires (then it authenticates nobody); null: never. */
   readonly expiresAt: Date | null
+  /** The profiles whose tokens it may introspect (`introspect_profiles`); null: none. */
+  readonly introspectProfiles: ReadonlyArray<ProfileId> | null
 }
 
 /** A token its client revoked: refused until `expiresAt` (its `exp`), then forgotten. */
@@ -207,6 +209,18 @@ export interface CredentialRepoShape {
 
   /** The live credential of this client id, wherever it is; None when there is none. */
   readonly findClientCredential: (clientId: ClientId) => Effect.Effect<Option.Option<ClientCredential>, StorageUnavailable>
+  /**
+   * Sets the profiles whose tokens the live credential `clientId` of the service may introspect
+   * (sorted, each once; null or empty: none), with its audit event `credential.changed` when the
+   * list changed. None when the service has no such live credential; else whether it changed.
+   */
+  readonly setIntrospectProfiles: (
+    address: ServiceAddress,
+    clientId: ClientId,
+    profiles: ReadonlyArray<ProfileId> | null,
+    now: Date,
+    actor: AdminActorShape
+  ) => Effect.Effect<Option.Option<boolean>, StorageUnavailable>
   /**
    * Records a token its client revoked (and forgets revocations expired by `now`), with its audit
    * event `token.revoked`; a catalogue write of the token's service, so that every instance refuses

@@ -7,14 +7,14 @@
 import { answeredHandler } from "../domain/Handlers.js"
 import { type CredentialInfo, type ServiceDocument, withPublicKey } from "../domain/Models.js"
 import type { LiveService } from "./CredentialRepo.js"
+import { withIntrospection } from "./CredentialIntrospection.js"
 import type { CredentialRow, LiveRow, ServiceRow } from "./CredentialRepoStatements.js"
 
-const toCredentialInfo = (row: CredentialRow): CredentialInfo => withPublicKey({
-  client_id: row.client_id,
-  created_at: row.created_at,
-  expires_at: row.expires_at,
-  last_used_at: row.last_used_at
-}, row.secret_hash)
+const toCredentialInfo = (row: CredentialRow): CredentialInfo =>
+  withIntrospection(
+    withPublicKey({ client_id: row.client_id, created_at: row.created_at, expires_at: row.expires_at, last_used_at: row.last_used_at }, row.secret_hash),
+    row.introspect_profiles
+  )
 
 /** Each service with its credentials (all rows of one profile, or of one service). */
 export const servicesWithCredentials = (

@@ -25,6 +25,7 @@ import { checkCredentialChanges, serviceKey, type ServiceSnapshot } from "./Cred
 import { covers } from "../catalogue/CatalogueScope.js"
 import { type CredentialRepoShape, type LiveService, revokedSet, type ServiceFields } from "./CredentialRepo.js"
 import { compareAddresses, type ServiceAddress } from "../domain/ServiceAddress.js"
+import { type IntrospectingCredential, setInMemory, withIntrospection } from "./CredentialIntrospection.js"
 
 interface StoredService extends ServiceFields {
   readonly uuid: ServiceAddress["uuid"]
@@ -32,11 +33,8 @@ interface StoredService extends ServiceFields {
   readonly order: number
 }
 
-interface StoredCredential {
-  readonly clientId: ClientId
-  readonly profile: ProfileId
+interface StoredCredential extends IntrospectingCredential {
   readonly environment: EnvironmentName
-  readonly serviceUuid: ServiceAddress["uuid"]
   readonly secretHash: string
   readonly createdAt: Date
   readonly order: number
@@ -110,9 +108,10 @@ export const makeWithAuditTrail = Effect.sync(() => {
     handler: answeredHandler(service.handler),
     ...(service.rate_limit == null ? {} : { rate_limit: service.rate_limit }),
     ...(service.require_dpop === true ? { require_dpop: true } : {}),
-    credentials: liveCredentialsOf(address).map((c): CredentialInfo =>
-      withPublicKey({ client_id: c.clientId, created_at: c.createdAt, expires_at: c.expiresAt, last_used_at: c.lastUsedAt }, c.secretHash)
-    )
+    credentials: liveCredentialsOf(address).map((c): CredentialInfo => withIntrospection(
+      withPublicKey({ client_id: c.clientId, created_at: c.createdAt, expires_at: c.expiresAt, last_used_at: c.lastUsedAt }, c.secretHash),
+      c.introspectProfiles
+    ))
   })
 
   const recordUseSync = (clientId: ClientId, now: Date) => {
@@ -315,7 +314,8 @@ export const makeWithAuditTrail = Effect.sync(() => {
             expiresAt: change.expires_at ?? null,
             lastUsedAt: null,
             deletedAt: null,
-            expiryRecorded: false
+            expiryRecorded: false,
+            introspectProfiles: null
           })
         }
         log.append(credentialEvents(actor, now, profile, changes, options?.save === true))
@@ -379,9 +379,12 @@ export const makeWithAuditTrail = Effect.sync(() => {
           : Option.some({
             address: { profile: credential.profile, environment: credential.environment, uuid: credential.serviceUuid },
             secretHash: credential.secretHash,
-            expiresAt: credential.expiresAt
+            expiresAt: credential.expiresAt,
+            introspectProfiles: credential.introspectProfiles
           })
       }),
+    setIntrospectProfiles: (address, clientId, profiles, now, actor) =>
+      Effect.sync(() => setInMemory(credentials.get(clientId), address, profiles, now, actor, log.append)),
 
     revokeToken: (revocation, now, actor) =>
       Effect.sync(() => {

@@ -23,6 +23,7 @@ import { type ServiceAddress } from "../domain/ServiceAddress.js"
 import { credentialStatements } from "./CredentialRepoStatements.js"
 import * as LastUsedWrites from "./LastUsedWrites.js"
 import { revocationOperations } from "./TokenRevocationsSql.js"
+import { introspectionOperations } from "./CredentialIntrospection.js"
 import { parseFailureIsDefect } from "./Rows.js"
 import { storageOperation } from "./StorageErrors.js"
 
@@ -334,6 +335,7 @@ export const make = Effect.gen(function*() {
         ),
 
     ...revocationOperations(sql, catalogueWrite, record),
+    ...introspectionOperations(sql, record),
 
     recordUse: (clientId, now) => Effect.sync(() => lastUsed.recordUse(clientId, now)),
     recordUseSync: lastUsed.recordUse,

@@ -30,7 +30,8 @@ export const CredentialRow = Schema.Struct({
   secret_hash: Schema.String,
   created_at: Schema.DateFromSelf,
   last_used_at: Schema.NullOr(Schema.DateFromSelf),
-  expires_at: Schema.NullOr(Schema.DateFromSelf)
+  expires_at: Schema.NullOr(Schema.DateFromSelf),
+  introspect_profiles: Schema.NullOr(Schema.Array(ProfileId))
 })
 export type CredentialRow = typeof CredentialRow.Type
 
@@ -83,7 +84,8 @@ const ClientCredentialRow = Schema.Struct({
   environment: EnvironmentName,
   service_uuid: ServiceUuid,
   secret_hash: Schema.String,
-  expires_at: Schema.NullOr(Schema.DateFromSelf)
+  expires_at: Schema.NullOr(Schema.DateFromSelf),
+  introspect_profiles: Schema.NullOr(Schema.Array(ProfileId))
 })
 
 /** A service of a page of the live catalogue, with one of its live credentials (or none). */
@@ -178,7 +180,8 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Request: ProfileKey,
     Result: CredentialRow,
     execute: (profile) =>
-      sql`SELECT environment, service_uuid, client_id, secret_hash, created_at, last_used_at, expires_at FROM credentials
+      sql`SELECT environment, service_uuid, client_id, secret_hash, created_at, last_used_at, expires_at, introspect_profiles
+          FROM credentials
           WHERE profile = ${profile} AND deleted_at IS NULL ORDER BY position`
   }),
   serviceRows: SqlSchema.findAll({
@@ -192,7 +195,8 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Request: AddressKey,
     Result: CredentialRow,
     execute: ({ environment, profile, uuid }) =>
-      sql`SELECT environment, service_uuid, client_id, secret_hash, created_at, last_used_at, expires_at FROM credentials
+      sql`SELECT environment, service_uuid, client_id, secret_hash, created_at, last_used_at, expires_at, introspect_profiles
+          FROM credentials
           WHERE profile = ${profile} AND environment = ${environment} AND service_uuid = ${uuid} AND deleted_at IS NULL
           ORDER BY position`
   }),
@@ -220,7 +224,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
     Request: Schema.String,
     Result: ClientCredentialRow,
     execute: (clientId) =>
-      sql`SELECT profile, environment, service_uuid, secret_hash, expires_at FROM credentials
+      sql`SELECT profile, environment, service_uuid, secret_hash, expires_at, introspect_profiles FROM credentials
           WHERE client_id = ${clientId} AND deleted_at IS NULL`
   }),
   serviceRoute: SqlSchema.findOne({

@@ -29,7 +29,8 @@ export const revocationOperations = (
         Effect.map(Option.map((row) => ({
           address: { profile: row.profile, environment: row.environment, uuid: row.service_uuid },
           secretHash: row.secret_hash,
-          expiresAt: row.expires_at
+          expiresAt: row.expires_at,
+          introspectProfiles: row.introspect_profiles
         }))),
         storageOperation
       ),

@@ -33,7 +33,8 @@ export const exportDatabase = Effect.fn("Transfer.exportDatabase")(function*() {
       FROM services ORDER BY position`
     const credentials = yield* sql`
       SELECT client_id, profile, environment, service_uuid, secret_hash, ${asText(sql, "created_at")},
-             ${asText(sql, "last_used_at")}, ${asText(sql, "deleted_at")}, ${asText(sql, "expires_at")}, expiry_recorded
+             ${asText(sql, "last_used_at")}, ${asText(sql, "deleted_at")}, ${asText(sql, "expires_at")}, expiry_recorded,
+             introspect_profiles
       FROM credentials ORDER BY position`
     const serverKeys = yield* sql`SELECT name, value, ${asText(sql, "created_at")} FROM server_keys ORDER BY name`
     const signingKeys = yield* sql`

@@ -25,6 +25,7 @@ export const EXPORT_FORMAT = "service-auth-export"
  * service-auth that does not know it refuses the file by its `schema_version` (0010 and later). So
  * did a profile's `upstream_origins` and a service's `upstream_approved` (0011): a file without
  * them reads null and false, so its proxy services are judged by the upstream policy as an owner's.
+ * A credential's `introspect_profiles` (0012) likewise: a file without it reads null, no introspection.
  */
 export const EXPORT_VERSION = 3
 export const READABLE_VERSIONS = [1, 2, 3] as const

@@ -102,7 +102,9 @@ export const CredentialColumns = Schema.Struct({
   last_used_at: Schema.NullOr(StoredTimestamp),
   deleted_at: Schema.NullOr(StoredTimestamp),
   expires_at: addedInVersion3(Schema.NullOr(StoredTimestamp), () => null),
-  expiry_recorded: addedInVersion3(Schema.Boolean, () => false)
+  expiry_recorded: addedInVersion3(Schema.Boolean, () => false),
+  // Added within version 3 (migration 0012): a file written before reads null, no introspection.
+  introspect_profiles: Schema.optionalWith(Schema.NullOr(Schema.Array(ProfileId)), { default: () => null })
 })
 export const CredentialRow = CredentialColumns.pipe(Schema.filter((row) => {
   // A weak key (stored before the key checks, or by other means) verifies nothing; it does not travel

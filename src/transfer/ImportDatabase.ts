@@ -278,10 +278,11 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
       const added = yield* insertOrMatch(
         `credential ${r.client_id}`,
         sql`INSERT INTO credentials (client_id, profile, environment, service_uuid, secret_hash, created_at, last_used_at, deleted_at,
-                                     expires_at, expiry_recorded)
+                                     expires_at, expiry_recorded, introspect_profiles)
             VALUES (${r.client_id}, ${r.profile}, ${r.environment}, ${r.service_uuid}, ${r.secret_hash},
                     ${r.created_at}::timestamptz, ${r.last_used_at}::timestamptz, ${r.deleted_at}::timestamptz,
-                    ${r.expires_at}::timestamptz, ${r.expiry_recorded})
+                    ${r.expires_at}::timestamptz, ${r.expiry_recorded},
+                    ${r.introspect_profiles === null ? null : JSON.stringify(r.introspect_profiles)}::jsonb)
             ON CONFLICT (client_id) DO NOTHING RETURNING client_id`,
         sql`SELECT profile = ${r.profile} AND environment = ${r.environment} AND service_uuid = ${r.service_uuid} AS service,
                    secret_hash = ${r.secret_hash} AS secret_hash, created_at = ${r.created_at}::timestamptz AS created_at
