@@ -113,12 +113,16 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
       Effect.gen(function*() {
         const fixture = yield* createFixture()
         const token = yield* issueToken(fixture)
-        for (const caller of [undefined, `Basic ${Buffer.from("a:b").toString("base64")}`, "Bearer wrong-token", `Bearer ${token}`]) {
+        for (const caller of [undefined, "Digest x", "Bearer wrong-token", `Bearer ${token}`]) {
           const response = yield* introspectAs(caller, token)
           expectErrorBody(response, 401, oauthError("unauthorized"))
           expect(response.headers["www-authenticate"]).toBe(`Bearer realm="admin"`)
           expect(response.headers).toMatchObject(NO_STORE_HEADERS)
         }
+        // Basic is a client's authentication (client_secret_basic): refused as at the token endpoint.
+        const basic = yield* introspectAs(`Basic ${Buffer.from("a:b").toString("base64")}`, token)
+        expectErrorBody(basic, 401, oauthError("invalid_client"))
+        expect(basic.headers["www-authenticate"]).toBe(`Basic realm="oauth"`)
       }))
 
     it.effect("a revoked introspector token is refused at the next request (its caller is remembered until then)", () =>

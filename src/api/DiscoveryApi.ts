@@ -27,10 +27,17 @@ export const AuthorizationServerMetadata = Schema.Struct({
   revocation_endpoint_auth_methods_supported: Schema.Array(Schema.String).annotations({
     description: "As at the token endpoint: client_secret_post, client_secret_basic and private_key_jwt."
   }),
+  revocation_endpoint_auth_signing_alg_values_supported: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "The algorithms of a private_key_jwt assertion, as at the token endpoint."
+  }),
   introspection_endpoint: Schema.String.annotations({ description: "POST /oauth/introspect (RFC 7662)." }),
   introspection_endpoint_auth_methods_supported: Schema.optional(Schema.Array(Schema.String)).annotations({
-    description: "Not sent: the caller presents an admin token (any role whose profiles cover the token's, or the " +
-      "introspector role) as Authorization: Bearer, which no registered client authentication method names."
+    description: "As at the token endpoint: client_secret_post, client_secret_basic and private_key_jwt, for a credential " +
+      "an admin allowed to introspect (introspect_profiles). An admin or introspector token sent as Bearer works too; " +
+      "no registered method names it, so it is not listed."
+  }),
+  introspection_endpoint_auth_signing_alg_values_supported: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "The algorithms of a private_key_jwt assertion, as at the token endpoint."
   }),
   dpop_signing_alg_values_supported: Schema.optional(Schema.Array(Schema.String)),
   scopes_supported: Schema.Array(Schema.String),

@@ -12,6 +12,7 @@ import {
   InvalidDpopProofWire,
   InvalidRequestWire,
   InvalidTargetWire,
+  IntrospectionNotAllowedWire,
   PayloadTooLargeWire,
   StorageUnavailableWire,
   TooManyAttemptsWire,
@@ -65,17 +66,28 @@ export const TokenResponse = Schema.Struct({
   scope: Schema.Literal(SERVICE_CALL_SCOPE).annotations({ description: "The token's scope." })
 }).annotations({ identifier: "TokenResponse" })
 
+/** How a client authenticates in a form (RFC 6749 §2.3.1, RFC 7523 §2.2), at revocation and introspection as at the token endpoint. */
+const formClientFields = (whose: string) => ({
+  client_id: Schema.optional(Schema.String).annotations({
+    description: `${whose}; required with client_secret unless sent with HTTP Basic authentication.`
+  }),
+  client_secret: Schema.optional(Schema.String).annotations({
+    description: "Its secret (client_secret_post); or HTTP Basic authentication (client_secret_basic); never both."
+  }),
+  client_assertion_type: Schema.optional(Schema.Literal("urn:ietf:params:oauth:client-assertion-type:jwt-bearer")).annotations({
+    description: "private_key_jwt (RFC 7523), for a key credential: with client_assertion, in place of client_secret."
+  }),
+  client_assertion: Schema.optional(Schema.String).annotations({
+    description: "A JWT signed with the key credential's private key, as at the token endpoint (aud = the issuer)."
+  })
+})
+
 export const RevocationRequest = Schema.Struct({
   token: Schema.String.annotations({ description: "The access token to revoke." }),
   token_type_hint: Schema.optional(Schema.String).annotations({
     description: "Optional and ignored: every token this server issues is an access token."
   }),
-  client_id: Schema.optional(Schema.String).annotations({
-    description: "The client id of the token's credential; required unless sent with HTTP Basic authentication."
-  }),
-  client_secret: Schema.optional(Schema.String).annotations({
-    description: "Its secret; required unless sent with HTTP Basic authentication."
-  })
+  ...formClientFields("The client id of the token's credential")
 }).pipe(
   HttpApiSchema.withEncoding({ kind: "UrlParams" }),
   (schema) => schema.annotations({ identifier: "RevocationRequest" })
@@ -83,7 +95,8 @@ export const RevocationRequest = Schema.Struct({
 
 export const IntrospectionRequest = Schema.Struct({
   token: Schema.String.annotations({ description: "The access token to introspect." }),
-  token_type_hint: Schema.optional(Schema.String).annotations({ description: "Optional and ignored." })
+  token_type_hint: Schema.optional(Schema.String).annotations({ description: "Optional and ignored." }),
+  ...formClientFields("The client id of a credential an admin allowed to introspect (introspect_profiles)")
 }).pipe(
   HttpApiSchema.withEncoding({ kind: "UrlParams" }),
   (schema) => schema.annotations({ identifier: "IntrospectionRequest" })
@@ -93,9 +106,9 @@ const TokenData = Schema.Struct({ service_uuid: Schema.String, profile: Schema.S
 
 export const IntrospectionResponse = Schema.Union(
   Schema.Struct({
-    active: Schema.Literal(true),
-    scope: Schema.String,
-    client_id: Schema.String,
+    active: Schema.Literal(true).annotations({ description: "true: the service call would accept this token now." }),
+    scope: Schema.String.annotations({ description: "The token's scope (space-separated): service:call." }),
+    client_id: Schema.String.annotations({ description: "The client id of the credential the token was issued to." }),
     token_type: Schema.Literal("Bearer", "DPoP").annotations({
       description: "DPoP for a token bound to a DPoP key (RFC 9449 §6.2), which must be presented with a proof by it; else Bearer."
     }),
@@ -109,7 +122,7 @@ export const IntrospectionResponse = Schema.Union(
     cnf: Schema.optional(Schema.Struct({
       jkt: Schema.String.annotations({ description: "The base64url SHA-256 thumbprint (RFC 7638) of the DPoP key." })
     })).annotations({ description: "Only for a DPoP-bound token: the key it is bound to (RFC 9449 §6.2)." }),
-    data: TokenData
+    data: TokenData.annotations({ description: "The service the token is for: its profile, environment and uuid." })
   }).annotations({
     identifier: "ActiveToken",
     description: "An active token (RFC 7662 §2.2): one the service call would accept for every reason of the token or its " +
@@ -117,7 +130,8 @@ export const IntrospectionResponse = Schema.Union(
   }),
   Schema.Struct({ active: Schema.Literal(false) }).annotations({
     identifier: "InactiveToken",
-    description: "Exactly {\"active\":false}, whatever the reason."
+    description: "Exactly {\"active\":false}, whatever the reason: expired, not yet valid, revoked, of a deleted or " +
+      "expired credential or service, forged, of another issuer, unparseable, or outside the caller's profiles."
   })
 ).annotations({ identifier: "IntrospectionResponse" })
 
@@ -166,8 +180,8 @@ export class TokenApi extends HttpApiGroup.make("token")
       .annotate(OpenApi.Summary, "Revoke an access token (RFC 7009)")
       .annotate(
         OpenApi.Description,
-        "A client revokes one of its own tokens, authenticated as at the token endpoint (client_secret_post or " +
-          "client_secret_basic, never both; a failure is 401 invalid_client, counted toward the same throttle, 429). " +
+        "A client revokes one of its own tokens, authenticated as at the token endpoint (client_secret_post, " +
+          "client_secret_basic or private_key_jwt, one of them; a failure is 401 invalid_client, counted toward the same throttle, 429). " +
           "The answer is 200 with an empty body whether the token was valid, unknown, expired, already revoked or " +
           "another client's (then it is left alone). A revoked token is refused by every instance's gateway and " +
           "reported inactive by introspection from the next request on, until its exp. token missing: 400 " +
@@ -179,18 +193,25 @@ export class TokenApi extends HttpApiGroup.make("token")
       .setPayload(IntrospectionRequest)
       .addSuccess(IntrospectionResponse)
       .addError(InvalidRequestWire)
+      .addError(InvalidClientWire)
       .addError(UnauthorizedWire)
+      .addError(IntrospectionNotAllowedWire)
       .addError(PayloadTooLargeWire)
+      .addError(TooManyAttemptsWire)
       .addError(AdminTooManyAttemptsWire)
       .addError(StorageUnavailableWire)
       .annotate(OpenApi.Summary, "Introspect an access token (RFC 7662)")
       .annotate(
         OpenApi.Description,
-        "For resource servers: Authorization: Bearer <admin token> of any role whose profiles cover the token's " +
-          "profile, or of the introspector role (scoped to profiles, good for nothing else); none or a wrong one: " +
-          "401 unauthorized with WWW-Authenticate: Bearer realm=\"admin\". An active token answers its claims; an " +
-          "expired, revoked, forged or unparseable token, one of a deleted credential or service, of another issuer, " +
-          "or outside the caller's profiles answers exactly {\"active\":false}. token missing: 400 invalid_request. " +
+        "For resource servers, two ways to call it, one a request. (1) A credential an admin allowed to introspect " +
+          "(introspect_profiles), authenticated exactly as at the token endpoint: client_secret_basic, client_secret_post " +
+          "or private_key_jwt; a failure (wrong secret, unknown, deleted or expired credential) is 401 invalid_client, " +
+          "counted toward the token endpoint's throttle (429); a credential not allowed to introspect: 403 " +
+          "unauthorized_client; tokens of profiles outside its introspect_profiles: {\"active\":false}. (2) " +
+          "Authorization: Bearer <admin token> of any role whose profiles cover the token's profile, or of the " +
+          "introspector role; a wrong one: 401 unauthorized with WWW-Authenticate: Bearer realm=\"admin\". Neither: " +
+          "that same 401; both: 400 invalid_request. An active token answers its claims, exactly when the service call " +
+          "would accept it; every other token answers exactly {\"active\":false}. token missing: 400 invalid_request. " +
           "Every answer carries Cache-Control: no-store."
       )
   )

@@ -91,7 +91,7 @@ export interface ClientAssertionFields {
   readonly jwtBearer: boolean
 }
 
-const TWO_METHODS = "Use exactly one client authentication method"
+export const TWO_METHODS = "Use exactly one client authentication method"
 
 /**
  * `private_key_jwt` (RFC 7523 §2.2): `client_assertion_type` and `client_assertion` in place of a

@@ -15,16 +15,11 @@
 import { Context, Effect, Either, Layer, Option } from "effect"
 import type { AuthorizationHeader } from "./AuthorizationHeader.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
-import { INVALID_REQUEST_DESCRIPTION, InvalidClient, InvalidRequest, TooManyAttempts } from "../domain/Errors.js"
-import { isClientId } from "../domain/Identifiers.js"
+import { INVALID_REQUEST_DESCRIPTION, InvalidRequest } from "../domain/Errors.js"
 import { serviceAddress } from "../domain/ServiceAddress.js"
 import { CatalogueLookup } from "../storage/CatalogueLookup.js"
-import { CatalogueQueries } from "../storage/CatalogueQueries.js"
 import { CatalogueWrites } from "../storage/CatalogueWrites.js"
-import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
-import { ClientAssertions } from "./ClientAssertion.js"
-import { authenticatedClient } from "./ClientAuthentication.js"
-import { ClientSecrets } from "./ClientSecrets.js"
+import { clientRefusal, FormClientAuthentication } from "./FormClientAuthentication.js"
 import { clientCredentials, formFieldsOf, NO_STORE } from "./TokenForm.js"
 import { TokenService } from "./TokenService.js"
 import { tokenStanding } from "./TokenStanding.js"
@@ -45,11 +40,7 @@ const revocationFields = formFieldsOf(REVOCATION_FIELDS)
 /** The answer to every authenticated revocation: no body, nothing said about the token. */
 export const REVOKED: Answer = { status: 200, headers: NO_STORE, body: undefined }
 
-const refusal = (error: InvalidRequest | InvalidClient | TooManyAttempts): Answer =>
-  errorAnswer(
-    error,
-    error._tag === "InvalidClient" && error.basic ? { ...NO_STORE, "www-authenticate": `Basic realm="oauth"` } : NO_STORE
-  )
+const refusal = clientRefusal
 const missing = refusal(new InvalidRequest({ description: INVALID_REQUEST_DESCRIPTION }))
 
 export interface TokenRevocationShape {
@@ -61,12 +52,9 @@ export class TokenRevocation extends Context.Tag("service-auth/TokenRevocation")
     TokenRevocation,
     Effect.gen(function*() {
       const lookup = yield* CatalogueLookup
-      const queries = yield* CatalogueQueries
       const writes = yield* CatalogueWrites
-      const secrets = yield* ClientSecrets
       const tokens = yield* TokenService
-      const limiter = yield* AuthFailureLimiter
-      const assertions = yield* ClientAssertions
+      const clients = yield* FormClientAuthentication
 
       const revoke = Effect.fn("TokenRevocation.revoke", { captureStackTrace: false })(function*(input: FormInput) {
         // Only a form body carries fields; JSON or anything else yields none, as at the token endpoint.
@@ -76,22 +64,10 @@ export class TokenRevocation extends Context.Tag("service-auth/TokenRevocation")
         const client = clientCredentials(input.authorization, fields)
         if (Either.isLeft(client)) return refusal(client.left)
         if (fields.token === undefined || client.right === undefined) return missing
-        const { assertion, basic, clientId } = client.right
-
-        const blocked = limiter.blockedAt(clientId, input.remoteAddress, input.nowMillis)
-        if (Option.isSome(blocked)) return refusal(new TooManyAttempts({ retryAfterSeconds: blocked.value }))
-        // Which client this is: the token endpoint's one answer (`ClientAuthentication`), expiry included.
-        const stored = isClientId(clientId) ? Option.getOrUndefined(yield* queries.findClientCredential(clientId)) : undefined
-        const credential = authenticatedClient(client.right, stored, input.nowMillis, secrets.matches)
-        const authenticated = credential !== undefined &&
-          (assertion === undefined || (yield* assertions.verify(assertion.assertion, clientId, credential.secretHash, input.nowMillis)))
-        if (!authenticated || !isClientId(clientId)) {
-          // Told it is wrong only when it took one of the pair's attempts (AuthFailureLimiter).
-          const over = yield* limiter.recordFailure(clientId, input.remoteAddress)
-          return refusal(Option.isSome(over) ? new TooManyAttempts({ retryAfterSeconds: over.value }) : new InvalidClient({ basic }))
-        }
-        const late = yield* limiter.admit(clientId, input.remoteAddress)
-        if (Option.isSome(late)) return refusal(new TooManyAttempts({ retryAfterSeconds: late.value }))
+        // Which client this is: the token endpoint's one answer, with its throttle (`FormClientAuthentication`).
+        const authenticated = yield* clients.authenticate(client.right, input.remoteAddress, input.nowMillis)
+        if (Either.isLeft(authenticated)) return authenticated.left
+        const { clientId } = authenticated.right
 
         // Authenticated: from here on, the answer is 200 whatever the token is.
         const verified = yield* Effect.either(tokens.verify(fields.token))

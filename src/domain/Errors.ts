@@ -265,6 +265,21 @@ export const InvalidDpopProofWire = wireError(InvalidDpopProof, {
   make: (description) => new InvalidDpopProof({ description })
 })
 
+/**
+ * 403 `unauthorized_client`: a client that authenticated at `POST /oauth/introspect` but was not
+ * allowed to introspect by the operator (no `introspect_profiles`). RFC 7662 §4: the endpoint
+ * requires callers to be authorized to call it; `{"active":false}` is for an authorized caller.
+ */
+export class IntrospectionNotAllowed extends Schema.TaggedError<IntrospectionNotAllowed>()("IntrospectionNotAllowed", {}) {}
+export const IntrospectionNotAllowedWire = wireError(IntrospectionNotAllowed, {
+  code: "unauthorized_client",
+  status: 403,
+  identifier: "IntrospectionNotAllowedError",
+  summary: "The client authenticated, but the operator has not allowed it to introspect tokens (introspect_profiles).",
+  describe: () => "This client may not introspect tokens",
+  make: () => new IntrospectionNotAllowed()
+})
+
 /** Every error's wire schema, by tag: how handlers that write their own answers encode it. */
 export const WIRE_ERRORS = {
   InvalidRequest: InvalidRequestWire,
@@ -285,7 +300,8 @@ export const WIRE_ERRORS = {
   TooManyAttempts: TooManyAttemptsWire,
   AdminTooManyAttempts: AdminTooManyAttemptsWire,
   InvalidDpopProof: InvalidDpopProofWire,
-  RateLimited: RateLimitedWire
+  RateLimited: RateLimitedWire,
+  IntrospectionNotAllowed: IntrospectionNotAllowedWire
 } as const
 
 export type ServiceError = Schema.Schema.Type<(typeof WIRE_ERRORS)[keyof typeof WIRE_ERRORS]>

@@ -8,7 +8,7 @@ import { SERVICE_CALL_SCOPE } from "../domain/AccessTokens.js"
 import { SIGNING_ALGORITHMS } from "../domain/KeyCredential.js"
 import { CatalogueQueries } from "../storage/CatalogueQueries.js"
 
-/** How clients authenticate, at the token and the revocation endpoints alike. */
+/** How clients authenticate, at the token, revocation and introspection endpoints alike (`FormClientAuthentication`). */
 const CLIENT_AUTH_METHODS = ["client_secret_post", "client_secret_basic", "private_key_jwt"]
 
 export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
@@ -35,9 +35,12 @@ export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
       // Revocation authenticates the client as the token endpoint does.
       revocation_endpoint: `${issuer}/oauth/revoke`,
       revocation_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
-      // The caller presents an admin token as Bearer, which no registered client authentication
-      // method names (RFC 8414 §2: the methods are then known by other means, docs/integrators.md).
+      revocation_endpoint_auth_signing_alg_values_supported: SIGNING_ALGORITHMS,
+      // A credential allowed to introspect authenticates as at the token endpoint. An admin token as
+      // Bearer works too, but no registered method names it (RFC 8414 §2): not listed.
       introspection_endpoint: `${issuer}/oauth/introspect`,
+      introspection_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
+      introspection_endpoint_auth_signing_alg_values_supported: SIGNING_ALGORITHMS,
       scopes_supported: [SERVICE_CALL_SCOPE],
       response_types_supported: [],
       service_documentation: `${issuer}/openapi.yaml`

@@ -11,6 +11,7 @@ import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
 import { ClientCredentialsGrant } from "../auth/ClientCredentialsGrant.js"
 import { TokenIntrospection } from "../auth/TokenIntrospection.js"
+import { FormClientAuthentication } from "../auth/FormClientAuthentication.js"
 import { type FormInput, TokenRevocation } from "../auth/TokenRevocation.js"
 import { dpopHeader } from "../auth/DPoPProof.js"
 import { NO_STORE } from "../auth/TokenForm.js"
@@ -79,5 +80,6 @@ export const layer = HttpApiBuilder.group(Api, "token", (handlers) =>
       .handleRaw("revokeToken", ({ request }) => formEndpoint(request, revocation.answer))
       .handleRaw("introspectToken", ({ request }) => formEndpoint(request, introspection.answer))
   })).pipe(
-    Layer.provide([TokenRevocation.layer, TokenIntrospection.layer.pipe(Layer.provide(AdminAccess.layer))])
+    Layer.provide([TokenRevocation.layer, TokenIntrospection.layer.pipe(Layer.provide(AdminAccess.layer))]),
+    Layer.provide(FormClientAuthentication.layer)
   )
