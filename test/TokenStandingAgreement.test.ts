@@ -7,9 +7,12 @@
  * without `require_dpop`), and at each state, for each token and credential:
  *
  * - introspection's `active` is the gateway's acceptance for every reason of the token or its
- *   credential (a service that requires DPoP refusing a Bearer token is a reason of the service);
+ *   credential (a service that requires DPoP refusing a Bearer token is a reason of the service),
+ *   asked by an admin token and by a resource server's credential allowed to introspect the
+ *   profile (`introspect_profiles`, client_secret_basic) alike; a credential allowed for other
+ *   profiles only is answered `{"active":false}`;
  * - a bound token is introspected as `DPoP` with `cnf.jkt`;
- * - revocation authenticates exactly the clients the token endpoint authenticates.
+ * - revocation and introspection authenticate exactly the clients the token endpoint authenticates.
  *
  * On the in-memory store, the embedded database and PostgreSQL. `PROPERTY_SEED` replays a run; a
  * failure names its seed.
@@ -24,7 +27,7 @@ import { admin, ADMIN_TOKEN, makeTestServer, send, tokenRequest, type TestStorag
 
 const ISSUER = "http://issuer.test"
 const FORM = "application/x-www-form-urlencoded"
-const RUNS = 20
+const RUNS = 16
 
 /** mulberry32: small, seeded, good enough to pick states. */
 const randomOf = (seed: number) => {
@@ -54,11 +57,22 @@ interface Token {
 const post = (path: string, body: Record<string, string>) =>
   request("POST", path, { body: new URLSearchParams(body).toString(), contentType: FORM })
 
-const introspect = (token: string) =>
+const introspect = (token: string, authorization = `Bearer ${ADMIN_TOKEN}`) =>
   request("POST", "/oauth/introspect", {
     body: new URLSearchParams({ token }).toString(),
     contentType: FORM,
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}` }
+    headers: { authorization }
+  })
+
+/** A resource server's credential (a service of its own), allowed to introspect the tokens of `profiles`. */
+const resourceServer = (profiles: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const service = yield* createService()
+    const created = yield* admin.post(`${service.servicePath}/credentials`)
+    const { client_id, client_secret } = created.body as { client_id: string; client_secret: string }
+    const allowed = yield* admin.put(`${service.servicePath}/credentials/${client_id}/introspect_profiles`, { introspect_profiles: profiles })
+    expect(allowed.status).toBe(200)
+    return `Basic ${Buffer.from(`${client_id}:${client_secret}`).toString("base64")}`
   })
 
 /** What the gateway does with the token, presented as its holder would. */
@@ -97,6 +111,9 @@ const walk = (random: () => number, seed: number) =>
     const requireDpop = random() < 0.3
     const service = yield* createService(requireDpop ? { require_dpop: true } : {})
     const path = `/service/${service.profile}/${service.environment}/json/${service.uuid}`
+    // A resource server allowed for this profile, or (sometimes) for another one only.
+    const allowedHere = random() < 0.8
+    const rs = yield* resourceServer(allowedHere ? [service.profile, "elsewhere"] : ["elsewhere"])
     const credentials: Array<Credential> = []
     const tokens: Array<Token> = []
     for (let i = 0; i < 1 + Math.floor(random() * 2); i++) {
@@ -140,6 +157,9 @@ const walk = (random: () => number, seed: number) =>
       const accepted = yield* gatewayAccepts(token)
       const label = `seed ${seed}: token of ${token.credential.clientId} (${token.key === undefined ? "Bearer" : "DPoP"})`
       expect(introspected.body.active, label).toBe(accepted)
+      const byClient = yield* introspect(token.accessToken, rs)
+      expect(byClient.status, label).toBe(200)
+      expect(byClient.body, label).toEqual(allowedHere ? introspected.body : { active: false })
       if (introspected.body.active === true) {
         active++
         const jkt = decodeJwt(token.accessToken).payload.cnf?.jkt
@@ -164,6 +184,10 @@ const walk = (random: () => number, seed: number) =>
       expect(revoked.status === 200, label).toBe(token.status !== 401)
       expect([200, 401], label).toContain(revoked.status)
       if (revoked.status === 200) authenticated++
+      // Introspection asks the same function: 401 exactly when the token endpoint's is, else 403
+      // (the credential was never allowed to introspect).
+      const asClient = yield* introspect("not-a-token", `Basic ${Buffer.from(`${credential.clientId}:${credential.clientSecret}`).toString("base64")}`)
+      expect(asClient.status, label).toBe(token.status === 401 ? 401 : 403)
     }
     return { tokens: tokens.length, active, credentials: credentials.length, authenticated }
   })
