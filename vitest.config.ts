@@ -40,6 +40,7 @@ export const PROCESS_FILES = [
   "Metrics.test.ts",
   "MultiInstance.test.ts",
   "MultiInstanceAdminTokens.test.ts",
+  "MultiInstanceIntrospection.test.ts",
   "MultiInstanceKeys.test.ts",
   "MultiInstanceRevocation.test.ts",
   "MultiInstanceThrottles.test.ts",
