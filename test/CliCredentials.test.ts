@@ -202,4 +202,51 @@ describe("service-auth admin CLI", () => {
     })
     for (const profile of profiles) await cliJson(["profiles", "delete", profile])
   }, CLI_TEST_DEADLINE_MS)
+
+  it("allows a resource server's credential to introspect, and takes it away", async () => {
+    const profile = uniqueProfile()
+    await cliJson(["profiles", "create", profile])
+    await cliJson(["environments", "create", profile, "production"])
+    const { uuid } = await cliJson(["services", "create", profile, "production"])
+    const rs = await cliJson(["credentials", "add", profile, "production", uuid])
+    const target = [profile, "production", uuid, rs.client_id]
+    const token = await (await tokenRequest({
+      client_id: rs.client_id,
+      client_secret: rs.client_secret,
+      profile,
+      environment: "production",
+      service_uuid: uuid
+    })).json() as { access_token: string }
+    const introspect = () =>
+      fetch(`${server.base}/oauth/introspect`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/x-www-form-urlencoded",
+          authorization: `Basic ${Buffer.from(`${rs.client_id}:${rs.client_secret}`).toString("base64")}`
+        },
+        body: new URLSearchParams({ token: token.access_token })
+      })
+    expect((await introspect()).status).toBe(403)
+
+    const allowed = await cli(["credentials", "allow-introspection", ...target, "--profiles", `${profile}, other`])
+    expect(allowed.code, allowed.stderr).toBe(0)
+    expect(allowed.stdout).toBe(
+      `${rs.client_id} may introspect the tokens of ${[profile, "other"].sort().join(", ")} at POST /oauth/introspect, ` +
+        "authenticating as at the token endpoint\n"
+    )
+    expect(await (await introspect()).json()).toMatchObject({ active: true, client_id: rs.client_id })
+    const listed = await cli(["credentials", "list", profile, "production", uuid])
+    expect(listed.stdout).toMatch(/^CLIENT ID +CREATED +LAST USED +EXPIRES +INTROSPECTS$/m)
+    expect(listed.stdout).toContain([profile, "other"].sort().join(","))
+    expect((await cliJson(["credentials", "list", profile, "production", uuid])).credentials[0].introspect_profiles)
+      .toEqual([profile, "other"].sort())
+
+    const bad = await cli(["credentials", "allow-introspection", ...target, "--profiles", "Not A Profile"])
+    expect(bad.code).not.toBe(0)
+    expect(bad.stderr).toContain("is not a profile identifier")
+    const cleared = await cliJson(["credentials", "allow-introspection", ...target, "--profiles", ""])
+    expect(cleared.introspect_profiles).toEqual([])
+    expect((await introspect()).status).toBe(403)
+    await cliJson(["profiles", "delete", profile])
+  }, CLI_TEST_DEADLINE_MS)
 })

@@ -25,6 +25,7 @@ import { parseRfc3339 } from "../domain/Time.js"
 import { type ServiceError, wireOf } from "../domain/Errors.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import {
+  type CredentialInfo,
   type EnvironmentDocument,
   type NewCredential,
   type NewKeyCredential,
@@ -112,6 +113,12 @@ export interface AdminClientShape {
     expiresAt?: string
   ) => Effect.Effect<NewKeyCredential, AdminCallError>
   readonly removeCredential: (address: ServiceAddress, clientId: ClientId) => Effect.Effect<void, AdminCallError>
+  /** Sets the profiles whose tokens the credential may introspect (empty: none); the credential as listed. */
+  readonly setIntrospectProfiles: (
+    address: ServiceAddress,
+    clientId: ClientId,
+    profiles: ReadonlyArray<ProfileId>
+  ) => Effect.Effect<CredentialInfo, AdminCallError>
   readonly listAuditEvents: (query: {
     readonly profile: Option.Option<ProfileId>
     readonly limit: Option.Option<number>
@@ -158,6 +165,7 @@ const makeApiClient = (baseUrl: string, token: Redacted.Redacted) =>
     return {
       profiles: yield* HttpApiClient.group(Api, { group: "profiles", httpClient, baseUrl }),
       services: yield* HttpApiClient.group(Api, { group: "services", httpClient, baseUrl }),
+      credentialIntrospection: yield* HttpApiClient.group(Api, { group: "credentialIntrospection", httpClient, baseUrl }),
       audit: yield* HttpApiClient.group(Api, { group: "audit", httpClient, baseUrl }),
       adminTokens: yield* HttpApiClient.group(Api, { group: "adminTokens", httpClient, baseUrl }),
       session: yield* HttpApiClient.group(Api, { group: "session", httpClient, baseUrl })
@@ -350,6 +358,11 @@ const makeAdminClient = (
     }),
     removeCredential: Effect.fn("AdminClient.removeCredential")(function*(address: ServiceAddress, clientId: ClientId) {
       yield* call((api) => api.services.deleteCredential({ path: { ...address, client_id: clientId } }))
+    }),
+    setIntrospectProfiles: Effect.fn("AdminClient.setIntrospectProfiles")(function*(address, clientId, profiles) {
+      return yield* call((api) =>
+        api.credentialIntrospection.putIntrospectProfiles({ path: { ...address, client_id: clientId }, payload: { introspect_profiles: profiles } })
+      )
     }),
     listAuditEvents: Effect.fn("AdminClient.listAuditEvents")(function*(query) {
       // As they go on the wire: the cursor as printed, the limit as text.

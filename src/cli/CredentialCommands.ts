@@ -6,7 +6,7 @@
 import { Args, Command, HelpDoc, Options, Prompt, ValidationError } from "@effect/cli"
 import { Duration, Effect, Option, Schema } from "effect"
 import { CredentialList } from "../api/AdminApi.js"
-import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import { type ClientId, type EnvironmentName, ProfileId, type ServiceUuid } from "../domain/Identifiers.js"
 import { DATE_TIME_RULE, NewCredential, NewKeyCredential } from "../domain/Models.js"
 import { parseRfc3339 } from "../domain/Time.js"
 import { AdminClient, type AdminCallError, type AdminSetupError } from "./AdminClient.js"
@@ -148,16 +148,29 @@ const credentialsList = Command.make(
         const now = Date.now()
         yield* printResult(json, {
           json: Schema.encodeSync(CredentialList)(list),
-          text: table(
-            ["client id", "created", "last used", "expires"],
-            list.credentials.map((credential) => [
-              credential.client_id,
-              formatTime(credential.created_at),
-              formatLastUsed(credential.last_used_at),
-              formatExpiry(credential.expires_at, now)
-            ]),
-            "no credentials"
-          )
+          // The column only when a credential may introspect: the table reads as before otherwise.
+          text: list.credentials.some((c) => c.introspect_profiles !== undefined)
+            ? table(
+              ["client id", "created", "last used", "expires", "introspects"],
+              list.credentials.map((credential) => [
+                credential.client_id,
+                formatTime(credential.created_at),
+                formatLastUsed(credential.last_used_at),
+                formatExpiry(credential.expires_at, now),
+                credential.introspect_profiles?.join(",") ?? "-"
+              ]),
+              "no credentials"
+            )
+            : table(
+              ["client id", "created", "last used", "expires"],
+              list.credentials.map((credential) => [
+                credential.client_id,
+                formatTime(credential.created_at),
+                formatLastUsed(credential.last_used_at),
+                formatExpiry(credential.expires_at, now)
+              ]),
+              "no credentials"
+            )
         })
       })
     )
@@ -260,8 +273,49 @@ const credentialsRemove = Command.make(
     )
 ).pipe(Command.withDescription("Remove a credential (asks first unless --yes); its tokens die at once."))
 
+/** `--profiles a,b`: the profiles, each checked as a profile identifier; "" is none. */
+const introspectProfilesOption = Options.text("profiles").pipe(
+  Options.withPseudoName("PROFILES"),
+  Options.withDescription(
+    "The profiles (comma-separated) whose access tokens the credential may introspect, replacing its list; \"\" takes " +
+      "the permission away."
+  ),
+  Options.mapEffect((text) => {
+    const profiles = text.split(",").map((part) => part.trim()).filter((part) => part !== "")
+    const wrong = profiles.find((profile) => !Schema.is(ProfileId)(profile))
+    return wrong === undefined
+      ? Effect.succeed(profiles as ReadonlyArray<string> as ReadonlyArray<ProfileId>)
+      : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--profiles: ${JSON.stringify(wrong)} is not a profile identifier`)))
+  })
+)
+
+const credentialsIntrospection = Command.make(
+  "allow-introspection",
+  { ...serviceArgs, clientId: clientIdArg, profiles: introspectProfilesOption, ...connection },
+  ({ clientId, environment, json, profile, profiles, url, uuid }) =>
+    runAdmin(
+      url,
+      Effect.gen(function*() {
+        const credential = yield* (yield* AdminClient).setIntrospectProfiles({ profile, environment, uuid }, clientId, profiles)
+        const allowed = credential.introspect_profiles ?? []
+        yield* printResult(json, {
+          json: { profile, environment, service_uuid: uuid, client_id: clientId, introspect_profiles: allowed },
+          text: allowed.length === 0
+            ? `${clientId} may not introspect tokens`
+            : `${clientId} may introspect the tokens of ${allowed.join(", ")} at POST /oauth/introspect, ` +
+              "authenticating as at the token endpoint"
+        })
+      })
+    )
+).pipe(
+  Command.withDescription(
+    "Admin tokens only: let a credential (a resource server's) introspect the access tokens of the profiles listed, " +
+      "with its own client authentication at POST /oauth/introspect."
+  )
+)
+
 export const credentials = commandGroup(
   "credentials",
-  "List, add and remove a service's credentials (rotate: replace one without downtime).",
-  [credentialsList, credentialsAdd, credentialsRemove]
+  "List, add and remove a service's credentials (rotate: replace one without downtime); allow one to introspect tokens.",
+  [credentialsList, credentialsAdd, credentialsRemove, credentialsIntrospection]
 )
