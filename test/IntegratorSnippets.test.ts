@@ -194,12 +194,13 @@ describe("docs/integrators.md snippets, run as written", () => {
     rmSync(workDir, { recursive: true, force: true })
   })
 
-  it("has the nine snippets the page promises", () => {
+  it("has the ten snippets the page promises", () => {
     expect([...snippets().keys()].sort()).toEqual([
       "client-oauth4webapi.mjs",
       "client-openid-client.mjs",
       "client_requests_oauthlib.py",
       "introspect-fetch.mjs",
+      "introspect-openid-client.mjs",
       "revoke-fetch.mjs",
       "upstream-jose.mjs",
       "upstream_pyjwt.py",
@@ -245,6 +246,22 @@ describe("docs/integrators.md snippets, run as written", () => {
     await expect(runSnippet("verify_pyjwt.py", { ACCESS_TOKEN: accessToken, SERVICE_UUID: otherService })).rejects
       .toThrow(/InvalidAudienceError|audience/i)
   }, 300_000)
+
+  it("openid-client: a resource server's own credential, allowed by an admin, introspects with tokenIntrospection", async () => {
+    const accessToken = await token()
+    // The resource server's credential, on a service of a profile of its own.
+    const profile = `rs-${randomBytes(4).toString("hex")}`
+    await admin("PUT", `/admin/profiles/${profile}`)
+    await admin("PUT", `/admin/profiles/${profile}/environments/production`)
+    const service = await admin("POST", `/admin/profiles/${profile}/environments/production/services`, { name: "rs", auth_type: "oauth" })
+    const servicePath = `/admin/profiles/${profile}/environments/production/services/${service.uuid}`
+    const rs = await admin("POST", `${servicePath}/credentials`)
+    const extra = { ACCESS_TOKEN: accessToken, RS_CLIENT_ID: rs.client_id, RS_CLIENT_SECRET: rs.client_secret }
+    await expect(runSnippet("introspect-openid-client.mjs", extra)).rejects.toThrow(/unauthorized_client|403/)
+    await admin("PUT", `${servicePath}/credentials/${rs.client_id}/introspect_profiles`, { introspect_profiles: [env.PROFILE] })
+    expect(await runSnippet("introspect-openid-client.mjs", extra)).toBe(`true ${env.CLIENT_ID} Bearer`)
+    await admin("DELETE", `/admin/profiles/${profile}`)
+  })
 
   it("fetch: a resource server introspects (cached briefly); the client revokes; introspection says inactive", async () => {
     const accessToken = await token()

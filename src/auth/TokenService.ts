@@ -21,7 +21,7 @@ import { AppConfig } from "../config/AppConfig.js"
 import { InsufficientScope, InvalidToken } from "../domain/Errors.js"
 import { ClientId } from "../domain/Identifiers.js"
 import { sha256Base64url } from "../domain/Sha256.js"
-import type { ServiceAddress } from "../domain/ServiceAddress.js"
+import { type ServiceAddress, servicePath } from "../domain/ServiceAddress.js"
 import { CLOCK_SKEW_SECONDS, SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import { KeyService } from "./KeyService.js"
 import { SIGNING_ALGORITHM } from "./SigningKeyMaterial.js"
@@ -134,9 +134,6 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         const signature = await crypto.subtle.sign("RSASSA-PKCS1-v1_5", key.privateKey, Buffer.from(signingInput))
         return `${signingInput}.${Buffer.from(signature).toString("base64url")}`
       }
-
-      const servicePath = (address: ServiceAddress) =>
-        `/service/${address.profile}/${address.environment}/json/${address.uuid}`
 
       const isForService = (claims: AccessTokenClaims, address: ServiceAddress) =>
         claims.data.profile === address.profile && claims.data.environment === address.environment &&

@@ -11,7 +11,7 @@ import { BadGateway } from "../domain/Errors.js"
 import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
 import { describeDefect } from "../observability/Defects.js"
 import { CatalogueLookup } from "../storage/CatalogueLookup.js"
-import { spanAttributes } from "../domain/ServiceAddress.js"
+import { servicePath, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled, watchedCacheRead } from "../observability/Tracing.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { makeProofVerifier } from "../auth/DPoPProof.js"
@@ -87,7 +87,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
           }
           if (decision._tag === "Prove") {
             const { address } = decision.call
-            const url = `${issuer}/service/${address.profile}/${address.environment}/json/${address.uuid}`
+            const url = `${issuer}${servicePath(address)}`
             const proof = yield* verifyProof(decision.proof, { method: "POST", url, nowMillis: input.nowMillis, accessToken: decision.token })
             if ("refused" in proof) return { _tag: "Answer" as const, answer: dpopRefusal("invalid_dpop_proof", proof.refused) }
             if (proof.jkt !== decision.jkt) return { _tag: "Answer" as const, answer: wrongProofKey }
