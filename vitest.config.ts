@@ -52,6 +52,7 @@ export const PROCESS_FILES = [
   "StartUpWork.test.ts",
   "Tracing.test.ts",
   "Transfer.test.ts",
+  "TransferIntrospection.test.ts",
   "TrustedProxies.test.ts",
   "UpstreamGateway.test.ts"
 ]
