@@ -383,9 +383,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
             introspectProfiles: credential.introspectProfiles
           })
       }),
-    setIntrospectProfiles: (address, clientId, profiles, now, actor) =>
-      Effect.sync(() => setInMemory(credentials.get(clientId), address, profiles, now, actor, log.append)),
-
+    setIntrospectProfiles: (address, clientId, ...rest) => Effect.sync(() => setInMemory(credentials.get(clientId), address, ...rest, log.append)),
     revokeToken: (revocation, now, actor) =>
       Effect.sync(() => {
         for (const [jti, token] of revoked) if (token.expiresAt <= now) revoked.delete(jti)
