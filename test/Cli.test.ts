@@ -189,8 +189,8 @@ describe("service-auth admin CLI", () => {
     expect(unknownCommand).toEqual({
       code: 2,
       stdout: "",
-      stderr: "service-auth: \"rotate\" is not a command of service-auth credentials: use one of list, add, remove " +
-        "(see service-auth credentials --help)\n"
+      stderr: "service-auth: \"rotate\" is not a command of service-auth credentials: use one of list, add, remove, " +
+        "allow-introspection (see service-auth credentials --help)\n"
     })
     const unknownTop = await cli(["credential"])
     expect(unknownTop.code).toBe(2)
