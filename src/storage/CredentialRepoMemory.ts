@@ -108,10 +108,8 @@ export const makeWithAuditTrail = Effect.sync(() => {
     handler: answeredHandler(service.handler),
     ...(service.rate_limit == null ? {} : { rate_limit: service.rate_limit }),
     ...(service.require_dpop === true ? { require_dpop: true } : {}),
-    credentials: liveCredentialsOf(address).map((c): CredentialInfo => withIntrospection(
-      withPublicKey({ client_id: c.clientId, created_at: c.createdAt, expires_at: c.expiresAt, last_used_at: c.lastUsedAt }, c.secretHash),
-      c.introspectProfiles
-    ))
+    credentials: liveCredentialsOf(address).map((c): CredentialInfo => withIntrospection(withPublicKey(
+      { client_id: c.clientId, created_at: c.createdAt, expires_at: c.expiresAt, last_used_at: c.lastUsedAt }, c.secretHash), c.introspectProfiles))
   })
 
   const recordUseSync = (clientId: ClientId, now: Date) => {
