@@ -42,10 +42,11 @@ const make = Effect.gen(function*() {
   const executions = yield* HotEndpoints
   const clock = yield* Effect.clock
 
-  /** Writes the answer, unless the connection has gone or an answer has begun. */
-  const write = (response: ServerResponse) => (answer: Answer) => {
-    if (response.headersSent || response.destroyed) return
+  /** Writes the answer, unless the connection has gone or an answer has begun: whether it did. */
+  const write = (response: ServerResponse) => (answer: Answer): boolean => {
+    if (response.headersSent || response.destroyed) return false
     writeAnswer(response, answer)
+    return true
   }
 
   /**
@@ -107,7 +108,7 @@ const make = Effect.gen(function*() {
       (answer) => {
         // Refused before the body is read: Node discards the unread body.
         if (!bodyRead) request.resume()
-        write(response)(answer)
+        return write(response)(answer)
       },
       () => response.destroy()
     )

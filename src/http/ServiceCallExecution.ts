@@ -49,10 +49,13 @@ export interface ServiceCallRequest {
   readonly started: bigint
 }
 
-/** Answers the call through `answered`, once; `failed` when it cannot be answered (a defect). */
+/**
+ * Answers the call through `answered`, once, which says whether the answer reached the caller (a
+ * caller that left is not recorded); `failed` when it cannot be answered (a defect).
+ */
 export type ServiceCallExecutionShape = (
   call: ServiceCallRequest,
-  answered: (answer: Answer) => void,
+  answered: (answer: Answer) => boolean,
   failed: (defect: unknown) => void
 ) => void
 
@@ -132,9 +135,9 @@ export const makeServiceCallExecution = (kit: ExecutionKit) =>
       const callSpan = span && childSpan(tracer, span, "ServiceHttp.callService")
       const done = (answer: Answer) => {
         endSpan(callSpan)
+        if (!answered(answer)) return
         recordServiceCall(answer.status)
         record(request, SERVICE_ROUTE, started, answer, span)
-        answered(answer)
       }
       const input: ServiceCallInput = {
         profile: path.profile,

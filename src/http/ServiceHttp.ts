@@ -27,11 +27,12 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
         const started = process.hrtime.bigint()
         const nowMillis = yield* Clock.currentTimeMillis
         const runtime = yield* Effect.runtime<never>()
+        const response = NodeHttpServerRequest.toServerResponse(request)
         const answer = yield* Effect.async<Answer>((resume) =>
           serviceCall(
             {
               request: NodeHttpServerRequest.toIncomingMessage(request),
-              response: NodeHttpServerRequest.toServerResponse(request),
+              response,
               path,
               readBody: (then) => Runtime.runCallback(runtime)(Effect.either(readBodyText(request, maxBodyBytes)), {
                 onExit: (exit) => exit._tag === "Success" ? then(exit.value) : undefined
@@ -39,7 +40,10 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
               nowMillis,
               started
             },
-            (answer) => resume(Effect.succeed(answer)),
+            (answer) => {
+              resume(Effect.succeed(answer))
+              return !response.destroyed
+            },
             (defect) => resume(Effect.die(defect))
           )
         )

@@ -33,8 +33,15 @@ export interface TokenRequest {
   readonly started: bigint
 }
 
-/** Answers the request through `answered`, once; `failed` when it cannot be answered (a defect). */
-export type TokenExecutionShape = (request: TokenRequest, answered: (answer: Answer) => void, failed: (defect: unknown) => void) => void
+/**
+ * Answers the request through `answered`, once, which says whether the answer reached the caller (a
+ * caller that left is not recorded); `failed` when it cannot be answered (a defect).
+ */
+export type TokenExecutionShape = (
+  request: TokenRequest,
+  answered: (answer: Answer) => boolean,
+  failed: (defect: unknown) => void
+) => void
 
 export const makeTokenExecution = (kit: ExecutionKit) =>
   Effect.gen(function*() {
@@ -48,9 +55,9 @@ export const makeTokenExecution = (kit: ExecutionKit) =>
     const execute: TokenExecutionShape = ({ request, form, nowMillis, started }, answered, failed) => {
       const span = serverSpan(tracer, request, TOKEN_ROUTE, "/oauth/token", started)
       const done = (answer: Answer, result: Parameters<typeof recordTokenRequest>[0]) => {
+        if (!answered(answer)) return
         recordTokenRequest(result)
         record(request, TOKEN_ROUTE, started, answer, span)
-        answered(answer)
       }
       if (form !== undefined && Either.isLeft(form)) {
         return done(errorAnswer(form.left, NO_STORE), tokenResultOf(wireOf(form.left).body.error))

@@ -29,10 +29,14 @@ export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
       ? yield* Effect.either(readBodyText(request, config.maxBodyBytes))
       : undefined
     const nowMillis = yield* Clock.currentTimeMillis
+    const response = NodeHttpServerRequest.toServerResponse(request)
     const answer = yield* Effect.async<Answer>((resume) =>
       token(
         { request: NodeHttpServerRequest.toIncomingMessage(request), form, nowMillis, started },
-        (answer) => resume(Effect.succeed(answer)),
+        (answer) => {
+          resume(Effect.succeed(answer))
+          return !response.destroyed
+        },
         (defect) => resume(Effect.die(defect))
       )
     )
