@@ -33,6 +33,7 @@ export const PROCESS_FILES = [
   "FastLane.test.ts",
   "GeneratedClient.test.ts",
   "GracefulShutdown.test.ts",
+  "HotEndpointEntries.test.ts",
   "HostileTenantConnections.test.ts",
   "IntegratorSnippets.test.ts",
   "JsonLogs.test.ts",

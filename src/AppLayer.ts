@@ -38,6 +38,7 @@ import { requestLog } from "./http/RequestLog.js"
 import { requestMetrics } from "./http/RequestMetrics.js"
 import { requestSpan } from "./http/RequestSpan.js"
 import * as FastLane from "./http/FastLane.js"
+import { HotEndpoints } from "./http/HotEndpoints.js"
 import type { EarlyPort } from "./http/EarlyPort.js"
 import * as NodeServer from "./http/NodeServer.js"
 import { closeAfterPayloadTooLarge, layerJsonErrors } from "./http/ServerErrors.js"
@@ -63,13 +64,14 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
   /** Handlers registered in code (`ServiceHandlers.layerWith`); echo and proxy by default. */
   readonly handlers?: Layer.Layer<ServiceHandlers, never, RH>
 }) =>
-  Layer.mergeAll(
-    ClientCredentialsGrant.layer,
-    CredentialManager.layer,
-    ServiceCallGate.layer,
-    CredentialExpiry.layer,
-    UpstreamPolicyReport.layer
-  ).pipe(
+  HotEndpoints.layer.pipe(
+    Layer.provideMerge(Layer.mergeAll(
+      ClientCredentialsGrant.layer,
+      CredentialManager.layer,
+      ServiceCallGate.layer,
+      CredentialExpiry.layer,
+      UpstreamPolicyReport.layer
+    )),
     Layer.provideMerge(
       Layer.mergeAll(
         TokenService.layer,

@@ -1,12 +1,14 @@
 /**
- * The fast path answers the token endpoint and the service call without the framework, and hands
- * odd requests (chunked bodies among them) to the HttpApi app; both adapt the same decisions, and
- * their answers must be the same, byte for byte. Two real servers, each on a fresh data directory
- * with the same profile, environment and service uuids (the second at LOG_LEVEL=debug, which no
- * longer changes the path). The same requests go to both, in the same order: to the first as given
- * (the fast path answers), to the second with a chunked body (the app answers). The answers must
- * match: status, headers (but Date) and body (but the values each server generates: client ids,
- * secrets, tokens).
+ * Both entries of the hot endpoints, the fast lane and the HttpApi app, hand each request to one
+ * execution per endpoint (`HotEndpoints`), so their answers agree by construction; what differs is
+ * how each reads the request: the lane a body of declared length, the app a chunked one, a query
+ * string or a percent-encoded path. These cases check those readings, and the execution's two ways
+ * to a token (all in memory, or through storage when `last_used_at` is due), answer for answer, byte
+ * for byte. Two real servers, each on a fresh data directory with the same profile, environment and
+ * service uuids (the second at LOG_LEVEL=debug). The same requests go to both, in the same order: to
+ * the first as given (the fast lane answers), to the second with a chunked body (the app answers).
+ * The answers must match: status, headers (but Date) and body (but the values each server
+ * generates: client ids, secrets, tokens).
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
@@ -164,7 +166,7 @@ const issue = async (label: string, credential = 0) => {
   app.tokens.set(label, JSON.parse(raw.app.text).access_token)
 }
 
-describe("the fast lane answers exactly as the app does", () => {
+describe("both entries answer alike", () => {
   it("token requests (post and basic), before and after last_used_at is recorded", async () => {
     await issue("first") // last_used_at is null: the app records it
     await issue("second") // now the lane answers
@@ -182,7 +184,7 @@ describe("the fast lane answers exactly as the app does", () => {
   it("service calls: oauth and open services, bodies the lane takes and bodies it hands over", async () => {
     await issue("call")
     const token = (side: Side) => side.tokens.get("call")!
-    for (const body of [`{"amount":42}`, `{}`, `{"nested":{"a":[1,2,{"b":null}]},"text":"é ✓ \\u0000"}`, `[1]`, `"x"`, `{`, ``, `null`]) {
+    for (const body of [`{"nested":{"a":[1,2,{"b":null}]},"text":"é ✓ \\u0000"}`, `[1]`, `{`, ``]) {
       await expectSame(call(token, body))
       await expectSame(call(() => undefined, body, OPEN_UUID))
       await expectSame(call(token, body, OPEN_UUID))
@@ -213,7 +215,7 @@ describe("the fast lane answers exactly as the app does", () => {
 })
 
 describe("differential property: random variations of valid requests get the same answer from both", () => {
-  it("200 token requests and service calls, some with hostile bodies", async () => {
+  it("token requests and service calls, some with hostile bodies", async () => {
     await issue("property", 0)
     const fields = ["grant_type", "client_id", "client_secret", "profile", "environment", "service_uuid"] as const
     const tokenVariation = fc.record({
@@ -271,7 +273,8 @@ describe("differential property: random variations of valid requests get the sam
         const { app: fromApp, lane: fromLane } = await both(scenario)
         expect(fromLane).toEqual(fromApp)
       }),
-      { numRuns: 200 }
+      // A sample of the readings: the answers themselves are one execution's.
+      { numRuns: 40 }
     )
     // And both still answer normally.
     await expectSame(call((side) => side.tokens.get("property")!), 200)

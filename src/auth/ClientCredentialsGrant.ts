@@ -1,10 +1,10 @@
 /**
  * The client credentials grant (RFC 6749 §4.4), decided once: `decideToken` takes what a request
  * to `POST /oauth/token` said and answers it, in the order of the contract's precedence table, or
- * says what it still needs from storage. Both entries of the endpoint call it: the fast path
- * (`FastLane`, on node:http) and the HttpApi handler (`TokenHttp`), each a thin adapter; this
- * service (`ClientCredentialsGrant.answer`) runs the decision to its end in Effect, fetching what
- * the catalogue cache did not hold, recording a failure, refreshing `last_used_at`, signing.
+ * says what it still needs from storage. The endpoint's one execution (`TokenExecution`, which both
+ * entries call) decides with it; this service (`ClientCredentialsGrant.complete`) carries a decision
+ * that needs storage to its end in Effect, fetching what the catalogue cache did not hold, recording
+ * a failure, refreshing `last_used_at`, up to the token to sign, which the execution signs.
  *
  * One indexed read finds the service and the presented client's live credential together; the only
  * write of a success is `last_used_at`, at most once a minute per credential.
@@ -32,13 +32,12 @@ import { CatalogueLookup } from "../storage/CatalogueLookup.js"
 import type { TokenTarget } from "../storage/CredentialRepo.js"
 import { UsageRecord } from "../storage/UsageRecord.js"
 import { resourceAddress, type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
-import { tracerEnabled, watchedCacheRead } from "../observability/Tracing.js"
+import { tracerEnabled } from "../observability/Tracing.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
 import { ClientAssertions } from "./ClientAssertion.js"
 import { authenticatedClient } from "./ClientAuthentication.js"
 import { ClientSecrets, type ClientSecretsShape } from "./ClientSecrets.js"
-import { clientCredentials, formFields, NO_STORE, tokenAnswer, type TokenFields } from "./TokenForm.js"
-import { TokenService } from "./TokenService.js"
+import { clientCredentials, formFields, NO_STORE, type TokenFields } from "./TokenForm.js"
 
 /** What a token request said, as read by either entry. */
 export interface TokenInput {
@@ -224,17 +223,20 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
   return services.counting(credential.clientId, input.remoteAddress) ? { _tag: "Settle", clientId: credential.clientId, next } : next
 }
 
+/** Where a completed decision ends: an answer, or a token to sign (bound to `jkt` when a DPoP proof was verified). */
+export type TokenOutcome =
+  | { readonly _tag: "Answer"; readonly answer: Answer; readonly result: TokenResult }
+  | { readonly _tag: "Sign"; readonly clientId: ClientId; readonly address: ServiceAddress; readonly jkt: string | undefined }
+
 export interface ClientCredentialsGrantShape {
   /** The synchronous services the decision reads. */
   readonly services: TokenDecisionServices
   /**
-   * Carries a decision through to its answer: reads the target from storage when the cache did not
-   * hold it (and decides again), counts a failure, records `last_used_at`, signs. A storage failure
-   * is answered 503.
+   * Carries a decision through to its outcome: reads the target from storage when the cache did not
+   * hold it (and decides again), verifies an assertion or a DPoP proof, counts a failure, records
+   * `last_used_at`. A storage failure is answered 503. Runs in the span its caller gives it.
    */
-  readonly complete: (input: TokenInput, decision: TokenDecision) => Effect.Effect<{ readonly answer: Answer; readonly result: TokenResult }>
-  /** `decideToken`, then `complete`. */
-  readonly answer: (input: TokenInput) => Effect.Effect<{ readonly answer: Answer; readonly result: TokenResult }>
+  readonly complete: (input: TokenInput, decision: TokenDecision) => Effect.Effect<TokenOutcome>
 }
 
 export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCredentialsGrant")<
@@ -247,7 +249,6 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
       const lookup = yield* CatalogueLookup
       const usage = yield* UsageRecord
       const secrets = yield* ClientSecrets
-      const tokens = yield* TokenService
       const limiter = yield* AuthFailureLimiter
       const assertions = yield* ClientAssertions
       const verifyProof = makeProofVerifier(yield* SeenJtis)
@@ -263,8 +264,8 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
         resourceAddress: (resource) => resourceAddress(issuer, resource)
       }
 
-      const complete = Effect.fn("ClientCredentialsGrant.grant", { captureStackTrace: false })(
-        function*(input: TokenInput, first: TokenDecision) {
+      const complete = (input: TokenInput, first: TokenDecision): Effect.Effect<TokenOutcome> =>
+        Effect.gen(function*() {
           let decision = first
           if (decision._tag === "NeedsTarget") {
             const { address, clientId } = decision
@@ -286,7 +287,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
             const proof = yield* verifyProof(decision.proof, { method: "POST", url: tokenEndpoint, nowMillis: input.nowMillis })
             if ("refused" in proof) {
               const answer = errorAnswer(new InvalidDpopProof({ description: proof.refused }), NO_STORE)
-              return { answer, result: "invalid_request" as const }
+              return { _tag: "Answer", answer, result: "invalid_request" } as const
             }
             jkt = proof.jkt
             decision = decision.issue
@@ -295,32 +296,23 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
             case "NeedsTarget":
               return yield* Effect.dieMessage("the token decision needed its target twice")
             case "Answer":
-              return { answer: decision.answer, result: decision.result }
+              return { _tag: "Answer", answer: decision.answer, result: decision.result } as const
             case "Refuse": {
               const blocked = yield* limiter.recordFailure(decision.clientId, input.remoteAddress)
               const answer = Option.isSome(blocked) ? tooManyAttempts(blocked.value).answer : decision.answer
-              return { answer, result: "invalid_client" as const }
+              return { _tag: "Answer", answer, result: "invalid_client" } as const
             }
             case "Issue": {
               if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(decision.address, Option.some(decision.clientId)))
               if (decision.recordUse) yield* usage.recordUse(decision.clientId, new Date(input.nowMillis))
-              const issued = yield* tokens.issue(decision.clientId, decision.address, jkt)
-              return { answer: { status: 200, headers: NO_STORE, body: tokenAnswer(issued) }, result: "issued" as const }
+              return { _tag: "Sign", clientId: decision.clientId, address: decision.address, jkt } as const
             }
           }
-        },
-        Effect.catchTag("StorageUnavailable", (error) =>
-          Effect.succeed({ answer: errorAnswer(error, NO_STORE), result: "temporarily_unavailable" as const }))
-      )
-
-      const answer = (input: TokenInput) =>
-        Effect.suspend(() => {
-          if (!traced) return complete(input, decideToken(input, services))
-          const target = watchedCacheRead("CredentialRepoCache.findTokenTarget", services.tokenTarget)
-          const decision = decideToken(input, { ...services, tokenTarget: target.read })
-          return Effect.zipRight(target.hit, complete(input, decision))
-        })
-      return ClientCredentialsGrant.of({ services, complete, answer })
+        }).pipe(
+          Effect.catchTag("StorageUnavailable", (error) =>
+            Effect.succeed({ _tag: "Answer", answer: errorAnswer(error, NO_STORE), result: "temporarily_unavailable" } as const))
+        )
+      return ClientCredentialsGrant.of({ services, complete })
     })
   )
 }

@@ -25,7 +25,6 @@ import { type ServiceAddress, servicePath } from "../domain/ServiceAddress.js"
 import { CLOCK_SKEW_SECONDS, SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import { KeyService } from "./KeyService.js"
 import { SIGNING_ALGORITHM } from "./SigningKeyMaterial.js"
-import { tracerEnabled } from "../observability/Tracing.js"
 
 /** Larger tokens are refused before they are parsed; ours are about 800 bytes. */
 export const MAX_TOKEN_LENGTH = 8192
@@ -119,13 +118,6 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
     Effect.gen(function*() {
       const keys = yield* KeyService
       const config = yield* AppConfig
-      // Its own span only when traces are exported: a no-op span is not free on every token.
-      const traced = yield* tracerEnabled
-      const signing = <A>(sign: Effect.Effect<A>): Effect.Effect<A> =>
-        traced
-          ? Effect.withSpan(sign, "TokenService.sign", { captureStackTrace: false, attributes: { "jwt.alg": SIGNING_ALGORITHM } })
-          : sign
-
       const sign = async (claims: AccessTokenClaims, nowMillis: number): Promise<string> => {
         // The key the schedule names for this moment; its protected header is encoded once.
         const key = keys.signingKeyAt(nowMillis)
@@ -161,12 +153,9 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         return { accessToken: await sign(claims, nowMillis), claims }
       }
 
-      const issue = Effect.fn("TokenService.issue", { captureStackTrace: false })(
-        function*(clientId: ClientId, address: ServiceAddress, jkt?: string) {
-          const now = yield* Clock.currentTimeMillis
-          return yield* signing(Effect.promise(() => issueAt(clientId, address, now, jkt)))
-        }
-      )
+      // The token endpoint signs through `issueAt`, in its execution's spans (`TokenExecution`).
+      const issue = (clientId: ClientId, address: ServiceAddress, jkt?: string) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.promise(() => issueAt(clientId, address, now, jkt)))
 
       /**
        * The claims with the strings every token repeats taken from this server's own (`sub` is

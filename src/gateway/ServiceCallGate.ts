@@ -1,30 +1,24 @@
 /**
- * `ServiceCallGate`: the service call's decision (`ServiceCallDecision`) run in Effect for the
- * HttpApi entry and completed for both entries: it learns an unknown signing key, reads the route the
- * catalogue cache did not hold, checks a DPoP proof, and calls the service's handler (a handler
- * registered in code, or the stored echo or proxy) in the spans traces export.
+ * `ServiceCallGate`: the service call's decision (`ServiceCallDecision`) completed in Effect where it
+ * needs more than memory: it learns an unknown signing key, reads the route the catalogue cache did
+ * not hold, and checks a DPoP proof. The call's one execution (`ServiceCallExecution`) decides with
+ * its services and hands it what remains.
  */
-import { Cause, Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { CallUse } from "../auth/CallUse.js"
 import { TokenService } from "../auth/TokenService.js"
-import { BadGateway } from "../domain/Errors.js"
-import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
-import { describeDefect } from "../observability/Defects.js"
+import { errorAnswer } from "../domain/Answer.js"
 import { CatalogueLookup } from "../storage/CatalogueLookup.js"
 import { servicePath, spanAttributes } from "../domain/ServiceAddress.js"
-import { tracerEnabled, watchedCacheRead } from "../observability/Tracing.js"
+import { tracerEnabled } from "../observability/Tracing.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { makeProofVerifier } from "../auth/DPoPProof.js"
 import { SeenJtis } from "../storage/SeenJtis.js"
 import { dpopRefusal, wrongProofKey } from "./DPoPBinding.js"
-import { type JsonObject, ServiceHandlers, traceparentOf, upstreamAttributes } from "./ServiceHandlers.js"
-import { whenAborted } from "./Upstream.js"
 import { RateLimits } from "./RateLimits.js"
-import { type ProxyHandler, UpstreamGateway } from "./UpstreamGateway.js"
 import {
   admitCall,
   decideServiceCall,
-  type ServiceCallAllowed,
   type ServiceCallDecision,
   type ServiceCallInput,
   type ServiceCallServices,
@@ -38,12 +32,6 @@ export interface ServiceCallGateShape {
    * not hold, and decides again. A storage failure is answered 503.
    */
   readonly complete: (input: ServiceCallInput, decision: ServiceCallDecision) => Effect.Effect<ServiceCallVerdict>
-  readonly decide: (input: ServiceCallInput) => Effect.Effect<ServiceCallVerdict>
-  /**
-   * Calls the service's handler with the validated body: its JSON object (200), an upstream's answer
-   * passed on, a 502, or a 503 from the upstream's guard. `requestId` is the request's log id.
-   */
-  readonly call: (call: ServiceCallAllowed, body: JsonObject, bodyText: string, requestId: string) => Effect.Effect<Answer>
 }
 
 export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")<ServiceCallGate, ServiceCallGateShape>() {
@@ -52,8 +40,6 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
     Effect.gen(function*() {
       const lookup = yield* CatalogueLookup
       const tokens = yield* TokenService
-      const handlers = yield* ServiceHandlers
-      const upstreams = yield* UpstreamGateway
       const { noteCall } = yield* CallUse
       const verifyProof = makeProofVerifier(yield* SeenJtis)
       const { issuer } = yield* AppConfig
@@ -101,76 +87,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
           Effect.catchTag("StorageUnavailable", (error) => Effect.succeed({ _tag: "Answer" as const, answer: errorAnswer(error) }))
         )
 
-      const decide = (input: ServiceCallInput) =>
-        Effect.suspend(() => {
-          if (!traced) return complete(input, decideServiceCall(input, services))
-          const route = watchedCacheRead("CredentialRepoCache.findServiceRoute", services.serviceRoute)
-          const decision = decideServiceCall(input, { ...services, serviceRoute: route.read })
-          return Effect.zipRight(route.hit, complete(input, decision))
-        })
-
-      /** A stored proxy: the upstream's answer, in a client span continuing the trace when traces are exported. */
-      const proxy = (allowed: ServiceCallAllowed, handler: ProxyHandler, bodyText: string, requestId: string) => {
-        const calling = (traceparent: string | undefined) =>
-          Effect.promise((signal) =>
-            upstreams.call({
-              address: allowed.address,
-              handler,
-              clientId: allowed.caller,
-              approved: allowed.route.upstreamApproved,
-              profileOrigins: allowed.route.upstreamOrigins,
-              bodyText,
-              requestId,
-              whenCallerGone: whenAborted(signal),
-              ...(traceparent === undefined ? {} : { traceparent })
-            })
-          )
-        if (!traced) return Effect.map(calling(undefined), (called) => called.answer)
-        return Effect.useSpan(
-          "ServiceHandlers.proxy",
-          { kind: "client", captureStackTrace: false, attributes: upstreamAttributes(handler.url) },
-          (span) =>
-            Effect.map(calling(traceparentOf(span)), (called) => {
-              if (called.status !== undefined) span.attribute("http.response.status_code", called.status)
-              return called.answer
-            })
-        )
-      }
-
-      const call = (allowed: ServiceCallAllowed, body: JsonObject, bodyText: string, requestId: string): Effect.Effect<Answer> => {
-        const stored = allowed.route.handler
-        const calling: Effect.Effect<Answer> = stored.type === "proxy" && !handlers.isRegistered(allowed.address)
-          ? proxy(allowed, stored, bodyText, requestId)
-          : Effect.suspend(() =>
-            handlers.resolve(allowed.address)({
-              address: allowed.address,
-              clientId: allowed.caller,
-              body,
-              bodyText
-            })
-          ).pipe(
-            Effect.map((answer): Answer => ({ status: 200, headers: SERVICE_ANSWER_HEADERS, body: answer })),
-            Effect.catchAll((error) => Effect.succeed(errorAnswer(error)))
-          )
-        return calling.pipe(
-          // The stored handler type: a handler registered in code for this service runs in its place.
-          (handling) =>
-            traced
-              ? Effect.withSpan(handling, "ServiceHandlers.call", {
-                captureStackTrace: false,
-                attributes: { "service_auth.handler.configured": stored.type }
-              })
-              : handling,
-          // A handler registered in code that throws has failed, like one that fails: 502, not 500.
-          Effect.catchAllDefect((defect) =>
-            Effect.as(
-              Effect.logError(`Service handler failed: ${describeDefect(Cause.die(defect))}`),
-              errorAnswer(new BadGateway({ description: "The service's handler failed" }))
-            )
-          )
-        )
-      }
-      return ServiceCallGate.of({ services, complete, decide, call })
+      return ServiceCallGate.of({ services, complete })
     })
   )
 }

@@ -142,16 +142,6 @@ const resultOf = (status: number, text: string, retryAfter: string | undefined):
  */
 export type WhenCallerGone = (leave: () => void) => () => void
 
-/** `WhenCallerGone` for an `AbortSignal` (Effect's interruption of the app's handler). */
-export const whenAborted = (signal: AbortSignal): WhenCallerGone => (leave) => {
-  if (signal.aborted) {
-    leave()
-    return () => {}
-  }
-  signal.addEventListener("abort", leave, { once: true })
-  return () => signal.removeEventListener("abort", leave)
-}
-
 /** The upstream client's two operations: a call, and closing every pooled connection. */
 export interface UpstreamClient {
   readonly postJson: (

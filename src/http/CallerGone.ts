@@ -2,8 +2,8 @@
  * The caller's presence, for work done on its behalf (the upstream call of a proxied service).
  * Node closes the response when the connection goes, answered or not; closed before the answer was
  * written means the caller left, and the work is aborted: an upstream call nobody will read must
- * not hold one of the service's `UPSTREAM_MAX_CONCURRENCY` slots until its timeout. The app's
- * handlers get the same from Effect, whose fiber is interrupted on that close (`whenAborted`).
+ * not hold one of the service's `UPSTREAM_MAX_CONCURRENCY` slots until its timeout. The one way
+ * the caller's leaving reaches the upstream, whichever entry took the call (`ServiceCallExecution`).
  */
 import type { ServerResponse } from "node:http"
 import type { WhenCallerGone } from "../gateway/Upstream.js"

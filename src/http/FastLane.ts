@@ -1,55 +1,25 @@
 /**
- * The fast path: the two hot endpoints (`POST /oauth/token` and the service call) answered on
- * node:http, in front of the HttpApi app, by the same decisions the app's handlers call
- * (`decideToken`, `decideServiceCall`): this file only reads the request, writes the answer, and
- * records it (metrics, spans, the debug line), so the order of checks exists once.
+ * The fast path: the two hot endpoints (`POST /oauth/token` and the service call) taken on
+ * node:http, in front of the HttpApi app, and handed to the same executions the app's handlers call
+ * (`HotEndpoints`): this file only reads the request (its path and its declared-length body) and
+ * writes the answer it is given, so everything after the request is read exists once.
  *
  * A profile of both endpoints under load put most of the event loop's time in the framework around
  * the handlers (request and response wrappers, the router, fibers and their context), not in the
- * handlers' own work. So a decision that needs nothing but memory is answered here synchronously
- * (a signature aside); one that needs storage (a catalogue miss, a key to learn, a failure to
- * count, `last_used_at` to record) or a handler registered in code is carried to its end by the
- * same services in Effect (`ClientCredentialsGrant.complete`, `ServiceCallGate`), on the runtime the
- * app runs on, and still answered here. A proxy's upstream is called over pooled connections
- * (`Upstream`). Spans are made here when traces are exported (`LaneTrace`), and the debug line
- * when LOG_LEVEL=debug: neither switches paths.
+ * handlers' own work; the executions answer what needs nothing but memory synchronously.
  *
- * What the lane does not take is handed to the app (`next`), which answers it by the same
- * decisions: other methods and paths, percent-encoded paths, chunked bodies or bodies over the
+ * What the lane does not take is handed to the app (`next`), which answers it through the same
+ * executions: other methods and paths, percent-encoded paths, chunked bodies or bodies over the
  * limit (the app's 413 closes the connection). A body the lane has already read travels with the
  * request (`rememberBody`).
  */
-import { Context, Effect, Either, Layer, Option, Runtime, type Tracer } from "effect"
+import { Context, Effect, Either, Layer } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { AppConfig } from "../config/AppConfig.js"
-import { authorizationHeader } from "../auth/AuthorizationHeader.js"
-import { ClientCredentialsGrant, decideToken, type TokenInput } from "../auth/ClientCredentialsGrant.js"
-import { dpopHeader } from "../auth/DPoPProof.js"
-import { NO_STORE, tokenAnswer } from "../auth/TokenForm.js"
-import { TokenService } from "../auth/TokenService.js"
-import type { ClientId } from "../domain/Identifiers.js"
-import {
-  decideServiceCall,
-  withRateHeaders,
-  jsonObject,
-  type ServiceCallAllowed,
-  type ServiceCallInput
-} from "../gateway/ServiceCallDecision.js"
-import { ServiceCallGate } from "../gateway/ServiceCallGate.js"
-import { echoOf, ServiceHandlers, traceparentOf, upstreamAttributes } from "../gateway/ServiceHandlers.js"
-import { UpstreamGateway } from "../gateway/UpstreamGateway.js"
-import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult } from "../observability/ServiceMetrics.js"
-import { UsageRecord } from "../storage/UsageRecord.js"
-import { spanAttributes } from "../domain/ServiceAddress.js"
+import type { Answer } from "../domain/Answer.js"
 import { writeAnswer } from "./Answer.js"
-import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
-import { whenResponseClosed } from "./CallerGone.js"
-import { clientAddress } from "./ClientAddress.js"
-import { childSpan, endServerSpan, endSpan, type LaneTracer, serverSpan, unsampledSpan } from "./LaneTrace.js"
+import { HotEndpoints } from "./HotEndpoints.js"
 import { mediaTypeOf, rememberBody } from "./RequestBody.js"
-import { requestIdOf } from "./RequestId.js"
-import { requestLogLine } from "./RequestLog.js"
-import { SERVICE_ROUTE, TOKEN_ROUTE } from "./RequestMetrics.js"
 
 /** Answers the request and returns, or calls `next` to let the HttpApi app answer it. */
 export type FastLaneShape = (request: IncomingMessage, response: ServerResponse, next: () => void) => void
@@ -69,63 +39,14 @@ const declaredLength = (request: IncomingMessage, maxBytes: number): number | un
 
 const make = Effect.gen(function*() {
   const config = yield* AppConfig
-  const grants = yield* ClientCredentialsGrant
-  const gate = yield* ServiceCallGate
-  const tokens = yield* TokenService
-  const handlers = yield* ServiceHandlers
-  const upstreams = yield* UpstreamGateway
-  // `last_used_at` recorded synchronously where storage can (a catalogue spread over many credentials
-  // makes most token requests some credential's first in a minute); otherwise in Effect.
-  const { recordUseSync } = yield* UsageRecord
-  const recordUse = (clientId: ClientId, nowMillis: number) =>
-    recordUseSync !== undefined && (recordUseSync(clientId, new Date(nowMillis)), true)
-  // The app's runtime (its tracer, logger, log level, clock): what needs Effect runs on it.
-  const runtime = yield* Effect.runtime<never>()
-  const run = Runtime.runPromise(runtime)
+  const executions = yield* HotEndpoints
   const clock = yield* Effect.clock
-  const tracer: LaneTracer = Option.isSome(config.tracing)
-    ? { tracer: yield* Effect.tracer, sampler: config.tracing.value.sampler }
-    : undefined
 
-  /**
-   * Work carried on in Effect, below the request's span: the sampled one, or for a request not
-   * sampled, what stands for it (its spans then follow the decision instead of starting new traces).
-   */
-  const below = <A, E>(effect: Effect.Effect<A, E>, span: Tracer.Span | undefined, request: IncomingMessage) =>
-    tracer === undefined ? effect : Effect.withParentSpan(effect, span ?? unsampledSpan(request))
-  const logged = yield* Effect.map(Effect.whenLogLevel(Effect.void, "Debug"), Option.isSome)
-
-  /** A sampled request's catalogue read answered by the cache: its span, as the cache's own reads make. */
-  const cacheSpanned = <A extends ReadonlyArray<unknown>, B>(
-    parent: Tracer.Span,
-    name: string,
-    read: (...args: A) => B | undefined
-  ) =>
-  (...args: A): B | undefined => {
-    const held = read(...args)
-    if (held !== undefined) endSpan(childSpan(tracer, parent, name, { "cache.hit": true }))
-    return held
-  }
-
-  /** Writes the answer and records it, once, however the request ended up answered. */
-  const finish = (
-    request: IncomingMessage,
-    response: ServerResponse,
-    route: string,
-    started: bigint,
-    answer: Answer,
-    span: ReturnType<typeof serverSpan>
-  ) => {
-    if (response.headersSent || response.destroyed) return
+  /** Writes the answer, unless the connection has gone or an answer has begun: whether it did. */
+  const write = (response: ServerResponse) => (answer: Answer): boolean => {
+    if (response.headersSent || response.destroyed) return false
     writeAnswer(response, answer)
-    const elapsedNs = process.hrtime.bigint() - started
-    recordDuration(route, Number(elapsedNs) / 1e9)
-    endServerSpan(span, answer.status)
-    if (logged) {
-      Runtime.runFork(runtime)(
-        requestLogLine("POST", request.url ?? "", answer.status, Number(elapsedNs / 1_000_000n), clientAddress(request), requestIdOf(request))
-      )
-    }
+    return true
   }
 
   /**
@@ -151,86 +72,18 @@ const make = Effect.gen(function*() {
     request.once("error", () => response.destroy())
   }
 
-  const token = (request: IncomingMessage, response: ServerResponse, next: () => void, started: bigint) => {
-    const span = serverSpan(tracer, request, TOKEN_ROUTE, "/oauth/token", started)
-    const done = (outcome: { readonly answer: Answer; readonly result: TokenResult }) => {
-      if (response.headersSent) return
-      recordTokenRequest(outcome.result)
-      finish(request, response, TOKEN_ROUTE, started, outcome.answer, span)
-    }
-    readBody(request, response, next, (text) => {
-      const input: TokenInput = {
-        authorization: authorizationHeader(request),
-        dpop: dpopHeader(request.headers["dpop"]),
-        form: mediaTypeOf(request.headers["content-type"]) === "application/x-www-form-urlencoded" ? text : undefined,
-        remoteAddress: clientAddress(request),
-        nowMillis: clock.unsafeCurrentTimeMillis()
-      }
-      const decision = decideToken(input, span === undefined ? grants.services : {
-        ...grants.services,
-        tokenTarget: cacheSpanned(span, "CredentialRepoCache.findTokenTarget", grants.services.tokenTarget)
-      })
-      if (decision._tag === "Answer") return done(decision)
-      if (decision._tag === "Issue" && (!decision.recordUse || recordUse(decision.clientId, input.nowMillis))) {
-        // All in memory: only the signature remains (on the thread pool).
-        const grant = span && childSpan(tracer, span, "ClientCredentialsGrant.grant", spanAttributes(decision.address, Option.some(decision.clientId)))
-        const issue = grant && childSpan(tracer, grant, "TokenService.issue")
-        const sign = issue && childSpan(tracer, issue, "TokenService.sign", { "jwt.alg": "RS256" })
-        return void tokens.issueAt(decision.clientId, decision.address, input.nowMillis).then((issued) => {
-          endSpan(sign)
-          endSpan(issue)
-          endSpan(grant)
-          done({ answer: { status: 200, headers: NO_STORE, body: tokenAnswer(issued) }, result: "issued" })
-        }).catch(() => response.destroy())
-      }
-      run(below(grants.complete(input, decision), span, request)).then(done).catch(() => response.destroy())
-    })
-  }
-
-  /** The handler's answer: echo and proxy here, a handler registered in code in Effect. */
-  const callHandler = (
-    request: IncomingMessage,
-    response: ServerResponse,
-    allowed: ServiceCallAllowed,
-    text: string,
-    callSpan: ReturnType<typeof serverSpan>,
-    done: (answer: Answer) => void,
-    failed: () => void
-  ) => {
-    const body = jsonObject(text)
-    if (Either.isLeft(body)) return done(errorAnswer(body.left))
-    const { address, route, caller } = allowed
-    const handler = route.handler
-    if (handlers.isRegistered(address) || (handler.type !== "echo" && handler.type !== "proxy")) {
-      return void run(below(gate.call(allowed, body.right, text, requestIdOf(request)), callSpan, request)).then(done).catch(failed)
-    }
-    const handlerSpan = callSpan &&
-      childSpan(tracer, callSpan, "ServiceHandlers.call", { "service_auth.handler.configured": handler.type })
-    if (handler.type === "echo") {
-      endSpan(handlerSpan)
-      return done({ status: 200, headers: SERVICE_ANSWER_HEADERS, body: echoOf({ address, clientId: caller, body: body.right }) })
-    }
-    const proxySpan = handlerSpan && childSpan(tracer, handlerSpan, "ServiceHandlers.proxy", upstreamAttributes(handler.url), "client")
-    // While traces are exported, the upstream continues the trace, sampled or not as decided here
-    // (not sampled: the caller's trace id, or a new one, flagged 00).
-    const traceparent = tracer === undefined ? undefined : traceparentOf(proxySpan ?? unsampledSpan(request))
-    upstreams.call({
-      address,
-      handler,
-      clientId: caller,
-      approved: route.upstreamApproved,
-      profileOrigins: route.upstreamOrigins,
-      bodyText: text,
-      requestId: requestIdOf(request),
-      whenCallerGone: whenResponseClosed(response),
-      ...(traceparent === undefined ? {} : { traceparent })
-    }).then((called) => {
-      if (proxySpan !== undefined && called.status !== undefined) proxySpan.attribute("http.response.status_code", called.status)
-      endSpan(proxySpan)
-      endSpan(handlerSpan)
-      done(called.answer)
-    }).catch(failed)
-  }
+  const token = (request: IncomingMessage, response: ServerResponse, next: () => void, started: bigint) =>
+    readBody(request, response, next, (text) =>
+      executions.token(
+        {
+          request,
+          form: mediaTypeOf(request.headers["content-type"]) === "application/x-www-form-urlencoded" ? Either.right(text) : undefined,
+          nowMillis: clock.unsafeCurrentTimeMillis(),
+          started
+        },
+        write(response),
+        () => response.destroy()
+      ))
 
   const serviceCall = (
     request: IncomingMessage,
@@ -239,45 +92,26 @@ const make = Effect.gen(function*() {
     path: RegExpExecArray,
     started: bigint
   ) => {
-    const url = request.url ?? ""
-    const span = serverSpan(tracer, request, SERVICE_ROUTE, url, started)
-    const callSpan = span && childSpan(tracer, span, "ServiceHttp.callService")
-    const done = (answer: Answer) => {
-      if (response.headersSent) return
-      endSpan(callSpan)
-      recordServiceCall(answer.status)
-      finish(request, response, SERVICE_ROUTE, started, answer, span)
-    }
-    const failed = () => response.destroy()
-    const input: ServiceCallInput = {
-      profile: path[1]!,
-      environment: path[2]!,
-      uuid: path[3]!,
-      authorization: authorizationHeader(request),
-      dpop: dpopHeader(request.headers["dpop"]),
-      remoteAddress: clientAddress(request),
-      nowMillis: clock.unsafeCurrentTimeMillis()
-    }
-    const proceed = (verdict: ReturnType<typeof decideServiceCall>) => {
-      if (verdict._tag === "Answer") {
-        // Refused before the body is read (RFC 6750); Node discards the unread body.
-        request.resume()
-        return done(verdict.answer)
-      }
-      if (verdict._tag !== "Call") return failed()
-      if (callSpan !== undefined) {
-        for (const [key, value] of Object.entries(spanAttributes(verdict.address, verdict.clientId))) callSpan.attribute(key, value)
-      }
-      // A service with a rate limit: every answer of the call carries its fields.
-      const answered = verdict.rateHeaders === undefined ? done : (answer: Answer) => done(withRateHeaders(verdict, answer))
-      readBody(request, response, next, (text) => callHandler(request, response, verdict, text, callSpan, answered, failed))
-    }
-    const decision = decideServiceCall(input, callSpan === undefined ? gate.services : {
-      ...gate.services,
-      serviceRoute: cacheSpanned(callSpan, "CredentialRepoCache.findServiceRoute", gate.services.serviceRoute)
-    })
-    if (decision._tag === "Answer" || decision._tag === "Call") return proceed(decision)
-    run(below(gate.complete(input, decision), callSpan, request)).then(proceed).catch(failed)
+    let bodyRead = false
+    executions.serviceCall(
+      {
+        request,
+        response,
+        path: { profile: path[1]!, environment: path[2]!, uuid: path[3]! },
+        readBody: (then) => {
+          bodyRead = true
+          readBody(request, response, next, (text) => then(Either.right(text)))
+        },
+        nowMillis: clock.unsafeCurrentTimeMillis(),
+        started
+      },
+      (answer) => {
+        // Refused before the body is read: Node discards the unread body.
+        if (!bodyRead) request.resume()
+        return write(response)(answer)
+      },
+      () => response.destroy()
+    )
   }
 
   const lane: FastLaneShape = (request, response, next) => {

@@ -4,11 +4,13 @@
  * X-Request-Id), the route template, the status, the duration and the client address (the TCP
  * peer, or what a trusted proxy forwarded: `ClientAddress`). Never the raw path (its segments are
  * profile names and service uuids, whatever a client sent), the query string, headers or body,
- * which is where secrets and tokens travel. The app logs what it answers (`requestLog`); the
- * fast path logs what it answers with the same line (`requestLogLine`).
+ * which is where secrets and tokens travel. The app logs what it answers (`requestLog`); the hot
+ * endpoints' executions (`HotEndpoints`) log what they answer, on either entry, with the same line
+ * (`requestLogLine`).
  */
 import { type HttpApp, HttpServerRequest } from "@effect/platform"
-import { Clock, Effect, Option } from "effect"
+import { Clock, Effect, FiberRef, Option } from "effect"
+import { answeredByExecution } from "./AnsweredByExecution.js"
 import { requestIdOf } from "./RequestId.js"
 import { routeTemplate } from "./Routes.js"
 
@@ -43,6 +45,7 @@ export const requestLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E,
     const request = yield* HttpServerRequest.HttpServerRequest
     const started = yield* Clock.currentTimeMillis
     const response = yield* app
+    if (yield* FiberRef.get(answeredByExecution)) return response
     const elapsed = (yield* Clock.currentTimeMillis) - started
     yield* requestLogLine(
       request.method,

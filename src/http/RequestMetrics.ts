@@ -1,19 +1,20 @@
 /**
  * Records every request the HttpApi app answers: its duration by route template, and, for the token
- * endpoint and the service call, the result (the token decision's own result, which the handler
- * notes; an answer no decision made, a 500 included, is read back, so every way a request can fail
- * is counted as it was answered). Requests the fast lane answers are recorded there, with the same functions.
+ * endpoint and the service call, the result. The hot endpoints' executions (`HotEndpoints`) record
+ * what they answer themselves, on either entry; an answer on those routes that no execution made (a
+ * defect's 500) is recorded here, its result read back, so every way a request can fail is counted
+ * as it was answered.
  */
 import { type HttpApp, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
 import { Clock, Effect, FiberRef } from "effect"
 import {
-  decidedTokenResult,
   recordDuration,
   recordServiceCall,
   recordTokenRequest,
   tokenResultOf,
   UNMATCHED_ROUTE
 } from "../observability/ServiceMetrics.js"
+import { answeredByExecution } from "./AnsweredByExecution.js"
 import { endpointTemplate, routeTemplate } from "./Routes.js"
 
 export const TOKEN_ROUTE = endpointTemplate("issueToken")
@@ -37,15 +38,13 @@ export const requestMetrics = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Defaul
     const request = yield* HttpServerRequest.HttpServerRequest
     const started = yield* Clock.currentTimeNanos
     const response = yield* app
+    if (yield* FiberRef.get(answeredByExecution)) return response
     const elapsed = Number((yield* Clock.currentTimeNanos) - started) / 1e9
     const route = routeTemplate(request.url.split("?")[0]!) ?? UNMATCHED_ROUTE
     recordDuration(route, elapsed)
     if (request.method === "POST" && route === TOKEN_ROUTE) {
-      // The decision's result; an answer it did not make (a defect's 500) is read back.
-      recordTokenRequest(
-        (yield* FiberRef.get(decidedTokenResult)) ??
-          (response.status === 200 ? "issued" : tokenResultOf(errorCodeOf(response)))
-      )
+      // An answer the execution did not make (a defect's 500): its result read back.
+      recordTokenRequest(response.status === 200 ? "issued" : tokenResultOf(errorCodeOf(response)))
     } else if (request.method === "POST" && route === SERVICE_ROUTE) {
       recordServiceCall(response.status)
     }

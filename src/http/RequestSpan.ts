@@ -4,12 +4,14 @@
  * (`POST /service/{profile}/{environment}/json/{uuid}`), it continues an incoming W3C `traceparent`
  * (or B3), honouring its sampled flag (`remoteParent`), and records the method, route, path, client
  * address (`ClientAddress`) and status. Never a query string, header or body, where secrets and
- * tokens travel. Nothing at all when the tracer is off.
+ * tokens travel. Nothing at all when the tracer is off. The hot endpoints' server spans are their
+ * executions' (`HotEndpoints`), on either entry.
  */
 import { type HttpApp, HttpServerError, HttpServerRequest, HttpTraceContext } from "@effect/platform"
 import { Context, Effect, FiberRef, Option } from "effect"
 import type { IncomingMessage } from "node:http"
 import { isEncrypted, remoteParent, serverSpanAttributes } from "./LaneTrace.js"
+import { SERVICE_ROUTE, TOKEN_ROUTE } from "./RequestMetrics.js"
 import { routeTemplate } from "./Routes.js"
 
 export const requestSpan = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
@@ -18,6 +20,7 @@ export const requestSpan = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E
     const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
     const path = request.url.split("?")[0]!.slice(0, 200)
     const route = routeTemplate(path)
+    if (request.method === "POST" && (route === TOKEN_ROUTE || route === SERVICE_ROUTE)) return app
     return Effect.useSpan(
       route === undefined ? request.method : `${request.method} ${route}`,
       {

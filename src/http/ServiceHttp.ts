@@ -1,47 +1,55 @@
 /**
- * `POST /service/{profile}/{env}/json/{uuid}` on the HttpApi app: an adapter of the call's one
- * decision (`ServiceCallGate`). It decides, then reads the body (a JSON object within the size
- * limit) and calls the handler; the fast path (`FastLane`) is the other adapter.
+ * `POST /service/{profile}/{env}/json/{uuid}` on the HttpApi app: reads the path and, once the call
+ * is let through, the body (within the size limit), and returns the answer of the call's one
+ * execution (`ServiceCallExecution`, which the fast lane calls too).
  */
 import { HttpApiBuilder, type HttpServerRequest } from "@effect/platform"
-import { Clock, Effect, Either, Option } from "effect"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { Clock, Effect, FiberRef, Runtime } from "effect"
 import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
-import { dpopHeader } from "../auth/DPoPProof.js"
-import { jsonObject, withRateHeaders } from "../gateway/ServiceCallDecision.js"
-import { ServiceCallGate } from "../gateway/ServiceCallGate.js"
+import type { Answer } from "../domain/Answer.js"
 import { toServerResponse } from "./Answer.js"
-import { errorAnswer } from "../domain/Answer.js"
+import { answeredByExecution } from "./AnsweredByExecution.js"
+import { HotEndpoints } from "./HotEndpoints.js"
 import { readBodyText } from "./RequestBody.js"
-import { requestIdOf } from "./RequestId.js"
-import { requestAuthorization } from "./RequestAuthorization.js"
 
 export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
   Effect.gen(function*() {
-    const gate = yield* ServiceCallGate
+    const { serviceCall } = yield* HotEndpoints
     const { maxBodyBytes } = yield* AppConfig
 
-    const callService = Effect.fn("ServiceHttp.callService", { captureStackTrace: false })(
-      function*(
-        request: HttpServerRequest.HttpServerRequest,
-        path: { readonly profile: string; readonly environment: string; readonly uuid: string }
-      ) {
-        const verdict = yield* gate.decide({
-          ...path,
-          authorization: requestAuthorization(request),
-          dpop: dpopHeader(request.headers["dpop"]),
-          remoteAddress: Option.getOrElse(request.remoteAddress, () => "unknown"),
-          nowMillis: yield* Clock.currentTimeMillis
-        })
-        if (verdict._tag === "Answer") return toServerResponse(verdict.answer)
-        const text = yield* Effect.either(readBodyText(request, maxBodyBytes))
-        const body = Either.flatMap(text, jsonObject)
-        if (Either.isLeft(body)) return toServerResponse(withRateHeaders(verdict, errorAnswer(body.left)))
-        const requestId = requestIdOf(request.source)
-        const answer = yield* gate.call(verdict, body.right, text.pipe(Either.getOrElse(() => "")), requestId)
-        return toServerResponse(withRateHeaders(verdict, answer))
-      }
-    )
+    const callService = (
+      request: HttpServerRequest.HttpServerRequest,
+      path: { readonly profile: string; readonly environment: string; readonly uuid: string }
+    ) =>
+      Effect.gen(function*() {
+        const started = process.hrtime.bigint()
+        const nowMillis = yield* Clock.currentTimeMillis
+        const runtime = yield* Effect.runtime<never>()
+        const response = NodeHttpServerRequest.toServerResponse(request)
+        const answer = yield* Effect.async<Answer>((resume) =>
+          serviceCall(
+            {
+              request: NodeHttpServerRequest.toIncomingMessage(request),
+              response,
+              path,
+              readBody: (then) => Runtime.runCallback(runtime)(Effect.either(readBodyText(request, maxBodyBytes)), {
+                onExit: (exit) => exit._tag === "Success" ? then(exit.value) : undefined
+              }),
+              nowMillis,
+              started
+            },
+            (answer) => {
+              resume(Effect.succeed(answer))
+              return !response.destroyed
+            },
+            (defect) => resume(Effect.die(defect))
+          )
+        )
+        yield* FiberRef.set(answeredByExecution, true)
+        return toServerResponse(answer)
+      })
 
     // Raw: the token is checked before the body is read (RFC 6750), and every answer is written here.
     return handlers.handleRaw("callService", ({ path, request }) => callService(request, path))

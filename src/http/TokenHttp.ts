@@ -1,47 +1,47 @@
 /**
- * `POST /oauth/token` on the HttpApi app: an adapter of the grant's one decision
- * (`ClientCredentialsGrant`). It reads the body (a form within the size limit; any other body
- * carries no fields) and writes the answer; every outcome is decided there. The fast path
- * (`FastLane`) is the other adapter, for the same decision.
+ * `POST /oauth/token` on the HttpApi app: reads the body (a form within the size limit; any other
+ * body carries no fields) and returns the answer of the endpoint's one execution
+ * (`TokenExecution`, which the fast lane calls too).
  */
 import { HttpApiBuilder, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Clock, Effect, FiberRef, Layer, Option } from "effect"
 import { AdminAccess } from "../admin-auth/AdminAccess.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
-import { ClientCredentialsGrant } from "../auth/ClientCredentialsGrant.js"
 import { TokenIntrospection } from "../auth/TokenIntrospection.js"
 import { FormClientAuthentication } from "../auth/FormClientAuthentication.js"
 import { type FormInput, TokenRevocation } from "../auth/TokenRevocation.js"
-import { dpopHeader } from "../auth/DPoPProof.js"
 import { NO_STORE } from "../auth/TokenForm.js"
 import { toServerResponse } from "./Answer.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
+import { answeredByExecution } from "./AnsweredByExecution.js"
+import { HotEndpoints } from "./HotEndpoints.js"
 import { mediaType, readBodyText } from "./RequestBody.js"
-import { decidedTokenResult, tokenResultOf } from "../observability/ServiceMetrics.js"
-import { wireOf } from "../domain/Errors.js"
 import { requestAuthorization } from "./RequestAuthorization.js"
 
 export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function*() {
+    const started = process.hrtime.bigint()
     const config = yield* AppConfig
-    const grants = yield* ClientCredentialsGrant
+    const { token } = yield* HotEndpoints
     // Only a form body carries fields; JSON or anything else yields none (docs/contract.md §1).
     const form = mediaType(request) === "application/x-www-form-urlencoded"
       ? yield* Effect.either(readBodyText(request, config.maxBodyBytes))
       : undefined
-    if (form !== undefined && form._tag === "Left") {
-      yield* FiberRef.set(decidedTokenResult, tokenResultOf(wireOf(form.left).body.error))
-      return toServerResponse(errorAnswer(form.left, NO_STORE))
-    }
-    const { answer, result } = yield* grants.answer({
-      authorization: requestAuthorization(request),
-      dpop: dpopHeader(request.headers["dpop"]),
-      form: form?.right,
-      remoteAddress: Option.getOrElse(request.remoteAddress, () => "unknown"),
-      nowMillis: yield* Clock.currentTimeMillis
-    })
-    yield* FiberRef.set(decidedTokenResult, result)
+    const nowMillis = yield* Clock.currentTimeMillis
+    const response = NodeHttpServerRequest.toServerResponse(request)
+    const answer = yield* Effect.async<Answer>((resume) =>
+      token(
+        { request: NodeHttpServerRequest.toIncomingMessage(request), form, nowMillis, started },
+        (answer) => {
+          resume(Effect.succeed(answer))
+          return !response.destroyed
+        },
+        (defect) => resume(Effect.die(defect))
+      )
+    )
+    yield* FiberRef.set(answeredByExecution, true)
     return toServerResponse(answer)
   })
 

@@ -31,26 +31,3 @@ export const disabledUnless = (settings: Option.Option<TracingSettings>) =>
  */
 export const tracerEnabled: Effect.Effect<boolean> = FiberRef.get(FiberRef.currentTracerEnabled)
 
-/**
- * The decision's synchronous catalogue read, watched: when the cache answers, `hit` then records it
- * as the span `name` with `cache.hit` true, as the fast lane records its own hits and the cache's
- * traced read records its misses. Tracing adds the span; the decision runs as it does untraced.
- */
-export const watchedCacheRead = <A extends ReadonlyArray<unknown>, B>(
-  name: string,
-  read: (...args: A) => B | undefined
-) => {
-  let answered = false
-  return {
-    read: (...args: A): B | undefined => {
-      const held = read(...args)
-      if (held !== undefined) answered = true
-      return held
-    },
-    hit: Effect.suspend(() =>
-      answered
-        ? Effect.withSpan(Effect.void, name, { captureStackTrace: false, attributes: { "cache.hit": true } })
-        : Effect.void
-    )
-  }
-}

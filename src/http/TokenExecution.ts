@@ -1,0 +1,106 @@
+/**
+ * `POST /oauth/token`, executed once for both entries (the fast lane and the HttpApi handler, which
+ * only read the request and write the answer this returns): the server span, the decision
+ * (`decideToken`) and what completes it in Effect (`ClientCredentialsGrant.complete`), the
+ * signature, the answer and its headers, the metrics (the result and the duration) and the debug
+ * line. A decision that needs nothing but memory is carried to its answer synchronously, a
+ * signature aside (on the thread pool).
+ */
+import { Effect, Either, Option } from "effect"
+import type { IncomingMessage } from "node:http"
+import { authorizationHeader } from "../auth/AuthorizationHeader.js"
+import { ClientCredentialsGrant, decideToken, type TokenInput, type TokenOutcome } from "../auth/ClientCredentialsGrant.js"
+import { dpopHeader } from "../auth/DPoPProof.js"
+import { NO_STORE, tokenAnswer } from "../auth/TokenForm.js"
+import { TokenService } from "../auth/TokenService.js"
+import { type Answer, errorAnswer } from "../domain/Answer.js"
+import { type InvalidRequest, type PayloadTooLarge, wireOf } from "../domain/Errors.js"
+import { spanAttributes } from "../domain/ServiceAddress.js"
+import { UsageRecord } from "../storage/UsageRecord.js"
+import { recordTokenRequest, tokenResultOf } from "../observability/ServiceMetrics.js"
+import { clientAddress } from "./ClientAddress.js"
+import type { ExecutionKit } from "./ExecutionKit.js"
+import { childSpan, endSpan, serverSpan } from "./LaneTrace.js"
+import { TOKEN_ROUTE } from "./RequestMetrics.js"
+
+/** What an entry read of a token request besides its headers. */
+export interface TokenRequest {
+  readonly request: IncomingMessage
+  /** The body when it is a form, read within the size limit, or why it could not be; undefined for any other body. */
+  readonly form: Either.Either<string, PayloadTooLarge | InvalidRequest> | undefined
+  readonly nowMillis: number
+  /** `process.hrtime.bigint()` when the request arrived. */
+  readonly started: bigint
+}
+
+/**
+ * Answers the request through `answered`, once, which says whether the answer reached the caller (a
+ * caller that left is not recorded); `failed` when it cannot be answered (a defect).
+ */
+export type TokenExecutionShape = (
+  request: TokenRequest,
+  answered: (answer: Answer) => boolean,
+  failed: (defect: unknown) => void
+) => void
+
+export const makeTokenExecution = (kit: ExecutionKit) =>
+  Effect.gen(function*() {
+    const grants = yield* ClientCredentialsGrant
+    const tokens = yield* TokenService
+    // `last_used_at` recorded synchronously where storage can (a catalogue spread over many credentials
+    // makes most token requests some credential's first in a minute); otherwise in Effect.
+    const { recordUseSync } = yield* UsageRecord
+    const { tracer, run, below, cacheSpanned, record } = kit
+
+    const execute: TokenExecutionShape = ({ request, form, nowMillis, started }, answered, failed) => {
+      const span = serverSpan(tracer, request, TOKEN_ROUTE, "/oauth/token", started)
+      const done = (answer: Answer, result: Parameters<typeof recordTokenRequest>[0]) => {
+        if (!answered(answer)) return
+        recordTokenRequest(result)
+        record(request, TOKEN_ROUTE, started, answer, span)
+      }
+      if (form !== undefined && Either.isLeft(form)) {
+        return done(errorAnswer(form.left, NO_STORE), tokenResultOf(wireOf(form.left).body.error))
+      }
+      const input: TokenInput = {
+        authorization: authorizationHeader(request),
+        dpop: dpopHeader(request.headers["dpop"]),
+        form: form?.right,
+        remoteAddress: clientAddress(request),
+        nowMillis
+      }
+      const decision = decideToken(input, span === undefined ? grants.services : {
+        ...grants.services,
+        tokenTarget: cacheSpanned(span, "CredentialRepoCache.findTokenTarget", grants.services.tokenTarget)
+      })
+      if (decision._tag === "Answer") return done(decision.answer, decision.result)
+
+      /** The token signed (on the thread pool), in the grant's span. */
+      const sign = (outcome: Extract<TokenOutcome, { readonly _tag: "Sign" }>, grant: ReturnType<typeof childSpan> | undefined) => {
+        const issue = grant && childSpan(tracer, grant, "TokenService.issue")
+        const signing = issue && childSpan(tracer, issue, "TokenService.sign", { "jwt.alg": "RS256" })
+        tokens.issueAt(outcome.clientId, outcome.address, nowMillis, outcome.jkt).then((issued) => {
+          endSpan(signing)
+          endSpan(issue)
+          endSpan(grant)
+          done({ status: 200, headers: NO_STORE, body: tokenAnswer(issued) }, "issued")
+        }).catch(failed)
+      }
+      if (
+        decision._tag === "Issue" &&
+        (!decision.recordUse || (recordUseSync !== undefined && (recordUseSync(decision.clientId, new Date(nowMillis)), true)))
+      ) {
+        // All in memory: only the signature remains.
+        const grant = span &&
+          childSpan(tracer, span, "ClientCredentialsGrant.grant", spanAttributes(decision.address, Option.some(decision.clientId)))
+        return sign({ _tag: "Sign", clientId: decision.clientId, address: decision.address, jkt: undefined }, grant)
+      }
+      const grant = span && childSpan(tracer, span, "ClientCredentialsGrant.grant")
+      run(below(grants.complete(input, decision), grant, request)).then((outcome) => {
+        if (outcome._tag === "Sign") return sign(outcome, grant)
+        endSpan(grant)
+        done(outcome.answer, outcome.result)
+      }).catch(failed)
+    }
+    return execute
+  })
