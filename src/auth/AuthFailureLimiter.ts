@@ -26,12 +26,17 @@
  */
 import { Clock, Context, Deferred, Effect, Exit, FiberId, Layer, Option } from "effect"
 import { createHash } from "node:crypto"
+import { sweepPeriodically } from "../domain/ExpiringEntries.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { FailureCounts, type FailureCountsShape, type SharedWindow } from "../storage/FailureCounts.js"
 
 export const FAILURE_WINDOW_MS = 60_000
-/** Beyond this many tracked pairs, expired ones are dropped, then the oldest. */
-const MAX_TRACKED = 100_000
+/**
+ * Beyond this many tracked pairs, expired ones are dropped, then the oldest: about 250 bytes a
+ * pair with an IPv6 address and the longest client id (docs/performance.md), 25 MB at most. A pair
+ * whose window is over also leaves by itself, at the layer's periodic sweep.
+ */
+export const MAX_TRACKED = 100_000
 
 export interface AuthFailureLimiterShape {
   /** Seconds until the pair may try again, when this instance knows it refused. */
@@ -50,6 +55,10 @@ export interface AuthFailureLimiterShape {
    * are counted, then `blockedFor`. Without such failures, at once.
    */
   readonly admit: (clientId: string, address: string) => Effect.Effect<Option.Option<number>>
+  /** Drops the pairs whose window is over and that have no failure being counted; answers how many. */
+  readonly sweep: (nowMillis: number) => number
+  /** Pairs held now (for tests of the bound). */
+  readonly tracked: () => number
 }
 
 interface PairWindow {
@@ -73,8 +82,18 @@ export const makeAuthFailureLimiter = (limit: number, counts?: FailureCountsShap
     const pairs = new Map<string, PairWindow>()
     const key = (clientId: string, address: string) => `${address}\u0000${clientId}`
 
+    const sweep = (now: number) => {
+      let dropped = 0
+      for (const [k, pair] of pairs) {
+        if (pair.resetAt <= now && pair.counting === 0) {
+          pairs.delete(k)
+          dropped++
+        }
+      }
+      return dropped
+    }
     const prune = (now: number) => {
-      for (const [k, pair] of pairs) if (pair.resetAt <= now && pair.counting === 0) pairs.delete(k)
+      sweep(now)
       while (pairs.size >= MAX_TRACKED) pairs.delete(pairs.keys().next().value!)
     }
 
@@ -171,7 +190,9 @@ export const makeAuthFailureLimiter = (limit: number, counts?: FailureCountsShap
           const settled = pairs.size === 0 ? undefined : pairs.get(key(clientId, address))?.settled
           const check = Effect.map(Clock.currentTimeMillis, (now) => blockedAt(clientId, address, now))
           return settled === undefined ? check : Effect.zipRight(Deferred.await(settled), check)
-        })
+        }),
+      sweep,
+      tracked: () => pairs.size
     } satisfies AuthFailureLimiterShape
   })
 
@@ -179,11 +200,13 @@ export class AuthFailureLimiter extends Context.Tag("service-auth/AuthFailureLim
   AuthFailureLimiter,
   AuthFailureLimiterShape
 >() {
-  static readonly layer = Layer.effect(
+  static readonly layer = Layer.scoped(
     AuthFailureLimiter,
     Effect.gen(function*() {
       const config = yield* AppConfig
-      return yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts)
+      const limiter = yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts)
+      yield* sweepPeriodically([limiter])
+      return limiter
     })
   )
 }
@@ -200,11 +223,13 @@ export class AdminFailureLimiter extends Context.Tag("service-auth/AdminFailureL
   /** The limiter's client-id slot: admin failures are keyed by the address alone. */
   static readonly ANY_CLIENT = ""
 
-  static readonly layer = Layer.effect(
+  static readonly layer = Layer.scoped(
     AdminFailureLimiter,
     Effect.gen(function*() {
       const config = yield* AppConfig
-      return yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts, "admin")
+      const limiter = yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts, "admin")
+      yield* sweepPeriodically([limiter])
+      return limiter
     })
   )
 }
