@@ -26,14 +26,15 @@
  */
 import { Clock, Context, Deferred, Effect, Exit, FiberId, Layer, Option } from "effect"
 import { createHash } from "node:crypto"
+import { sha256Base64url } from "../domain/Sha256.js"
 import { sweepPeriodically } from "../domain/ExpiringEntries.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { FailureCounts, type FailureCountsShape, type SharedWindow } from "../storage/FailureCounts.js"
 
 export const FAILURE_WINDOW_MS = 60_000
 /**
- * Beyond this many tracked pairs, expired ones are dropped, then the oldest: about 250 bytes a
- * pair with an IPv6 address and the longest client id (docs/performance.md), 25 MB at most. A pair
+ * Beyond this many tracked pairs, expired ones are dropped, then the oldest: about 220 bytes a
+ * pair with an IPv6 address, whatever the client id sent (docs/performance.md): 22 MB at most. A pair
  * whose window is over also leaves by itself, at the layer's periodic sweep.
  */
 export const MAX_TRACKED = 100_000
@@ -80,7 +81,12 @@ export const makeAuthFailureLimiter = (limit: number, counts?: FailureCountsShap
   Effect.sync(() => {
     const shared = counts?.shared === true ? counts : undefined
     const pairs = new Map<string, PairWindow>()
-    const key = (clientId: string, address: string) => `${address}\u0000${clientId}`
+    // The client id is whatever the sender wrote: past the length of a real one (or an address), the
+    // pair is held by its digest, so the bytes of an entry are bounded whatever was sent.
+    const key = (clientId: string, address: string) => {
+      const pair = `${address}\u0000${clientId}`
+      return clientId.length <= 64 && address.length <= 64 ? pair : `#${sha256Base64url(pair)}`
+    }
 
     const sweep = (now: number) => {
       let dropped = 0

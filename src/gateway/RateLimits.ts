@@ -19,15 +19,19 @@ import { Context, Effect, Layer } from "effect"
 import type { Answer } from "../domain/Answer.js"
 import { errorAnswer } from "../domain/Answer.js"
 import { RateLimited } from "../domain/Errors.js"
+import { sha256Base64url } from "../domain/Sha256.js"
 import { ExpiringEntries, sweepPeriodically } from "../domain/ExpiringEntries.js"
 import type { RateLimit } from "../domain/Policies.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 
 /**
- * Windows held at most: about 300 bytes each with a key of the longest names (docs/performance.md),
- * 30 MB at most.
+ * Windows held at most: about 200 bytes each, whatever the names and clients, since a long key is
+ * held by its digest (docs/performance.md): 20 MB at most.
  */
 export const MAX_RATE_WINDOWS = 100_000
+
+/** Keys longer than this are held by their SHA-256 digest (43 characters). */
+const MAX_PLAIN_KEY = 96
 
 /** A call let through, with the headers its answer carries; or the 429 that refuses it. */
 export type RateVerdict =
@@ -56,7 +60,10 @@ export interface RateLimitsShape {
 export const makeRateLimits = (capacity = MAX_RATE_WINDOWS): RateLimitsShape => {
   const windows = new ExpiringEntries<string, RateWindow>(capacity)
   const admit = (address: ServiceAddress, limit: RateLimit, client: string, nowMillis: number): RateVerdict => {
-    const key = `${address.profile}\u0000${address.environment}\u0000${address.uuid}\u0000${client}`
+    const long = `${address.profile}\u0000${address.environment}\u0000${address.uuid}\u0000${client}`
+    // A key past the length of a short name's is held by its digest: the bytes of a window stay
+    // bounded whatever the names and the client (an address, or a client id) are.
+    const key = long.length <= MAX_PLAIN_KEY ? long : sha256Base64url(long)
     let window = windows.get(key, nowMillis)
     if (window === undefined) {
       window = { count: 0, resetAt: nowMillis + limit.per_seconds * 1000 }

@@ -13,7 +13,7 @@
  * with calls in flight, failures or an open breaker hold an entry, so memory follows the failing
  * services, not the catalogue; an entry without calls for FORGET_AFTER_MS leaves at the periodic
  * sweep (its breaker closed: the next call is a fresh start), and at most MAX_GUARDED_SERVICES idle
- * ones are held (about 200 bytes each with its key: 20 MB at most).
+ * ones are held (about 800 bytes each with the longest names: 8 MB at most).
  */
 
 export const FAILURES_TO_OPEN = 5
@@ -21,7 +21,8 @@ export const FIRST_PAUSE_MS = 10_000
 export const LONGEST_PAUSE_MS = 60_000
 /** A service's state is forgotten after this long without a call (a deleted service's, too). */
 export const FORGET_AFTER_MS = 10 * 60_000
-export const MAX_GUARDED_SERVICES = 100_000
+/** Services held at most: those with calls in flight, failures or an open breaker (a few, normally). */
+export const MAX_GUARDED_SERVICES = 10_000
 
 interface ServiceState {
   inFlight: number

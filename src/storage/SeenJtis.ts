@@ -70,7 +70,7 @@ const PURGE_EVERY_MILLIS = 10_000
  * `scanEveryMillis`), then the oldest; `evictedUntil` says until when an evicted one would have been
  * refused.
  */
-class LocalIds {
+export class LocalIds {
   readonly seen = new Map<string, number>()
   evictedUntil = 0
   private scannedAt = -Infinity
