@@ -86,14 +86,20 @@ export interface Sweepable {
 export const SWEEP_EVERY = Duration.minutes(1)
 
 /**
- * Sweeps `tables` every `every` (by the Clock, so `TestClock` drives it) for as long as the
- * layer's scope lasts: the expired entries leave even when no request comes.
+ * Sweeps `tables` every `every` for as long as the layer's scope lasts: the expired entries leave
+ * even when no request comes. The tables' time is the app's `Clock` (a test's `TestClock`), but the
+ * wait between sweeps is real time: a test that moves its clock by years must not run a sweep for
+ * every minute in between.
  */
 export const sweepPeriodically = (tables: ReadonlyArray<Sweepable>, every: Duration.DurationInput = SWEEP_EVERY) =>
-  Clock.currentTimeMillis.pipe(
-    Effect.flatMap((now) => Effect.sync(() => tables.forEach((table) => table.sweep(now)))),
-    Effect.delay(every),
-    Effect.forever,
-    Effect.forkScoped,
-    Effect.asVoid
-  )
+  Effect.flatMap(Effect.clock, (clock) =>
+    Effect.sync(() => {
+      const now = clock.unsafeCurrentTimeMillis()
+      tables.forEach((table) => table.sweep(now))
+    }).pipe(
+      Effect.delay(every),
+      Effect.forever,
+      Effect.withClock(Clock.make()),
+      Effect.forkScoped,
+      Effect.asVoid
+    ))
