@@ -26,12 +26,18 @@
  */
 import { Clock, Context, Deferred, Effect, Exit, FiberId, Layer, Option } from "effect"
 import { createHash } from "node:crypto"
+import { sha256Base64url } from "../domain/Sha256.js"
+import { sweepPeriodically } from "../domain/ExpiringEntries.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { FailureCounts, type FailureCountsShape, type SharedWindow } from "../storage/FailureCounts.js"
 
 export const FAILURE_WINDOW_MS = 60_000
-/** Beyond this many tracked pairs, expired ones are dropped, then the oldest. */
-const MAX_TRACKED = 100_000
+/**
+ * Beyond this many tracked pairs, expired ones are dropped, then the oldest: about 220 bytes a
+ * pair with an IPv6 address, whatever the client id sent (docs/performance.md): 22 MB at most. A pair
+ * whose window is over also leaves by itself, at the layer's periodic sweep.
+ */
+export const MAX_TRACKED = 100_000
 
 export interface AuthFailureLimiterShape {
   /** Seconds until the pair may try again, when this instance knows it refused. */
@@ -50,6 +56,10 @@ export interface AuthFailureLimiterShape {
    * are counted, then `blockedFor`. Without such failures, at once.
    */
   readonly admit: (clientId: string, address: string) => Effect.Effect<Option.Option<number>>
+  /** Drops the pairs whose window is over and that have no failure being counted; answers how many. */
+  readonly sweep: (nowMillis: number) => number
+  /** Pairs held now (for tests of the bound). */
+  readonly tracked: () => number
 }
 
 interface PairWindow {
@@ -71,10 +81,25 @@ export const makeAuthFailureLimiter = (limit: number, counts?: FailureCountsShap
   Effect.sync(() => {
     const shared = counts?.shared === true ? counts : undefined
     const pairs = new Map<string, PairWindow>()
-    const key = (clientId: string, address: string) => `${address}\u0000${clientId}`
+    // The client id is whatever the sender wrote: past the length of a real one (or an address), the
+    // pair is held by its digest, so the bytes of an entry are bounded whatever was sent.
+    const key = (clientId: string, address: string) => {
+      const pair = `${address}\u0000${clientId}`
+      return clientId.length <= 64 && address.length <= 64 ? pair : `#${sha256Base64url(pair)}`
+    }
 
+    const sweep = (now: number) => {
+      let dropped = 0
+      for (const [k, pair] of pairs) {
+        if (pair.resetAt <= now && pair.counting === 0) {
+          pairs.delete(k)
+          dropped++
+        }
+      }
+      return dropped
+    }
     const prune = (now: number) => {
-      for (const [k, pair] of pairs) if (pair.resetAt <= now && pair.counting === 0) pairs.delete(k)
+      sweep(now)
       while (pairs.size >= MAX_TRACKED) pairs.delete(pairs.keys().next().value!)
     }
 
@@ -171,7 +196,9 @@ export const makeAuthFailureLimiter = (limit: number, counts?: FailureCountsShap
           const settled = pairs.size === 0 ? undefined : pairs.get(key(clientId, address))?.settled
           const check = Effect.map(Clock.currentTimeMillis, (now) => blockedAt(clientId, address, now))
           return settled === undefined ? check : Effect.zipRight(Deferred.await(settled), check)
-        })
+        }),
+      sweep,
+      tracked: () => pairs.size
     } satisfies AuthFailureLimiterShape
   })
 
@@ -179,11 +206,13 @@ export class AuthFailureLimiter extends Context.Tag("service-auth/AuthFailureLim
   AuthFailureLimiter,
   AuthFailureLimiterShape
 >() {
-  static readonly layer = Layer.effect(
+  static readonly layer = Layer.scoped(
     AuthFailureLimiter,
     Effect.gen(function*() {
       const config = yield* AppConfig
-      return yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts)
+      const limiter = yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts)
+      yield* sweepPeriodically([limiter])
+      return limiter
     })
   )
 }
@@ -200,11 +229,13 @@ export class AdminFailureLimiter extends Context.Tag("service-auth/AdminFailureL
   /** The limiter's client-id slot: admin failures are keyed by the address alone. */
   static readonly ANY_CLIENT = ""
 
-  static readonly layer = Layer.effect(
+  static readonly layer = Layer.scoped(
     AdminFailureLimiter,
     Effect.gen(function*() {
       const config = yield* AppConfig
-      return yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts, "admin")
+      const limiter = yield* makeAuthFailureLimiter(config.authFailureLimit, yield* FailureCounts, "admin")
+      yield* sweepPeriodically([limiter])
+      return limiter
     })
   )
 }

@@ -41,6 +41,7 @@ import type { FormInput } from "./TokenRevocation.js"
 import { clientRefusal, FormClientAuthentication } from "./FormClientAuthentication.js"
 import { clientCredentials, formFieldsOf, NO_STORE, TWO_METHODS } from "./TokenForm.js"
 import { type AccessTokenClaims, TokenService } from "./TokenService.js"
+import { ExpiringEntries, sweepPeriodically } from "../domain/ExpiringEntries.js"
 import { boundKey, tokenStanding } from "./TokenStanding.js"
 
 /** The admin API's challenge: the caller's token is an admin token. */
@@ -50,8 +51,12 @@ const INACTIVE: Answer = { status: 200, headers: NO_STORE, body: { active: false
 /** Admin failures are keyed by the address alone, one count with the admin API's (`AdminAuthHttp`). */
 const { ANY_CLIENT } = AdminFailureLimiter
 
-/** Callers remembered at the most (resource servers: a handful); past it, the oldest is forgotten. */
-const MAX_CALLERS = 1_000
+/**
+ * Callers remembered at the most (resource servers: a handful); past it, the oldest is forgotten.
+ * Only callers with a valid admin token are kept (about 300 bytes each: 300 KB at most), each for a
+ * minute at most.
+ */
+export const MAX_CALLERS = 1_000
 
 const INTROSPECTION_FIELDS = ["token", "token_type_hint", "client_id", "client_secret", "client_assertion", "client_assertion_type"] as const
 type IntrospectionField = typeof INTROSPECTION_FIELDS[number]
@@ -98,7 +103,7 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
   TokenIntrospection,
   TokenIntrospectionShape
 >() {
-  static readonly layer = Layer.effect(
+  static readonly layer = Layer.scoped(
     TokenIntrospection,
     Effect.gen(function*() {
       const access = yield* AdminAccess
@@ -113,14 +118,15 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
        * before it is answered. Re-read once a minute (which records `last_used_at`); never a token
        * that is none.
        */
-      const callers = new Map<string, { readonly identity: AdminIdentity; readonly epoch: number; readonly readAt: number }>()
+      const callers = new ExpiringEntries<string, { readonly identity: AdminIdentity; readonly epoch: number }>(MAX_CALLERS)
+      yield* sweepPeriodically([callers])
       const resolveCaller = (presented: string, nowMillis: number) =>
         Effect.suspend(() => {
           const epoch = lookup.epoch()
           if (epoch === undefined) return access.resolve(presented)
           const digest = tokenDigest(presented).toString("hex")
-          const known = callers.get(digest)
-          if (known !== undefined && known.epoch === epoch && nowMillis - known.readAt < LAST_USED_EVERY_MS) {
+          const known = callers.get(digest, nowMillis)
+          if (known !== undefined && known.epoch === epoch) {
             return Effect.succeed(Option.some(known.identity))
           }
           return Effect.tap(access.resolve(presented), (found) =>
@@ -128,8 +134,7 @@ export class TokenIntrospection extends Context.Tag("service-auth/TokenIntrospec
               callers.delete(digest)
               // Stored only if no drop happened while it was read (the read may predate a revocation).
               if (Option.isNone(found) || lookup.epoch() !== epoch) return
-              if (callers.size >= MAX_CALLERS) callers.delete(callers.keys().next().value!)
-              callers.set(digest, { identity: found.value, epoch, readAt: nowMillis })
+              callers.set(digest, { identity: found.value, epoch }, nowMillis + LAST_USED_EVERY_MS, nowMillis)
             }))
         })
 

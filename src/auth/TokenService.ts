@@ -14,6 +14,7 @@
  * Whether the issuing credential is still live is the caller's check, made in the same database
  * read that finds the service.
  */
+import { ExpiringEntries, sweepPeriodically } from "../domain/ExpiringEntries.js"
 import { Clock, Context, Effect, Either, Layer, Schema } from "effect"
 import * as Jose from "jose"
 import { KeyObject, randomUUID, verify as verifySignature } from "node:crypto"
@@ -113,7 +114,7 @@ interface SignedToken {
 }
 
 export class TokenService extends Context.Tag("service-auth/TokenService")<TokenService, TokenServiceShape>() {
-  static readonly layer = Layer.effect(
+  static readonly layer = Layer.scoped(
     TokenService,
     Effect.gen(function*() {
       const keys = yield* KeyService
@@ -226,23 +227,23 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
       // digest of its exact text is remembered (only a token that passed every time-independent check
       // is, and only while its key is still held). The time-dependent checks run on every call. Tokens
       // are not remembered as they are signed: a burst of token requests would push out the ones in use.
-      const verified = new Map<string, SignedToken>()
-      const remember = (digest: string, signed: SignedToken) => {
-        // A Map iterates in insertion order: its first key is the token remembered longest ago.
-        if (verified.size >= MAX_VERIFIED_TOKENS) verified.delete(verified.keys().next().value!)
-        verified.set(digest, signed)
-      }
+      // Insertion order: the first is the token remembered longest ago. One leaves by itself when it
+      // expires (it would be refused then anyway).
+      const verified = new ExpiringEntries<string, SignedToken>(MAX_VERIFIED_TOKENS)
+      yield* sweepPeriodically([verified])
+      const remember = (digest: string, signed: SignedToken, nowMillis: number) =>
+        verified.set(digest, signed, signed.claims.exp * 1000, nowMillis)
       const signedToken = (token: string, nowMillis: number): Either.Either<SignedToken, InvalidToken> => {
         // Oversized text is refused (by `checkSigned`) before anything else: it is not even hashed.
         if (token.length > MAX_TOKEN_LENGTH) return checkSigned(token, nowMillis)
         const digest = digestOf(token)
-        const known = verified.get(digest)
+        const known = verified.get(digest, nowMillis)
         if (known !== undefined) {
           if (keys.verificationKeyAt(known.kid, nowMillis) instanceof KeyObject) return Either.right(known)
           verified.delete(digest)
         }
         const checked = checkSigned(token, nowMillis)
-        if (Either.isRight(checked)) remember(digest, checked.right)
+        if (Either.isRight(checked)) remember(digest, checked.right, nowMillis)
         return checked
       }
 

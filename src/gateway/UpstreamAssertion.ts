@@ -16,11 +16,16 @@
  * signing key changes. Reused assertions share their `jti` (docs/integrators.md: it names an
  * assertion, not a call). At most MAX_ASSERTIONS are held; one more evicts the oldest.
  */
+import { ExpiringEntries } from "../domain/ExpiringEntries.js"
 import type { SigningKey } from "../auth/SigningKeyMaterial.js"
 
 export const ASSERTION_LIFETIME_SECONDS = 300
 export const REUSE_SECONDS = 60
-const MAX_ASSERTIONS = 10_000
+/**
+ * Assertions held at most: about 1.3 KB each with a signed assertion of an RSA-2048 key and its
+ * id (docs/performance.md), 13 MB at most. One leaves by itself once it may no longer be reused.
+ */
+export const MAX_ASSERTIONS = 10_000
 
 export interface AssertionSubject {
   readonly profile: string
@@ -51,14 +56,20 @@ export interface UpstreamAssertionsShape {
    * loop). `id` is `assertionIdOf(subject)`, given when the caller keeps it.
    */
   readonly assertionAt: (subject: AssertionSubject, nowMillis: number, id?: string) => string | Promise<string>
+  /** Drops the assertions that may no longer be reused. */
+  readonly sweep: (nowMillis: number) => number
+  /** Assertions held now (for tests of the bound). */
+  readonly size: () => number
 }
 
 export const makeUpstreamAssertions = (options: {
   readonly issuer: string
   readonly signingKeyAt: (nowMillis: number) => SigningKey
   readonly randomId: () => string
+  readonly max?: number
 }): UpstreamAssertionsShape => {
-  const held = new Map<string, HeldAssertion>()
+  const held = new ExpiringEntries<string, HeldAssertion>(options.max ?? MAX_ASSERTIONS)
+  // At most one per id being signed: bounded by the calls in flight (UPSTREAM_MAX_CONCURRENCY).
   const signing = new Map<string, Promise<string>>()
 
   const sign = async (key: SigningKey, subject: AssertionSubject, nowMillis: number): Promise<string> => {
@@ -81,7 +92,7 @@ export const makeUpstreamAssertions = (options: {
 
   const assertionAt = (subject: AssertionSubject, nowMillis: number, id = assertionIdOf(subject)): string | Promise<string> => {
     const key = options.signingKeyAt(nowMillis)
-    const known = held.get(id)
+    const known = held.get(id, nowMillis)
     if (known !== undefined && known.kid === key.kid && nowMillis < known.reuseUntil && nowMillis >= known.reuseUntil - REUSE_SECONDS * 1000) {
       return known.token
     }
@@ -91,9 +102,8 @@ export const makeUpstreamAssertions = (options: {
     const made = sign(key, subject, nowMillis).then(
       (token) => {
         signing.delete(id)
-        held.delete(id)
-        if (held.size >= MAX_ASSERTIONS) held.delete(held.keys().next().value!)
-        held.set(id, { token, kid: key.kid, reuseUntil: nowMillis + REUSE_SECONDS * 1000 })
+        const reuseUntil = nowMillis + REUSE_SECONDS * 1000
+        held.set(id, { token, kid: key.kid, reuseUntil }, reuseUntil, nowMillis)
         return token
       },
       (error: unknown) => {
@@ -105,5 +115,5 @@ export const makeUpstreamAssertions = (options: {
     return made
   }
 
-  return { assertionAt }
+  return { assertionAt, sweep: (nowMillis) => held.sweep(nowMillis), size: () => held.size }
 }

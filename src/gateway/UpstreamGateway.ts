@@ -28,6 +28,7 @@ import { upstreamStanding, type UpstreamVerdict } from "../domain/UpstreamPolicy
 import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
 import { recordOpenBreakers, recordUpstreamCall } from "../observability/ServiceMetrics.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
+import { sweepPeriodically } from "../domain/ExpiringEntries.js"
 import { assertionIdOf, makeUpstreamAssertions } from "./UpstreamAssertion.js"
 import { makeUpstreamGuard } from "./UpstreamGuard.js"
 import { openHeaders } from "./UpstreamHeaders.js"
@@ -140,6 +141,7 @@ export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")
       const { headerSealingKey } = yield* ClientSecrets
       const guard = makeUpstreamGuard(config.upstreamMaxConcurrency, recordOpenBreakers)
       const assertions = makeUpstreamAssertions({ issuer: config.issuer, signingKeyAt: keys.signingKeyAt, randomId: randomUUID })
+      yield* sweepPeriodically([assertions, guard])
 
       const prepared = new WeakMap<ProxyHandler, PreparedHandler>()
       const prepare = (address: ServiceAddress, handler: ProxyHandler): PreparedHandler => {

@@ -11,12 +11,18 @@
  * Both refusals are `503 temporarily_unavailable` with `Retry-After` (the rest of the pause, or 1 s).
  * Time is given by the caller (the app's `Clock`, so `TestClock` drives it in tests). Only services
  * with calls in flight, failures or an open breaker hold an entry, so memory follows the failing
- * services, not the catalogue.
+ * services, not the catalogue; an entry without calls for FORGET_AFTER_MS leaves at the periodic
+ * sweep (its breaker closed: the next call is a fresh start), and at most MAX_GUARDED_SERVICES idle
+ * ones are held (about 800 bytes each with the longest names: 8 MB at most).
  */
 
 export const FAILURES_TO_OPEN = 5
 export const FIRST_PAUSE_MS = 10_000
 export const LONGEST_PAUSE_MS = 60_000
+/** A service's state is forgotten after this long without a call (a deleted service's, too). */
+export const FORGET_AFTER_MS = 10 * 60_000
+/** Services held at most: those with calls in flight, failures or an open breaker (a few, normally). */
+export const MAX_GUARDED_SERVICES = 10_000
 
 interface ServiceState {
   inFlight: number
@@ -27,6 +33,8 @@ interface ServiceState {
   pauseMs: number
   /** Whether the trial call of an elapsed pause is on its way. */
   trial: boolean
+  /** The last admission or settlement. */
+  touchedAt: number
 }
 
 export type Admission =
@@ -40,13 +48,21 @@ export interface UpstreamGuardShape {
   readonly settle: (key: string, admission: { readonly trial: boolean }, failing: boolean, nowMillis: number) => void
   /** How many services are refused for a pause now (the gauge). */
   readonly openCount: () => number
+  /** Forgets the services without a call for FORGET_AFTER_MS; answers how many. */
+  readonly sweep: (nowMillis: number) => number
+  /** Services held now (for tests of the bound). */
+  readonly size: () => number
 }
 
 // Two shared answers: an admission is read, never changed, so none is made per call.
 const ADMITTED: Admission = { _tag: "Admitted", trial: false }
 const ADMITTED_TRIAL: Admission = { _tag: "Admitted", trial: true }
 
-export const makeUpstreamGuard = (maxConcurrency: number, onOpenChange: (open: number) => void = () => {}): UpstreamGuardShape => {
+export const makeUpstreamGuard = (
+  maxConcurrency: number,
+  onOpenChange: (open: number) => void = () => {},
+  maxServices: number = MAX_GUARDED_SERVICES
+): UpstreamGuardShape => {
   const states = new Map<string, ServiceState>()
   let open = 0
   const setOpen = (state: ServiceState, isOpen: boolean) => {
@@ -59,12 +75,37 @@ export const makeUpstreamGuard = (maxConcurrency: number, onOpenChange: (open: n
     if (state.inFlight === 0 && state.failures === 0 && state.openUntil === 0) states.delete(key)
   }
 
+  const forget = (key: string, state: ServiceState) => {
+    setOpen(state, false)
+    states.delete(key)
+  }
+  const sweep = (nowMillis: number) => {
+    let dropped = 0
+    for (const [key, state] of states) {
+      if (state.inFlight === 0 && nowMillis - state.touchedAt >= FORGET_AFTER_MS) {
+        forget(key, state)
+        dropped++
+      }
+    }
+    return dropped
+  }
+  /** Room for one more: the idle services swept, then the idle one touched longest ago. */
+  const makeRoom = (nowMillis: number) => {
+    sweep(nowMillis)
+    if (states.size < maxServices) return
+    let oldest: [string, ServiceState] | undefined
+    for (const entry of states) if (entry[1].inFlight === 0 && (oldest === undefined || entry[1].touchedAt < oldest[1].touchedAt)) oldest = entry
+    if (oldest !== undefined) forget(oldest[0], oldest[1])
+  }
+
   const admit = (key: string, nowMillis: number): Admission => {
     let state = states.get(key)
     if (state === undefined) {
-      state = { inFlight: 0, failures: 0, openUntil: 0, pauseMs: 0, trial: false }
+      if (states.size >= maxServices) makeRoom(nowMillis)
+      state = { inFlight: 0, failures: 0, openUntil: 0, pauseMs: 0, trial: false, touchedAt: nowMillis }
       states.set(key, state)
     }
+    state.touchedAt = nowMillis
     let trial = false
     if (state.openUntil > 0) {
       if (nowMillis < state.openUntil) {
@@ -86,6 +127,7 @@ export const makeUpstreamGuard = (maxConcurrency: number, onOpenChange: (open: n
   const settle = (key: string, admission: { readonly trial: boolean }, failing: boolean, nowMillis: number) => {
     const state = states.get(key)
     if (state === undefined) return
+    state.touchedAt = nowMillis
     state.inFlight--
     if (admission.trial) state.trial = false
     if (!failing) {
@@ -109,5 +151,5 @@ export const makeUpstreamGuard = (maxConcurrency: number, onOpenChange: (open: n
     forgetIfIdle(key, state)
   }
 
-  return { admit, settle, openCount: () => open }
+  return { admit, settle, openCount: () => open, sweep, size: () => states.size }
 }

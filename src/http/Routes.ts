@@ -30,6 +30,9 @@ const ROUTES = (() => {
   }))
 })()
 
+/** Every route template of the API: the closed set a request's route label is drawn from. */
+export const ROUTE_TEMPLATES: ReadonlyArray<string> = ROUTES.map((route) => route.template)
+
 const METHOD_ORDER = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 /** The methods the API answers at `pathname`; none for a path it does not have. */

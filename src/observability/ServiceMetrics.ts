@@ -6,10 +6,12 @@
  *
  * Labels only ever hold values from closed sets (a result code, a status, a route template of the
  * API), never anything a client sent: no secret, token or raw path can become a label. The label
- * arrays are made once per value and reused, because Effect caches a metric's hook per label array
- * (by identity): the hot paths then cost a map lookup and an addition.
+ * arrays are made once per value, when the module loads, and reused, because Effect caches a
+ * metric's hook per label array (by identity): the hot paths then cost a map lookup and an
+ * addition, and the series are bounded by the sets (`LABEL_SET_COUNTS`).
  */
 import { FiberRef, Metric, MetricBoundaries, MetricLabel } from "effect"
+import { ROUTE_TEMPLATES } from "../http/Routes.js"
 
 export const tokenRequests = Metric.counter("service_auth_token_requests_total", {
   description: "Requests to POST /oauth/token by result: issued, or the OAuth error code of the answer."
@@ -53,22 +55,40 @@ export type TokenResult = typeof TOKEN_RESULTS[number]
 /** The route label of a path that is none of the API's routes. */
 export const UNMATCHED_ROUTE = "unmatched"
 
-const labelCache = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
-const labels = (key: string, value: string): ReadonlyArray<MetricLabel.MetricLabel> => {
-  const cacheKey = `${key}\u0000${value}`
-  let cached = labelCache.get(cacheKey)
-  if (cached === undefined) {
-    cached = [MetricLabel.make(key, value)]
-    labelCache.set(cacheKey, cached)
-  }
-  return cached
-}
+/**
+ * The label arrays, made once for every value of each closed set, so the tables cannot grow after
+ * the module has loaded (and no value a client sent can reach a label): a value outside its set is
+ * counted under `other` (a token result, an outcome), the status `other` (not an HTTP status), or
+ * `unmatched` (a route that is not the API's).
+ */
+const labelTable = (key: string, values: ReadonlyArray<string>): ReadonlyMap<string, ReadonlyArray<MetricLabel.MetricLabel>> =>
+  new Map(values.map((value) => [value, [MetricLabel.make(key, value)]]))
+
+const STATUSES = Array.from({ length: 500 }, (_, i) => String(100 + i))
+const resultLabels = labelTable("result", [...TOKEN_RESULTS, "other"])
+const statusLabels = labelTable("status", [...STATUSES, "other"])
+const outcomeLabels = labelTable("outcome", [...UPSTREAM_OUTCOMES, "other"])
+const routeLabels = labelTable("route", [...ROUTE_TEMPLATES, UNMATCHED_ROUTE])
+
+const labelsOf = (
+  table: ReadonlyMap<string, ReadonlyArray<MetricLabel.MetricLabel>>,
+  value: string,
+  fallback: string
+): ReadonlyArray<MetricLabel.MetricLabel> => table.get(value) ?? table.get(fallback)!
+
+/** Label sets each metric can have at most: the bound of the metric registry's series. */
+export const LABEL_SET_COUNTS = {
+  result: resultLabels.size,
+  status: statusLabels.size,
+  outcome: outcomeLabels.size,
+  route: routeLabels.size
+} as const
 
 /** `result` as a token request's label: a code of the closed set, or `other` for anything else. */
 export const tokenResultOf = (code: string | undefined): TokenResult | "other" =>
   TOKEN_RESULTS.includes(code as TokenResult) ? code as TokenResult : "other"
 
-export const recordTokenRequest = (result: TokenResult | "other") => tokenRequests.unsafeUpdate(1, labels("result", result))
+export const recordTokenRequest = (result: TokenResult | "other") => tokenRequests.unsafeUpdate(1, labelsOf(resultLabels, result, "other"))
 
 /**
  * The token decision's own result, noted by the HttpApi handler for the request's metrics
@@ -77,23 +97,23 @@ export const recordTokenRequest = (result: TokenResult | "other") => tokenReques
  */
 export const decidedTokenResult = FiberRef.unsafeMake<TokenResult | "other" | undefined>(undefined)
 
-export const recordServiceCall = (status: number) => serviceCalls.unsafeUpdate(1, labels("status", String(status)))
+export const recordServiceCall = (status: number) => serviceCalls.unsafeUpdate(1, labelsOf(statusLabels, String(status), "other"))
 
-export const recordUpstreamCall = (outcome: UpstreamOutcome) => upstreamCalls.unsafeUpdate(1, labels("outcome", outcome))
+export const recordUpstreamCall = (outcome: UpstreamOutcome) => upstreamCalls.unsafeUpdate(1, labelsOf(outcomeLabels, outcome, "other"))
 
 export const recordOpenBreakers = (open: number) => openBreakers.unsafeUpdate(open, [])
 
-/** `route` must be a template from `Routes.routeTemplate` or `UNMATCHED_ROUTE`. */
+/** `route` is a template from `Routes.routeTemplate` or `UNMATCHED_ROUTE` (anything else counts as the latter). */
 export const recordDuration = (route: string, seconds: number) =>
-  requestDuration.unsafeUpdate(seconds, labels("route", route))
+  requestDuration.unsafeUpdate(seconds, labelsOf(routeLabels, route, UNMATCHED_ROUTE))
 
 /**
  * The series a scraper should see at zero before the first request, so that a rate over the first
  * one is right: every token result, and the statuses a service call answers most.
  */
 export const registerKnownSeries = () => {
-  for (const result of TOKEN_RESULTS) tokenRequests.unsafeValue(labels("result", result))
-  for (const status of [200, 400, 401, 403, 404, 413, 502, 503]) serviceCalls.unsafeValue(labels("status", String(status)))
-  for (const outcome of UPSTREAM_OUTCOMES) upstreamCalls.unsafeValue(labels("outcome", outcome))
+  for (const result of TOKEN_RESULTS) tokenRequests.unsafeValue(labelsOf(resultLabels, result, "other"))
+  for (const status of [200, 400, 401, 403, 404, 413, 502, 503]) serviceCalls.unsafeValue(labelsOf(statusLabels, String(status), "other"))
+  for (const outcome of UPSTREAM_OUTCOMES) upstreamCalls.unsafeValue(labelsOf(outcomeLabels, outcome, "other"))
   openBreakers.unsafeValue([])
 }

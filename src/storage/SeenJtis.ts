@@ -22,6 +22,7 @@
  *   (which holds every id written): slower, as before, but an eviction never lets a replay through.
  * - **Memory** (no `SqlClient`): this process's own memory, bounded (the oldest goes when full).
  */
+import { sweepPeriodically } from "../domain/ExpiringEntries.js"
 import { SqlClient } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import type { StorageUnavailable } from "../domain/Errors.js"
@@ -69,7 +70,7 @@ const PURGE_EVERY_MILLIS = 10_000
  * `scanEveryMillis`), then the oldest; `evictedUntil` says until when an evicted one would have been
  * refused.
  */
-class LocalIds {
+export class LocalIds {
   readonly seen = new Map<string, number>()
   evictedUntil = 0
   private scannedAt = -Infinity
@@ -84,6 +85,18 @@ class LocalIds {
     if (this.seen.size >= this.max) this.makeRoom(nowMillis)
     this.seen.delete(key)
     this.seen.set(key, expiresAtMillis)
+  }
+
+  /** Drops every expired id (the periodic sweep: ids leave by themselves, even with no claims). */
+  sweep(nowMillis: number): number {
+    let dropped = 0
+    for (const [key, until] of this.seen) {
+      if (until <= nowMillis) {
+        this.seen.delete(key)
+        dropped++
+      }
+    }
+    return dropped
   }
 
   private makeRoom(nowMillis: number): void {
@@ -103,9 +116,10 @@ class LocalIds {
   }
 }
 
-const makeLocal = (max: number = LOCAL_MAX): SeenJtisShape => {
+const makeLocal = (max: number = LOCAL_MAX) => Effect.gen(function*() {
   // Every expired id goes whenever memory is full, then the oldest (a replay of it is then accepted).
   const local = new LocalIds(max, 0)
+  yield* sweepPeriodically([local])
   return {
     claim: (scope, jti, expiresAtMillis, nowMillis) =>
       Effect.sync(() => {
@@ -114,8 +128,8 @@ const makeLocal = (max: number = LOCAL_MAX): SeenJtisShape => {
         local.add(key, expiresAtMillis, nowMillis)
         return true
       })
-  }
-}
+  } satisfies SeenJtisShape
+})
 
 /** The one statement that claims an id in `seen_jtis`: true when it was new (or its row had expired). */
 const claimInTable = (sql: SqlClient.SqlClient) =>
@@ -147,6 +161,7 @@ const makeShared = (sql: SqlClient.SqlClient): SeenJtisShape => {
 export const makeSoleWriter = (sql: SqlClient.SqlClient, max: number = SOLE_WRITER_MAX) =>
   Effect.gen(function*() {
     const local = new LocalIds(max, 1000)
+    yield* sweepPeriodically([local])
     const claimInDatabase = claimInTable(sql)
     // Accepted, not yet written; batches being written.
     let pending = new Map<string, number>()
@@ -237,7 +252,7 @@ export const makeSoleWriter = (sql: SqlClient.SqlClient, max: number = SOLE_WRIT
 
 export class SeenJtis extends Context.Tag("service-auth/SeenJtis")<SeenJtis, SeenJtisShape>() {
   /** This process's own memory. */
-  static readonly layerLocal = Layer.sync(SeenJtis, () => makeLocal())
+  static readonly layerLocal = Layer.scoped(SeenJtis, makeLocal())
 
   /**
    * Chosen by the storage: in `seen_jtis` for every claim on a shared database (PostgreSQL), in
@@ -248,7 +263,7 @@ export class SeenJtis extends Context.Tag("service-auth/SeenJtis")<SeenJtis, See
     SeenJtis,
     Effect.gen(function*() {
       const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
-      if (Option.isNone(sql)) return makeLocal()
+      if (Option.isNone(sql)) return yield* makeLocal()
       if (Option.isNone(yield* Effect.serviceOption(SoleWriter))) return makeShared(sql.value)
       return yield* makeSoleWriter(sql.value)
     })
