@@ -34,7 +34,7 @@ import { UsageRecord } from "../storage/UsageRecord.js"
 import { resourceAddress, type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled, watchedCacheRead } from "../observability/Tracing.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
-import { ClientAssertions } from "./ClientAssertion.js"
+import { type AssertionRefusal, ClientAssertions } from "./ClientAssertion.js"
 import { authenticatedClient } from "./ClientAuthentication.js"
 import { ClientSecrets, type ClientSecretsShape } from "./ClientSecrets.js"
 import { clientCredentials, formFields, NO_STORE, tokenAnswer, type TokenFields } from "./TokenForm.js"
@@ -135,6 +135,10 @@ const dpopRequired: Authenticated = {
   answer: failureAnswer(new InvalidRequest({ description: DPOP_REQUIRED_DESCRIPTION })),
   result: "invalid_request"
 }
+/** A refused assertion's answer: the fixed one, with its reason when that may be told (`ClientAssertion`). */
+const assertionRefusal = (refusal: AssertionRefusal, fixed: Answer): Answer =>
+  refusal.disclosed ? failureAnswer(new InvalidClient({ basic: false, reason: refusal.reason })) : fixed
+
 /** The specification's description for every row-4 failure. */
 const targetNotFound = missing
 
@@ -274,8 +278,10 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
           }
           if (decision._tag === "Assert") {
             const { clientId } = decision
-            const valid = yield* assertions.verify(decision.assertion, clientId, decision.verifier, input.nowMillis)
-            decision = valid ? { _tag: "Settle", clientId, next: decision.next } : { _tag: "Refuse", clientId, answer: decision.answer }
+            const verdict = yield* assertions.verdict(decision.assertion, clientId, decision.verifier, input.nowMillis)
+            decision = verdict._tag === "Accepted"
+              ? { _tag: "Settle", clientId, next: decision.next }
+              : { _tag: "Refuse", clientId, answer: assertionRefusal(verdict.refusal, decision.answer) }
           }
           if (decision._tag === "Settle") {
             const blocked = yield* limiter.admit(decision.clientId, input.remoteAddress)

@@ -83,12 +83,18 @@ export class TokenRevocation extends Context.Tag("service-auth/TokenRevocation")
         // Which client this is: the token endpoint's one answer (`ClientAuthentication`), expiry included.
         const stored = isClientId(clientId) ? Option.getOrUndefined(yield* queries.findClientCredential(clientId)) : undefined
         const credential = authenticatedClient(client.right, stored, input.nowMillis, secrets.matches)
-        const authenticated = credential !== undefined &&
-          (assertion === undefined || (yield* assertions.verify(assertion.assertion, clientId, credential.secretHash, input.nowMillis)))
+        const verdict = credential === undefined || assertion === undefined
+          ? undefined
+          : yield* assertions.verdict(assertion.assertion, clientId, credential.secretHash, input.nowMillis)
+        const authenticated = credential !== undefined && verdict?._tag !== "Refused"
         if (!authenticated || !isClientId(clientId)) {
-          // Told it is wrong only when it took one of the pair's attempts (AuthFailureLimiter).
+          // Told it is wrong only when it took one of the pair's attempts (AuthFailureLimiter); a
+          // refused assertion says why when that reveals no secret (`ClientAssertion`).
           const over = yield* limiter.recordFailure(clientId, input.remoteAddress)
-          return refusal(Option.isSome(over) ? new TooManyAttempts({ retryAfterSeconds: over.value }) : new InvalidClient({ basic }))
+          const reason = verdict?._tag === "Refused" && verdict.refusal.disclosed ? verdict.refusal.reason : undefined
+          return refusal(
+            Option.isSome(over) ? new TooManyAttempts({ retryAfterSeconds: over.value }) : new InvalidClient({ basic, reason })
+          )
         }
         const late = yield* limiter.admit(clientId, input.remoteAddress)
         if (Option.isSome(late)) return refusal(new TooManyAttempts({ retryAfterSeconds: late.value }))
