@@ -187,7 +187,10 @@ describe("slow clients are cut off", () => {
         headers: { "content-type": "application/x-www-form-urlencoded" },
         body: "grant_type=client_credentials"
       })
-      expect(token.body).toEqual({ error: "invalid_request", error_description: "Missing required parameters" })
+      expect(token.body).toEqual({
+        error: "invalid_request",
+        error_description: "Missing required parameters: profile, environment, service_uuid (or resource, the service's URL)"
+      })
       // The crowded address itself gets no more while its connections are held: closed unanswered.
       const refused = await hold(defaults, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
       expect(await refused.closed).toBeLessThan(2_000)

@@ -160,20 +160,35 @@ describe("POST /oauth/token: precedence of the checks (docs/contract.md §1)", (
         expectError(yield* tokenRequest(fields), 400, UNSUPPORTED_GRANT)
       }))
 
-    // Row 3
+    // Row 3: a missing target names the fields it lacks (and `resource`, which replaces them).
+    const missingOf = (field: Field) =>
+      field === "client_id" || field === "client_secret"
+        ? MISSING
+        : oauthError("invalid_request", `Missing required parameters: ${field} (or resource, the service's URL)`)
     for (const field of REQUIRED_FIELDS.filter((name) => name !== "grant_type")) {
       it.effect(`row 3: ${field} missing → 400 invalid_request`, () =>
         Effect.gen(function*() {
           const fixture = yield* createFixture()
-          expectError(yield* tokenRequest(without(fixture.tokenFields, field)), 400, MISSING)
+          expectError(yield* tokenRequest(without(fixture.tokenFields, field)), 400, missingOf(field))
         }))
 
       it.effect(`row 3: ${field} sent empty (\`${field}=\`) counts as missing`, () =>
         Effect.gen(function*() {
           const fixture = yield* createFixture()
-          expectError(yield* tokenRequest({ ...fixture.tokenFields, [field]: "" }), 400, MISSING)
+          expectError(yield* tokenRequest({ ...fixture.tokenFields, [field]: "" }), 400, missingOf(field))
         }))
     }
+
+    it.effect("row 3: no target at all names the three fields and resource", () =>
+      Effect.gen(function*() {
+        const fixture = yield* createFixture()
+        const { grant_type, client_id, client_secret } = fixture.tokenFields
+        expectError(
+          yield* tokenRequest({ grant_type, client_id, client_secret }),
+          400,
+          oauthError("invalid_request", "Missing required parameters: profile, environment, service_uuid (or resource, the service's URL)")
+        )
+      }))
 
     it.effect("row 3 before row 5: a valid target with client_secret missing → 400, not 401", () =>
       Effect.gen(function*() {

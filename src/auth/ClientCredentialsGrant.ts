@@ -62,6 +62,8 @@ export interface TokenDecisionServices {
   readonly matches: ClientSecretsShape["matches"]
   /** The service a `resource` (RFC 8707) names under this issuer; undefined when it names none. */
   readonly resourceAddress: (resource: string) => ServiceAddress | undefined
+  /** A service URL's form under this issuer, which a `resource` naming none is told to follow. */
+  readonly resourceTemplate: string
 }
 
 export type TokenDecision =
@@ -124,6 +126,17 @@ const failure = (
 ): TokenDecision => ({ _tag: "Answer", answer: failureAnswer(error), result })
 
 const missing = failure(new InvalidRequest({ description: INVALID_REQUEST_DESCRIPTION }), "invalid_request")
+/**
+ * Row 3 for a request without its target: the fields it lacks named, and `resource`, which replaces
+ * all three (the other row-3 cases keep the fixed text).
+ */
+const missingTarget = (fields: Pick<TokenFields, "profile" | "environment" | "service_uuid">): TokenDecision => {
+  const absent = (["profile", "environment", "service_uuid"] as const).filter((name) => fields[name] === undefined)
+  return failure(
+    new InvalidRequest({ description: `${INVALID_REQUEST_DESCRIPTION}: ${absent.join(", ")} (or resource, the service's URL)` }),
+    "invalid_request"
+  )
+}
 /** The pair has no attempt left in its window: 429 with `Retry-After`. */
 const tooManyAttempts = (retryAfterSeconds: number): Extract<TokenDecision, { readonly _tag: "Answer" }> => ({
   _tag: "Answer",
@@ -144,7 +157,9 @@ const targetNotFound = missing
 
 const invalidTarget = (description: string) => failure(new InvalidTarget({ description }), "invalid_target")
 const manyResources = invalidTarget("Only one resource may be requested")
-const unknownResource = invalidTarget("The resource is not a service URL of this server")
+/** A `resource` of another form, or another origin (`127.0.0.1` for a `localhost` issuer): the form expected. */
+const unknownResource = (template: string) =>
+  invalidTarget(`The resource is not a service URL of this server: expected ${template}`)
 const contradictingResource = invalidTarget("The resource names another service than profile, environment and service_uuid")
 /** Row 4 for a target named by `resource`: the request was well formed, its target is not one. */
 const resourceNotFound = invalidTarget("The resource names no oauth service")
@@ -160,7 +175,7 @@ const targetOf = (
   if (fields.resource === undefined) return fields
   if (fields.resource.length > 1) return manyResources
   const named = services.resourceAddress(fields.resource[0]!)
-  if (named === undefined) return unknownResource
+  if (named === undefined) return unknownResource(services.resourceTemplate)
   if (
     (fields.profile !== undefined && fields.profile !== named.profile) ||
     (fields.environment !== undefined && fields.environment !== named.environment) ||
@@ -188,9 +203,8 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
   const client = clientCredentials(input.authorization, fields)
   if (Either.isLeft(client)) return failure(client.left, "invalid_request")
   const { profile, environment, service_uuid } = target
-  if (client.right === undefined || profile === undefined || environment === undefined || service_uuid === undefined) {
-    return missing
-  }
+  if (profile === undefined || environment === undefined || service_uuid === undefined) return missingTarget(target)
+  if (client.right === undefined) return missing
   const { basic } = client.right
 
   // Throttled pairs are refused before anything is looked up.
@@ -264,7 +278,8 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
         counting: limiter.counting,
         tokenTarget: lookup.tokenTarget,
         matches: secrets.matches,
-        resourceAddress: (resource) => resourceAddress(issuer, resource)
+        resourceAddress: (resource) => resourceAddress(issuer, resource),
+        resourceTemplate: `${issuer}/service/{profile}/{environment}/json/{service_uuid}`
       }
 
       const complete = Effect.fn("ClientCredentialsGrant.grant", { captureStackTrace: false })(
