@@ -21,6 +21,12 @@ export const writeStderr = (text: string): Effect.Effect<void> =>
   })
 
 /** A line on stderr: `service-auth: ` and the text. */
+/**
+ * How to run this CLI again, for a command it prints to finish something later: `npm run cli --` when
+ * it was started that way in a checkout (where `service-auth` is not on PATH), else `service-auth`.
+ */
+export const commandPrefix = (): string => (process.env.npm_lifecycle_event === "cli" ? "npm run cli --" : "service-auth")
+
 export const note = (text: string): Effect.Effect<void> => writeStderr(`service-auth: ${text}\n`)
 
 /** A command's result: what a script gets with `--json`, and what a person reads otherwise. */
