@@ -166,6 +166,11 @@ describe("service-auth admin CLI", () => {
       const { uuid } = await cliJson(["services", "create", profile, "production"])
       const credential = await cliJson(["credentials", "add", profile, "production", uuid, "--expires-at", expiries[index]!.toISOString()])
       expect(credential.expires_at).toBe(expiries[index]!.toISOString())
+      // The text answer says the expiry it set too.
+      const inText = await cli(["credentials", "add", profile, "production", uuid, "--expires-at", expiries[index]!.toISOString()])
+      expect(inText.stdout).toMatch(new RegExp(`^expires_at +${expiries[index]!.toISOString().replace(/\.\d{3}Z$/, "Z")}$`, "m"))
+      const second = /^client_id +(\S+)$/m.exec(inText.stdout)![1]!
+      expect((await cli(["credentials", "remove", profile, "production", uuid, second, "--yes"])).code).toBe(0)
       added.push(credential.client_id)
       const listed = await cli(["credentials", "list", profile, "production", uuid])
       expect(listed.stdout).toMatch(new RegExp(`^${credential.client_id} +\\S+Z +never +${expiries[index]!.toISOString().replace(/\.\d{3}Z$/, "Z")}$`, "m"))
@@ -190,9 +195,15 @@ describe("service-auth admin CLI", () => {
     expect(await cliJson(["profiles", "create", profiles[0]!, "--upstream-origins", ""])).not.toHaveProperty("upstream_origins")
     const limited = await cliJson(["services", "create", profiles[0]!, "production", "--rate-limit", "100/60"])
     expect(limited.rate_limit).toEqual({ requests: 100, per_seconds: 60 })
-    const badLimit = await cli(["services", "create", profiles[0]!, "production", "--rate-limit", "lots"])
-    expect(badLimit.code).toBe(1)
-    expect(badLimit.stderr).toBe("service-auth: --rate-limit must be N/SECONDS, e.g. 100/60\n")
+    // A bad value is a bad command line: exit 2, as the README says, naming what was given.
+    for (const value of ["lots", "100"]) {
+      const badLimit = await cli(["services", "create", profiles[0]!, "production", "--rate-limit", value])
+      expect(badLimit.code, badLimit.stderr).toBe(2)
+      expect(badLimit.stderr).toContain(`--rate-limit must be N/SECONDS, e.g. 100/60 (100 calls a minute), not "${value}"`)
+    }
+    const badExpiry = await cli(["credentials", "add", profiles[0]!, "production", limited.uuid, "--expires-at", "next tuesday"])
+    expect(badExpiry.code, badExpiry.stderr).toBe(2)
+    expect(badExpiry.stderr).toContain(`not "next tuesday"`)
     // require_dpop: only when asked for; shown in the text description when set.
     expect(limited).not.toHaveProperty("require_dpop")
     const strict = await cliJson(["services", "create", profiles[0]!, "production", "--require-dpop"])

@@ -72,7 +72,9 @@ export const newCredentialText = (credential: NewCredential): string =>
   record([
     ["client_id", credential.client_id],
     ["client_secret", credential.client_secret],
-    ["created_at", formatTime(credential.created_at)]
+    ["created_at", formatTime(credential.created_at)],
+    // What the credential got: the --expires-at asked for, or the profile's policy; never, when absent.
+    ["expires_at", credential.expires_at === undefined ? "never" : formatTime(credential.expires_at)]
   ])
 
 export const SECRET_SHOWN_ONCE = "the client secret is shown once, now: store it (the server keeps only a digest)"
