@@ -88,6 +88,10 @@ describe("the editor with scoped admin tokens", () => {
     await page.getByRole("heading", { level: 1, name: own.profile, exact: true }).waitFor()
     await page.getByRole("button", { name: "Add credential", exact: true }).waitFor()
     await page.getByRole("button", { name: "Save profile", exact: true }).waitFor()
+    // The credential lifetime is shown, not offered: setting it is an admin's.
+    await page.getByText("New credentials never expire unless given an expiry.").waitFor()
+    expect(await page.getByLabel("Maximum lifetime", { exact: false }).count()).toBe(0)
+    expect(await page.getByRole("button", { name: "Set", exact: true }).count()).toBe(0)
 
     // Another profile's address shows what a missing profile shows.
     await page.goto(`${server!.base}/admin#/profiles/${other.profile}`)
