@@ -1000,9 +1000,19 @@ describe("expiry and rate limits", () => {
     // The service's rate limit, kept by a later update that does not touch it.
     await service.getByText("Edit service", { exact: true }).click()
     await service.getByLabel("Rate limit: calls per client", { exact: true }).fill("100")
-    await service.getByLabel("Rate limit: window (seconds)", { exact: true }).fill("60")
+    // Only the calls: the window is told it is missing, on the window field; nothing is sent.
     await service.getByRole("button", { name: "Update service", exact: true }).click()
+    const windowField = service.getByLabel("Rate limit: window (seconds)", { exact: true })
+    const callsField = service.getByLabel("Rate limit: calls per client", { exact: true })
+    await expect.poll(() => windowField.evaluate((el) => (el as HTMLInputElement).validationMessage))
+      .toBe("The window must be a whole number of seconds from 1 to 3600.")
+    expect(await callsField.evaluate((el) => (el as HTMLInputElement).validationMessage)).toBe("")
     const servicePath = `/admin/profiles/${f.profile}/environments/${f.env}/services/${f.uuid}`
+    expect((await adminApi("GET", servicePath)).body.rate_limit ?? null).toBeNull()
+    // Typed into by real keystrokes, the window clears the message and Update sends.
+    await windowField.pressSequentially("60")
+    expect(await windowField.evaluate((el) => (el as HTMLInputElement).validationMessage)).toBe("")
+    await service.getByRole("button", { name: "Update service", exact: true }).click()
     await expect.poll(async () => (await adminApi("GET", servicePath)).body.rate_limit).toEqual({ requests: 100, per_seconds: 60 })
     await expect.poll(() => serviceRegion(page, f.serviceName).textContent()).toContain("100 calls per 60 s for each client")
     const again = serviceRegion(page, f.serviceName)
