@@ -685,12 +685,17 @@ describe("profile editor", () => {
 describe("history", () => {
   test("the profile's History shows a credential added and removed, newest first, with who did it", async () => {
     const f = await fixture("history")
+    // A policy change: a label in the History, as every action, never its raw name.
+    expect((await adminApi("PUT", `/admin/profiles/${f.profile}`, { credential_max_lifetime_days: 30 })).status).toBe(200)
     await signIn(page, ALICE_TOKEN, `#/profiles/${f.profile}`)
     await page.getByRole("heading", { level: 1, name: f.profile, exact: true }).waitFor()
     const history = page.getByRole("region", { name: "History", exact: true })
     const rows = () => history.getByRole("row").allTextContents()
     // The fixture was made through the API with ADMIN_TOKEN: actor admin.
     await expect.poll(async () => (await rows()).some((r) => r.includes("Service created") && r.includes("admin"))).toBe(true)
+    await expect.poll(async () => (await rows()).some((r) => r.includes("Profile settings changed"))).toBe(true)
+    const whats = await history.locator("td[data-label='What']").allTextContents()
+    expect(whats.filter((what) => /\b[a-z_]+\.[a-z_]+\b/.test(what))).toEqual([])
 
     const service = serviceRegion(page, f.serviceName)
     await addButton(service).click()
@@ -720,13 +725,15 @@ describe("history", () => {
     await expect.poll(() => removedRow.count()).toBe(1)
     expect(await removedRow.textContent()).toContain("alice")
 
-    // Newest first: the removal's save, the removal, the addition's save, the addition, then the fixture's.
+    // Newest first: the removal's save, the removal, the addition's save, the addition, the policy,
+    // then the fixture's.
     const events = await history.locator("tbody tr td:nth-child(3)").allTextContents()
     expect(events).toEqual([
       "Profile saved",
       "Credential removed",
       "Profile saved",
       "Credential added",
+      "Profile settings changed",
       "Service created",
       "Environment created",
       "Profile created"
