@@ -49,6 +49,7 @@ export const PROCESS_FILES = [
   "PrivateDataDir.test.ts",
   "ReadmeWalkthrough.test.ts",
   "SecretHygiene.test.ts",
+  "StartLines.test.ts",
   "StartUp.test.ts",
   "StartUpWork.test.ts",
   "Tracing.test.ts",

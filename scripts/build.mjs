@@ -6,8 +6,8 @@
 // @effect/opentelemetry) is a chunk of its own, imported only when traces are exported: a start
 // without them does not parse it, and it shares the one copy of Effect with the server.
 // With --if-stale, it compiles only when a source or compiler setting is newer than the last build,
-// so a start on an up-to-date build compiles nothing. `npm start` makes the same check with `find`
-// in its own shell first (no prestart: one npm lifecycle step fewer) and runs this only when
+// so a start on an up-to-date build compiles nothing. `npm start` (scripts/start.sh) makes the same
+// check with `find` in its own shell first (no prestart: one npm lifecycle step fewer) and runs this only when
 // something is newer: a start skips booting a second Node. Plain JavaScript: it runs
 // before anything is compiled.
 import { spawnSync } from "node:child_process"

@@ -24,26 +24,55 @@ import * as Tracing from "./observability/Tracing.js"
  */
 const withStoredAdminToken = (config: AppConfigShape) =>
   config.adminTokens.length > 0
-    ? Effect.succeed({ config, tokenLine: Option.none<string>() })
+    ? Effect.succeed({ config, tokenLine: Option.none<string>(), tokenFile: Option.none<string>() })
     : Effect.map(loadOrCreateAdminToken(config.dataDir), (stored) => ({
       config: { ...config, adminTokens: [{ name: ADMIN_TOKEN_ACTOR, token: stored.token }] },
       tokenLine: Option.some(
         stored.created
           ? `ADMIN_TOKEN is not set: generated an admin token and kept it in ${stored.path} (readable by this user only)`
           : `ADMIN_TOKEN is not set: the admin token is in ${stored.path}`
-      )
+      ),
+      tokenFile: Option.some(stored.path)
     }))
 
-const announce = (config: AppConfigShape, tokenLine: Option.Option<string>) =>
+/** Where a browser on this machine reaches the server: a wildcard address is not one to open. */
+const browsableOrigin = (config: AppConfigShape) => {
+  const host = config.host === "0.0.0.0" || config.host === "::" || config.host === "" ? "localhost" : config.host
+  return `${Option.isSome(config.tls) ? "https" : "http"}://${host.includes(":") ? `[${host}]` : host}:${config.port}`
+}
+
+/** Which admin token opens the editor: the file the server keeps it in, or the setting that holds it. */
+const adminTokenSource = (config: AppConfigShape, tokenFile: Option.Option<string>) =>
+  Option.isSome(tokenFile)
+    ? `paste the admin token from ${tokenFile.value}`
+    : config.adminTokens.some((entry) => entry.name === ADMIN_TOKEN_ACTOR)
+    ? "paste the ADMIN_TOKEN you set"
+    : "paste an admin token from ADMIN_TOKENS"
+
+/**
+ * Without ISSUER, each instance's issuer is its own `http://localhost:<port>`: instances sharing a
+ * PostgreSQL database then name different issuers (a token's `iss`, a `resource`, a DPoP proof's `htu`).
+ */
+const issuerWarning = (config: AppConfigShape): string | undefined =>
+  Option.isSome(config.databaseUrl) && !config.issuerConfigured
+    ? `ISSUER is not set: this instance's issuer is ${config.issuer}, its own address; instances sharing this ` +
+      "PostgreSQL database must share one ISSUER (tokens' iss, resource URLs and DPoP proofs' htu name it): " +
+      "set ISSUER to the URL clients use"
+    : undefined
+
+const announce = (config: AppConfigShape, tokenLine: Option.Option<string>, tokenFile: Option.Option<string>) =>
   Effect.gen(function*() {
     // A weak ADMIN_TOKEN got this far only on loopback (AppConfig refuses it elsewhere): say so.
     const adminToken = config.adminTokens.find((entry) => entry.name === ADMIN_TOKEN_ACTOR && tokenLine._tag === "None")
     const weak = adminToken && weakAdminTokenProblem(Redacted.value(adminToken.token), config.host)
     if (weak !== undefined) yield* Effect.logWarning(weak.message)
+    const issuer = issuerWarning(config)
+    if (issuer !== undefined) yield* Effect.logWarning(issuer)
+    const origin = browsableOrigin(config)
     yield* Effect.logInfo(
       `service-auth listening on ${Option.isSome(config.tls) ? "https" : "http"}://${config.host}:${config.port} (storage: ${
         config.databaseUrl._tag === "Some" ? "PostgreSQL" : `embedded database in ${config.dataDir}`
-      })`
+      }); editor: ${origin}/admin (${adminTokenSource(config, tokenFile)}); API reference: ${origin}/docs`
     )
   })
 
@@ -81,7 +110,7 @@ const program = Effect.gen(function*() {
     const { readSigningKeyFile } = yield* Effect.promise(() => import("./auth/SigningKeyMaterial.js"))
     yield* readSigningKeyFile(configured.signingKeyFile.value)
   }
-  const { config, tokenLine } = yield* withStoredAdminToken(configured)
+  const { config, tokenFile, tokenLine } = yield* withStoredAdminToken(configured)
   // Printed whatever LOG_LEVEL says: the operator needs to know where the token is (never the token).
   if (Option.isSome(tokenLine)) Logging.printAlways(config.logFormat, tokenLine.value)
   // Everything checked that needs no database: /healthz answers from here, other requests wait for
@@ -102,7 +131,7 @@ const program = Effect.gen(function*() {
   const { layerServer, withoutPlatformRequestSpans } = yield* Effect.promise(() => import("./AppLayer.js"))
   // The server with its storage as configured, announced once it answers every request.
   const server = layerServer({ config, ...(earlyPort === undefined ? {} : { earlyPort }) }).pipe(
-    Layer.tap(() => announce(config, tokenLine))
+    Layer.tap(() => announce(config, tokenLine, tokenFile))
   )
   return yield* Layer.launch(server).pipe(
     // Outside the server: spans are flushed once it has drained and closed its storage.

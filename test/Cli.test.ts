@@ -14,6 +14,7 @@ import { Duration, Effect, Either, Fiber, Option, TestClock } from "effect"
 import { describe, expect, it } from "vitest"
 import type { AdminClientShape } from "../src/cli/AdminClient.js"
 import { ServerUnreachable } from "../src/cli/AdminClient.js"
+import { commandPrefix } from "../src/cli/Output.js"
 import { waitUntilIdle } from "../src/cli/Rotation.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import {
@@ -363,7 +364,8 @@ describe("rotate's wait", () => {
           })
     }) as unknown as AdminClientShape
 
-  const wait = (client: AdminClientShape) =>
+  /** The wait, for an old credential last used at `lastUsed` (by default at the start: it was in use). */
+  const wait = (client: AdminClientShape, lastUsed: Date | null = new Date(0)) =>
     waitUntilIdle({
       client,
       address: {
@@ -373,7 +375,7 @@ describe("rotate's wait", () => {
       },
       oldId,
       newId,
-      lastUsed: null,
+      lastUsed,
       observedAt: 0,
       idle: Duration.minutes(10),
       poll: Duration.seconds(5),
@@ -392,9 +394,44 @@ describe("rotate's wait", () => {
       expect(yield* Fiber.join(fiber)).toBe("idle")
     }))
 
+  effect.effect("a credential never used is removed once still for 2 minutes, not the whole idle", () =>
+    Effect.gen(function*() {
+      const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
+      const fiber = yield* Effect.fork(wait(scripted(state), null))
+      yield* TestClock.adjust("1 minute")
+      expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
+      yield* TestClock.adjust("1 minute")
+      expect(yield* Fiber.join(fiber)).toBe("idle")
+    }))
+
+  effect.effect("a credential never used that is used meanwhile waits the whole idle", () =>
+    Effect.gen(function*() {
+      const used = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
+      const watched = yield* Effect.fork(wait(scripted(used), null))
+      yield* TestClock.adjust("1 minute")
+      used.oldLastUsed = new Date(30_000) // a token request just before rotate looked, recorded late
+      yield* TestClock.adjust("5 minutes")
+      expect(Option.isNone(yield* Fiber.poll(watched))).toBe(true)
+      yield* TestClock.adjust("6 minutes")
+      expect(yield* Fiber.join(watched)).toBe("idle")
+    }))
+
+  it("the command to finish later is the one that runs here: npm run cli -- in a checkout", () => {
+    const before = process.env.npm_lifecycle_event
+    try {
+      process.env.npm_lifecycle_event = "cli"
+      expect(commandPrefix()).toBe("npm run cli --")
+      delete process.env.npm_lifecycle_event
+      expect(commandPrefix()).toBe("service-auth")
+    } finally {
+      if (before === undefined) delete process.env.npm_lifecycle_event
+      else process.env.npm_lifecycle_event = before
+    }
+  })
+
   effect.effect("keeps counting through a few failed polls, and gives up after five in a row", () =>
     Effect.gen(function*() {
-      const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: true }
+      const state = { oldLastUsed: new Date(0) as Date | null, old: true, fresh: true, down: true }
       const fiber = yield* Effect.fork(Effect.either(wait(scripted(state))))
       yield* TestClock.adjust("20 seconds") // four failures
       state.down = false

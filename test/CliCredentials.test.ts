@@ -81,16 +81,21 @@ describe("service-auth admin CLI", () => {
     expect(await (await tokenFor(firstId, firstSecret)).json()).toMatchObject({ error: "invalid_client" })
     expect((await tokenFor(second.client_id, second.client_secret)).status).toBe(200)
 
-    // rotate --idle: waits until last_used_at has not moved for the idle time, then removes the old one.
-    const started = Date.now()
-    const waited = await cli(["rotate", ...target(uuid), second.client_id, "--idle", "2s", "--poll", "300ms", "--json"])
-    expect(waited.code, waited.stderr).toBe(0)
-    expect(Date.now() - started).toBeGreaterThanOrEqual(2_000)
-    const third = JSON.parse(waited.stdout)
+    // rotate --idle shorter than last_used_at can show a use: refused as a bad value (exit 2), nothing changed.
+    const tooShort = await cli(["rotate", ...target(uuid), second.client_id, "--idle", "30s", "--poll", "300ms"])
+    expect({ code: tooShort.code, stdout: tooShort.stdout }).toEqual({ code: 2, stdout: "" })
+    expect(tooShort.stderr).toContain(
+      "--idle must be at least 2m: last_used_at moves at most once a minute, so a credential in use can look unused " +
+        "for shorter than that (the default, 1h2m, outlives any cached token)"
+    )
+    expect((await cliJson(["credentials", "list", ...target(uuid)])).credentials.map((c: any) => c.client_id)).toEqual([
+      second.client_id
+    ])
+    // The wait itself is rotate's wait's (test/Cli.test.ts, on the TestClock); here, --force again.
+    const again = await cli(["rotate", ...target(uuid), second.client_id, "--force", "--json"])
+    expect(again.code, again.stderr).toBe(0)
+    const third = JSON.parse(again.stdout)
     expect(third).toMatchObject({ client_id: expect.stringMatching(/^svc_/), replaces: second.client_id })
-    expect(waited.stderr).toContain("--idle 1h1m or more is safe") // the warning about a short --idle
-    expect(waited.stderr).toContain(`waiting until ${second.client_id} has not been used for 2s`)
-    expect(waited.stderr).toContain(`removed ${second.client_id}`)
     expect(await (await tokenFor(second.client_id, second.client_secret)).json()).toMatchObject({ error: "invalid_client" })
     expect((await tokenFor(third.client_id, third.client_secret)).status).toBe(200)
     expect((await cliJson(["credentials", "list", ...target(uuid)])).credentials.map((c: any) => c.client_id)).toEqual([
@@ -145,7 +150,7 @@ describe("service-auth admin CLI", () => {
     expect(direct.status).toBe(409)
     expect(full.stderr).toBe(`service-auth: ${(await direct.json()).error_description}\n`)
     expect((await cliJson(["credentials", "list", ...target])).credentials).toHaveLength(2)
-    const both = await cli(["rotate", ...target, a.client_id, "--force", "--idle", "1m"])
+    const both = await cli(["rotate", ...target, a.client_id, "--force", "--idle", "5m"])
     expect(both.code).toBe(1)
     expect(both.stderr).toContain("--force and --idle exclude each other")
     await cliJson(["profiles", "delete", profile])
@@ -161,6 +166,11 @@ describe("service-auth admin CLI", () => {
       const { uuid } = await cliJson(["services", "create", profile, "production"])
       const credential = await cliJson(["credentials", "add", profile, "production", uuid, "--expires-at", expiries[index]!.toISOString()])
       expect(credential.expires_at).toBe(expiries[index]!.toISOString())
+      // The text answer says the expiry it set too.
+      const inText = await cli(["credentials", "add", profile, "production", uuid, "--expires-at", expiries[index]!.toISOString()])
+      expect(inText.stdout).toMatch(new RegExp(`^expires_at +${expiries[index]!.toISOString().replace(/\.\d{3}Z$/, "Z")}$`, "m"))
+      const second = /^client_id +(\S+)$/m.exec(inText.stdout)![1]!
+      expect((await cli(["credentials", "remove", profile, "production", uuid, second, "--yes"])).code).toBe(0)
       added.push(credential.client_id)
       const listed = await cli(["credentials", "list", profile, "production", uuid])
       expect(listed.stdout).toMatch(new RegExp(`^${credential.client_id} +\\S+Z +never +${expiries[index]!.toISOString().replace(/\.\d{3}Z$/, "Z")}$`, "m"))
@@ -185,9 +195,15 @@ describe("service-auth admin CLI", () => {
     expect(await cliJson(["profiles", "create", profiles[0]!, "--upstream-origins", ""])).not.toHaveProperty("upstream_origins")
     const limited = await cliJson(["services", "create", profiles[0]!, "production", "--rate-limit", "100/60"])
     expect(limited.rate_limit).toEqual({ requests: 100, per_seconds: 60 })
-    const badLimit = await cli(["services", "create", profiles[0]!, "production", "--rate-limit", "lots"])
-    expect(badLimit.code).toBe(1)
-    expect(badLimit.stderr).toBe("service-auth: --rate-limit must be N/SECONDS, e.g. 100/60\n")
+    // A bad value is a bad command line: exit 2, as the README says, naming what was given.
+    for (const value of ["lots", "100"]) {
+      const badLimit = await cli(["services", "create", profiles[0]!, "production", "--rate-limit", value])
+      expect(badLimit.code, badLimit.stderr).toBe(2)
+      expect(badLimit.stderr).toContain(`--rate-limit must be N/SECONDS, e.g. 100/60 (100 calls a minute), not "${value}"`)
+    }
+    const badExpiry = await cli(["credentials", "add", profiles[0]!, "production", limited.uuid, "--expires-at", "next tuesday"])
+    expect(badExpiry.code, badExpiry.stderr).toBe(2)
+    expect(badExpiry.stderr).toContain(`not "next tuesday"`)
     // require_dpop: only when asked for; shown in the text description when set.
     expect(limited).not.toHaveProperty("require_dpop")
     const strict = await cliJson(["services", "create", profiles[0]!, "production", "--require-dpop"])

@@ -97,7 +97,9 @@ describe("the CLI for a newcomer", () => {
     expect(create.stdout).toContain("SERVICE_AUTH_URL")
     expect(create.stdout).toContain("ADMIN_TOKEN")
     // A required option is not marked.
-    expect(exporting.stdout.split("\n")).toContain("--out text")
+    expect(exporting.stdout.split("\n")).toContain("--out FILE")
+    // Each value named for what it is, never the placeholder `text`.
+    expect(exporting.stdout).not.toMatch(/--[a-z-]+ text\b/)
     expect(exporting.stdout.split("\n")).toContain("--force (optional)")
     expect(root.stdout).toContain("[--header NAME=VARIABLE]...")
   }, CLI_TEST_DEADLINE_MS)

@@ -21,6 +21,7 @@ describe("service-auth tokens", () => {
     expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/)
     expect(created.stdout).toMatch(new RegExp(`^role +owner$`, "m"))
     expect(created.stderr).toContain("shown once")
+    expect(created.stderr).not.toContain("warning")
 
     const listed = await cli(["tokens", "list"])
     expect(listed.code).toBe(0)
@@ -50,6 +51,22 @@ describe("service-auth tokens", () => {
     const again = await cli(["tokens", "revoke", name])
     expect(again.code).not.toBe(0)
     expect(again.stderr).toContain("No stored admin token has that name")
+  }, CLI_TEST_DEADLINE_MS)
+
+  it("says which of a new token's profiles do not exist (yet), and still creates it", async () => {
+    const profile = uniqueProfile()
+    await cliJson(["profiles", "create", profile])
+    const typo = `${profile}x`
+    const name = `cli-${randomBytes(4).toString("hex")}`
+    const created = await cli(["tokens", "create", name, "--role", "owner", "--profile", profile, "--profile", typo])
+    expect(created.code, created.stderr).toBe(0)
+    expect(created.stderr).toContain(
+      `service-auth: warning: there is no profile ${typo} (yet): the token reaches it only once it is created ` +
+        `(profiles create ${typo}); check the name\n`
+    )
+    const two = await cli(["tokens", "create", `${name}-2`, "--role", "viewer", "--profile", typo, "--profile", `${typo}y`])
+    expect(two.code, two.stderr).toBe(0)
+    expect(two.stderr).toContain(`warning: there are no profiles ${typo}, ${typo}y (yet): the token reaches each only once it is created`)
   }, CLI_TEST_DEADLINE_MS)
 
   it("creates an introspector token: good for POST /oauth/introspect, refused everything else", async () => {

@@ -81,9 +81,14 @@ const expiry = (storage: Layer.Layer<TestStorage, unknown>) =>
           body: { error: "invalid_client", error_description: "Invalid client credentials" }
         })
         expect(refused.headers["cache-control"]).toBe("no-store")
-        expectInvalidToken(yield* callService(callPath(expiring), { token }))
-        // The app's entry (a chunked body) refuses it too.
-        expectInvalidToken(yield* callThroughApp(callPath(expiring), token))
+        // Refused saying what happened: the credential expired, nothing was revoked.
+        const expiredCall = yield* callService(callPath(expiring), { token })
+        expectInvalidToken(expiredCall)
+        expect(expiredCall.body).toEqual({ error: "invalid_token", error_description: "The access token's credential has expired" })
+        // The app's entry (a chunked body) refuses it too, with the same words.
+        const expiredApp = yield* callThroughApp(callPath(expiring), token)
+        expectInvalidToken(expiredApp)
+        expect(expiredApp.body).toEqual(expiredCall.body)
         // The credential without expiry is untouched.
         expectEcho(yield* callService(callPath(fixture), { token: yield* issueToken(fixture) }), fixture, fixture.clientId)
 

@@ -7,7 +7,8 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { parse } from "yaml"
 import { decodeJwt, request, verifyRs256 } from "./support/Http.js"
-import { createFixture, type JsonResponse, makeTestServer, send, tokenRequest } from "../src/testing.js"
+import * as client from "openid-client"
+import { createFixture, type JsonResponse, makeTestServer, send, serverPort, tokenRequest } from "../src/testing.js"
 
 const ISSUER = "http://issuer.test"
 
@@ -124,6 +125,44 @@ describe("GET /.well-known/oauth-authorization-server (RFC 8414)", () => {
         const fixture = yield* createFixture()
         const issued = yield* tokenRequest(fixture.tokenFields)
         expect(decodeJwt(issued.body.access_token).payload.iss).toBe(metadata.issuer)
+      }))
+  })
+})
+
+describe("GET /.well-known/openid-configuration: not served, pointing at RFC 8414", () => {
+  const POINTER = {
+    error: "not_found",
+    error_description: "This is an OAuth 2.0 authorization server, not an OpenID Connect provider: its metadata " +
+      "is at /.well-known/oauth-authorization-server (RFC 8414). With openid-client, discover it with " +
+      "algorithm: \"oauth2\"."
+  }
+  layer(makeTestServer())((it) => {
+    it.effect("a 404 that names the RFC 8414 metadata and openid-client's algorithm", () =>
+      Effect.gen(function*() {
+        const response = yield* get("/.well-known/openid-configuration")
+        expectJson(response, 404)
+        expect(response.body).toEqual(POINTER)
+        // Another method there is an unknown endpoint as anywhere else.
+        const posted = yield* request("POST", "/.well-known/openid-configuration")
+        expect({ status: posted.status, body: posted.body }).toEqual({
+          status: 404,
+          body: { error: "not_found", error_description: "No POST endpoint at this path" }
+        })
+      }))
+
+    it.effect("openid-client's default (OpenID Connect) discovery fails with that pointer, not a bare 404", () =>
+      Effect.gen(function*() {
+        const port = yield* serverPort
+        // openid-client says "unexpected HTTP response status code" and keeps the answer as its cause.
+        const body = yield* Effect.promise(() =>
+          client.discovery(new URL(`http://127.0.0.1:${port}`), "svc", undefined, undefined, {
+            execute: [client.allowInsecureRequests]
+          }).then(
+            () => undefined,
+            (error: { readonly cause?: unknown }) => error.cause instanceof Response ? error.cause.json() : String(error)
+          )
+        )
+        expect(body).toEqual(POINTER)
       }))
   })
 })

@@ -1,11 +1,12 @@
 /**
  * `private_key_jwt` at `POST /oauth/token` (RFC 7523): a key credential's client
- * authenticates with a JWT it signed, through oauth4webapi and by hand, and every refusal the issue
- * lists answers the seed's `401 invalid_client "Invalid client credentials"` (two methods at once:
+ * authenticates with a JWT it signed, through oauth4webapi and by hand, and every refusal answers
+ * `401 invalid_client "Invalid client credentials"`, followed by its reason when that reveals no
+ * secret (audience, lifetime, algorithm, replay), and always logged at debug (two methods at once:
  * `400 invalid_request`). A replayed `jti` is refused on another instance sharing PostgreSQL.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import { Clock, Context, Effect, Layer, TestClock } from "effect"
+import { Clock, Context, Effect, Layer, Logger, LogLevel, TestClock } from "effect"
 import * as oauth from "oauth4webapi"
 import { exportJWK, exportSPKI, importJWK } from "jose"
 import { decodeJwt, oauthError, request } from "./support/Http.js"
@@ -60,6 +61,16 @@ const expectRefused = (response: { status: number; body: unknown; headers: Recor
   expect(response.headers["www-authenticate"]).toBeUndefined()
 }
 
+/** A replayed `jti`: refused, saying so (the caller signed it, so nothing is revealed). */
+const REPLAYED = oauthError(
+  "invalid_client",
+  "Invalid client credentials: the assertion's jti was used before (each assertion needs a new jti)"
+)
+const expectReplayed = (response: { status: number; body: unknown; headers: Record<string, string> }) => {
+  expect({ status: response.status, body: response.body }).toEqual({ status: 401, body: REPLAYED })
+  expect(response.headers["cache-control"]).toBe("no-store")
+}
+
 const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
   layer(makeTestServer(storage), { timeout: 30_000 })((it) => {
     it.effect("issues Bearer tokens to RSA (RS256, PS256), EC and Ed25519 key credentials, with or without client_id", () =>
@@ -100,28 +111,45 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
         const now = yield* nowSeconds
         const claims = { iss: client.clientId, sub: client.clientId, aud: ISSUER, jti: "x", iat: now, exp: now + 60 }
         const pem = yield* Effect.promise(async () => exportSPKI(await importJWK(client.key.publicJwk, "ES256") as CryptoKey))
-        const cases: Record<string, string> = {
-          "wrong aud": yield* signed(client, {}, "https://elsewhere.example"),
-          "the token endpoint URL as aud": yield* signed(client, {}, `${ISSUER}/oauth/token`),
-          "aud with the issuer and another": yield* signed(client, {}, [ISSUER, "https://elsewhere.example"]),
-          "no aud": yield* signed(client, { aud: undefined }),
-          expired: yield* signed(client, { iat: now - 120, exp: now - 1 }),
-          "exp more than 5 minutes ahead": yield* signed(client, { exp: now + 301 + 5 }),
-          "no exp": yield* signed(client, { exp: undefined }),
-          "no jti": yield* signed(client, { jti: undefined }),
-          "iat 30 s ahead": yield* signed(client, { iat: now + 30 }),
-          "nbf 30 s ahead": yield* signed(client, { nbf: now + 30 }),
-          "iss not the client": yield* signed(client, { iss: other.clientId }),
-          "sub not the client": yield* signed(client, { sub: other.clientId }),
-          "alg none": unsignedJwt(claims),
-          "HS256 with the public key as secret": hmacJwt(claims, pem),
-          "HS256 with the JWK as secret": hmacJwt(claims, JSON.stringify(client.key.publicJwk)),
-          "another credential's key": yield* signed(client, {}, ISSUER, other.key),
-          "not a JWT": "not-a-jwt"
+        const aud = `the assertion's aud must be the issuer identifier "${ISSUER}"`
+        // Each refusal with its reason once the signature verified (or the algorithm is not the key's),
+        // the fixed answer alone when the key did not sign it.
+        const cases: Record<string, readonly [string, string | undefined]> = {
+          "wrong aud": [yield* signed(client, {}, "https://elsewhere.example"), aud],
+          "the token endpoint URL as aud": [yield* signed(client, {}, `${ISSUER}/oauth/token`), `${aud}, not the token endpoint's URL`],
+          "the issuer with a trailing slash": [yield* signed(client, {}, `${ISSUER}/`), `${aud}, without a trailing slash`],
+          "aud with the issuer and another": [yield* signed(client, {}, [ISSUER, "https://elsewhere.example"]), `${aud}, alone`],
+          "no aud": [yield* signed(client, { aud: undefined }), `the assertion has no aud; ${aud}`],
+          expired: [yield* signed(client, { iat: now - 120, exp: now - 1 }), "the assertion has expired (exp is past)"],
+          "exp more than 5 minutes ahead": [
+            yield* signed(client, { exp: now + 600 }),
+            "the assertion's exp is more than 300 seconds ahead"
+          ],
+          "no exp": [yield* signed(client, { exp: undefined }), "the assertion has no exp"],
+          "no jti": [yield* signed(client, { jti: undefined }), "the assertion has no jti"],
+          "iat 30 s ahead": [
+            yield* signed(client, { iat: now + 30 }),
+            "the assertion's iat is more than 10 seconds ahead (is the client's clock fast?)"
+          ],
+          "nbf 30 s ahead": [
+            yield* signed(client, { nbf: now + 30 }),
+            "the assertion's nbf is more than 10 seconds ahead (is the client's clock fast?)"
+          ],
+          "iss not the client": [yield* signed(client, { iss: other.clientId }), undefined],
+          "sub not the client": [yield* signed(client, { sub: other.clientId }), "the assertion's sub must be the client id"],
+          "alg none": [unsignedJwt(claims), `the assertion's alg "none" is not allowed for this key (ES256)`],
+          "HS256 with the public key as secret": [hmacJwt(claims, pem), `the assertion's alg "HS256" is not allowed for this key (ES256)`],
+          "HS256 with the JWK as secret": [
+            hmacJwt(claims, JSON.stringify(client.key.publicJwk)),
+            `the assertion's alg "HS256" is not allowed for this key (ES256)`
+          ],
+          "another credential's key": [yield* signed(client, {}, ISSUER, other.key), undefined],
+          "not a JWT": ["not-a-jwt", undefined]
         }
-        for (const [name, jwt] of Object.entries(cases)) {
+        for (const [name, [jwt, reason]] of Object.entries(cases)) {
           const response = yield* withAssertion(client, jwt)
-          expect({ name, status: response.status, body: response.body }).toEqual({ name, status: 401, body: INVALID_CLIENT })
+          const body = reason === undefined ? INVALID_CLIENT : oauthError("invalid_client", `Invalid client credentials: ${reason}`)
+          expect({ name, status: response.status, body: response.body }).toEqual({ name, status: 401, body })
         }
         // client_id sent that is not the assertion's; another assertion type
         expectRefused(yield* withAssertion(client, yield* signed(client), { client_id: other.clientId }))
@@ -143,10 +171,10 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
         const client = yield* keyClient("Ed25519")
         const jwt = yield* signed(client)
         expect((yield* withAssertion(client, jwt)).status).toBe(200)
-        expectRefused(yield* withAssertion(client, jwt))
+        expectReplayed(yield* withAssertion(client, jwt))
         // the same jti in a new assertion too
         const jti = decodeJwt(jwt).payload.jti
-        expectRefused(yield* withAssertion(client, yield* signed(client, { jti })))
+        expectReplayed(yield* withAssertion(client, yield* signed(client, { jti })))
       }))
 
     it.effect("revokes its token at /oauth/revoke with an assertion; a replayed one or a secret is 401 there too", () =>
@@ -167,11 +195,11 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
         const revoked = yield* revoke({ client_assertion_type: JWT_BEARER, client_assertion: jwt })
         expect({ status: revoked.status, text: revoked.text }).toEqual({ status: 200, text: "" })
         expect((yield* call()).body).toEqual(oauthError("invalid_token", "The access token has been revoked"))
-        // The same assertion again, and a secret for a key credential: the token endpoint's 401.
-        for (const fields of [{ client_assertion_type: JWT_BEARER, client_assertion: jwt }, { client_id: client.clientId, client_secret: "x".repeat(43) }]) {
-          const refused = yield* revoke(fields)
-          expect({ status: refused.status, body: refused.body }).toEqual({ status: 401, body: INVALID_CLIENT })
-        }
+        // The same assertion again (saying so), and a secret for a key credential: the token endpoint's 401.
+        const replayed = yield* revoke({ client_assertion_type: JWT_BEARER, client_assertion: jwt })
+        expect({ status: replayed.status, body: replayed.body }).toEqual({ status: 401, body: REPLAYED })
+        const secret = yield* revoke({ client_id: client.clientId, client_secret: "x".repeat(43) })
+        expect({ status: secret.status, body: secret.body }).toEqual({ status: 401, body: INVALID_CLIENT })
       }))
 
     it.effect("refuses an assertion for a secret credential", () =>
@@ -251,10 +279,37 @@ describeWithPostgres("private_key_jwt: a jti is seen by every instance sharing P
         const client = yield* on(first, keyClient("EC"))
         const jwt = yield* signed(client)
         expect((yield* on(first, withAssertion(client, jwt))).status).toBe(200)
-        expectRefused(yield* on(second, withAssertion(client, jwt)))
+        expectReplayed(yield* on(second, withAssertion(client, jwt)))
         const another = yield* signed(client)
         expect((yield* on(second, withAssertion(client, another))).status).toBe(200)
-        expectRefused(yield* on(first, withAssertion(client, another)))
+        expectReplayed(yield* on(first, withAssertion(client, another)))
+      }))
+  })
+})
+
+describe("private_key_jwt: every refusal's reason is logged at debug, never the assertion", () => {
+  const logged: Array<string> = []
+  const capture = Layer.merge(
+    Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => void logged.push(String(message)))),
+    Logger.minimumLogLevel(LogLevel.Debug)
+  )
+  layer(makeTestServer().pipe(Layer.provide(capture)), { timeout: 30_000 })((it) => {
+    it.effect("a wrong key (answered without reason) and a wrong aud are both logged with the client id", () =>
+      Effect.gen(function*() {
+        const client = yield* keyClient("EC")
+        const other = yield* keyClient("EC")
+        const wrongKey = yield* signed(client, {}, ISSUER, other.key)
+        expectRefused(yield* withAssertion(client, wrongKey))
+        const endpoint = yield* signed(client, {}, `${ISSUER}/oauth/token`)
+        expect((yield* withAssertion(client, endpoint)).status).toBe(401)
+        const lines = logged.filter((line) => line.startsWith(`client assertion of ${client.clientId} refused`))
+        expect(lines).toEqual([
+          `client assertion of ${client.clientId} refused: the assertion's signature does not verify with the credential's key`,
+          `client assertion of ${client.clientId} refused: the assertion's aud must be the issuer identifier "${ISSUER}", ` +
+          "not the token endpoint's URL"
+        ])
+        expect(logged.join("\n")).not.toContain(wrongKey)
+        expect(logged.join("\n")).not.toContain(endpoint)
       }))
   })
 })

@@ -31,7 +31,9 @@ const credentialsOf = (fixture: Fixture) => ({
 
 const invalidTarget = (description: string) => oauthError("invalid_target", description)
 const MANY = invalidTarget("Only one resource may be requested")
-const UNKNOWN = invalidTarget("The resource is not a service URL of this server")
+const UNKNOWN = invalidTarget(
+  `The resource is not a service URL of this server: expected ${TEST_ISSUER}/service/{profile}/{environment}/json/{service_uuid}`
+)
 const CONTRADICTING = invalidTarget("The resource names another service than profile, environment and service_uuid")
 const NO_SERVICE = invalidTarget("The resource names no oauth service")
 const MISSING = oauthError("invalid_request", "Missing required parameters")

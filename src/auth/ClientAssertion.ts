@@ -10,12 +10,16 @@
  * - `exp` is in the future and at most 5 minutes ahead; `iat` and `nbf` at most 10 s ahead;
  * - `jti` was never seen for that client until its `exp` (`SeenJtis`: on every instance).
  *
- * Every failure is the same refusal (`invalid_client`); which check failed is never said. The
- * assertion itself is never logged.
+ * Every failure is the same refusal (`invalid_client`). Once the signature verified (the caller holds
+ * the key, so nothing is revealed to anyone else), or when the algorithm is not one the key allows,
+ * the refusal says which check failed ("Invalid client credentials: the assertion's aud …"): the
+ * audience, the lifetime, the algorithm, the replay. A signature that does not verify, or a key that
+ * cannot verify, says nothing more. Every reason is logged at debug with the client id; the
+ * assertion itself never is.
  */
 import { Context, Effect, Either, Layer, Redacted } from "effect"
 import type { KeyObject } from "node:crypto"
-import { decodeJwt, jwtVerify } from "jose"
+import { compactVerify, decodeJwt, decodeProtectedHeader } from "jose"
 import { AppConfig } from "../config/AppConfig.js"
 import type { StorageUnavailable } from "../domain/Errors.js"
 import { ALLOWED_ALGORITHMS, importPublicKey, isKeyVerifier, type PublicJwk, verifierKey } from "../domain/KeyCredential.js"
@@ -75,8 +79,62 @@ export const keyCache = (capacity: number = IMPORTED_KEYS_MAX) => {
   }
 }
 
-const audienceIs = (aud: unknown, issuer: string) =>
-  aud === issuer || (Array.isArray(aud) && aud.length === 1 && aud[0] === issuer)
+/** Why an assertion was refused; `disclosed` when the client may be told (docs/contract.md §6). */
+export interface AssertionRefusal {
+  readonly reason: string
+  readonly disclosed: boolean
+}
+
+export type AssertionVerdict =
+  | { readonly _tag: "Accepted" }
+  | { readonly _tag: "Refused"; readonly refusal: AssertionRefusal }
+
+const told = (reason: string): AssertionRefusal => ({ reason, disclosed: true })
+const kept = (reason: string): AssertionRefusal => ({ reason, disclosed: false })
+
+/** The `aud` rule, with what a client most often sends instead named (several libraries send the token endpoint). */
+const audienceRefusal = (aud: unknown, issuer: string): AssertionRefusal | undefined => {
+  if (aud === issuer || (Array.isArray(aud) && aud.length === 1 && aud[0] === issuer)) return undefined
+  const expected = `the assertion's aud must be the issuer identifier "${issuer}"`
+  if (aud === undefined) return told(`the assertion has no aud; ${expected}`)
+  if (Array.isArray(aud) && aud.length > 1) return told(`${expected}, alone`)
+  const named = Array.isArray(aud) ? aud[0] : aud
+  if (named === `${issuer}/oauth/token`) return told(`${expected}, not the token endpoint's URL`)
+  if (named === `${issuer}/`) return told(`${expected}, without a trailing slash`)
+  return told(expected)
+}
+
+/** The claims of an assertion whose signature verified, checked in the order a client fixes them. */
+const claimsRefusal = (
+  payload: Record<string, unknown>,
+  clientId: string,
+  issuer: string,
+  nowMillis: number
+): AssertionRefusal | undefined => {
+  const now = nowMillis / 1000
+  const { exp, iat, iss, jti, nbf, sub } = payload
+  if (iss !== clientId) return told("the assertion's iss must be the client id")
+  if (sub !== clientId) return told("the assertion's sub must be the client id")
+  const audience = audienceRefusal(payload.aud, issuer)
+  if (audience !== undefined) return audience
+  if (typeof exp !== "number") return told("the assertion has no exp")
+  if (exp <= now) return told("the assertion has expired (exp is past)")
+  if (exp > now + ASSERTION_MAX_LIFETIME_SECONDS) {
+    return told(`the assertion's exp is more than ${ASSERTION_MAX_LIFETIME_SECONDS} seconds ahead`)
+  }
+  for (const [name, value] of [["iat", iat], ["nbf", nbf]] as const) {
+    if (value === undefined) continue
+    if (typeof value !== "number") return told(`the assertion's ${name} must be a number`)
+    if (value > now + CLOCK_SKEW_SECONDS) {
+      return told(`the assertion's ${name} is more than ${CLOCK_SKEW_SECONDS} seconds ahead (is the client's clock fast?)`)
+    }
+  }
+  if (typeof jti !== "string" || jti === "") return told("the assertion has no jti")
+  return undefined
+}
+
+const refused = (refusal: AssertionRefusal): AssertionVerdict => ({ _tag: "Refused", refusal })
+const ACCEPTED: AssertionVerdict = { _tag: "Accepted" }
 
 export interface ClientAssertionsShape {
   /** Whether `assertion` authenticates `clientId`, whose credential's verifier is `verifier`; records its `jti` when it does. */
@@ -86,6 +144,13 @@ export interface ClientAssertionsShape {
     verifier: string,
     nowMillis: number
   ) => Effect.Effect<boolean, StorageUnavailable>
+  /** `verify`, answering why a refused assertion was refused (logged at debug either way). */
+  readonly verdict: (
+    assertion: Redacted.Redacted<string>,
+    clientId: string,
+    verifier: string,
+    nowMillis: number
+  ) => Effect.Effect<AssertionVerdict, StorageUnavailable>
 }
 
 export class ClientAssertions extends Context.Tag("service-auth/ClientAssertions")<ClientAssertions, ClientAssertionsShape>() {
@@ -96,36 +161,61 @@ export class ClientAssertions extends Context.Tag("service-auth/ClientAssertions
       const seen = yield* SeenJtis
       const keyOf = keyCache()
 
-      const checked = (assertion: string, clientId: string, verifier: string, nowMillis: number) =>
-        Effect.tryPromise(async () => {
+      /** The verified claims, or why there are none. */
+      const checked = (
+        assertion: string,
+        clientId: string,
+        verifier: string,
+        nowMillis: number
+      ): Effect.Effect<{ readonly jti: string; readonly exp: number } | AssertionRefusal> =>
+        Effect.promise(async () => {
           const entry = keyOf(verifier)
-          if (entry === undefined) return undefined
-          const { payload } = await jwtVerify(assertion, entry.key, {
-            algorithms: [...ALLOWED_ALGORITHMS[entry.jwk.kty]],
-            issuer: clientId,
-            subject: clientId,
-            currentDate: new Date(nowMillis),
-            clockTolerance: CLOCK_SKEW_SECONDS,
-            requiredClaims: ["iss", "sub", "aud", "exp", "jti"]
-          })
-          const now = nowMillis / 1000
-          const { exp, iat, jti } = payload
-          if (typeof exp !== "number" || exp <= now || exp > now + ASSERTION_MAX_LIFETIME_SECONDS) return undefined
-          if (iat !== undefined && iat > now + CLOCK_SKEW_SECONDS) return undefined
-          if (!audienceIs(payload.aud, issuer)) return undefined
-          if (typeof jti !== "string" || jti === "") return undefined
-          return { jti, exp }
-        }).pipe(Effect.orElseSucceed(() => undefined))
+          if (entry === undefined) return kept("the credential's stored key cannot verify assertions")
+          const algorithms: ReadonlyArray<string> = ALLOWED_ALGORITHMS[entry.jwk.kty]
+          let alg: unknown
+          try {
+            alg = decodeProtectedHeader(assertion).alg
+          } catch {
+            return kept("the assertion is not a JWT")
+          }
+          if (typeof alg !== "string" || !algorithms.includes(alg)) {
+            return told(`the assertion's alg ${JSON.stringify(alg ?? null)} is not allowed for this key (${algorithms.join(", ")})`)
+          }
+          let payload: unknown
+          try {
+            const verified = await compactVerify(assertion, entry.key, { algorithms: [...algorithms] })
+            payload = JSON.parse(new TextDecoder().decode(verified.payload))
+          } catch {
+            return kept("the assertion's signature does not verify with the credential's key")
+          }
+          if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
+            return told("the assertion's payload is not a JSON object")
+          }
+          const claims = payload as Record<string, unknown>
+          return claimsRefusal(claims, clientId, issuer, nowMillis) ?? { jti: claims.jti as string, exp: claims.exp as number }
+        })
+
+      const verdict: ClientAssertionsShape["verdict"] = (assertion, clientId, verifier, nowMillis) =>
+        Effect.suspend(() => checked(Redacted.value(assertion), clientId, verifier, nowMillis)).pipe(
+          Effect.flatMap((accepted) =>
+            "reason" in accepted
+              ? Effect.succeed(refused(accepted))
+              : Effect.map(
+                seen.claim(`client_assertion:${clientId}`, accepted.jti, accepted.exp * 1000, nowMillis),
+                (fresh) => fresh ? ACCEPTED : refused(told("the assertion's jti was used before (each assertion needs a new jti)"))
+              )
+          ),
+          Effect.tap((outcome) =>
+            outcome._tag === "Refused"
+              ? Effect.logDebug(`client assertion of ${clientId} refused: ${outcome.refusal.reason}`)
+              : Effect.void
+          )
+        )
 
       return ClientAssertions.of({
         verify: (assertion, clientId, verifier, nowMillis) =>
-          Effect.flatMap(
-            Effect.suspend(() => checked(Redacted.value(assertion), clientId, verifier, nowMillis)),
-            (accepted) =>
-              accepted === undefined
-                ? Effect.succeed(false)
-                : seen.claim(`client_assertion:${clientId}`, accepted.jti, accepted.exp * 1000, nowMillis)
-          )
+          Effect.map(verdict(assertion, clientId, verifier, nowMillis), (outcome) => outcome._tag === "Accepted"),
+        verdict
       })
     })
   )

@@ -34,7 +34,7 @@ import { UsageRecord } from "../storage/UsageRecord.js"
 import { resourceAddress, type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled } from "../observability/Tracing.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
-import { ClientAssertions } from "./ClientAssertion.js"
+import { type AssertionRefusal, ClientAssertions } from "./ClientAssertion.js"
 import { authenticatedClient } from "./ClientAuthentication.js"
 import { ClientSecrets, type ClientSecretsShape } from "./ClientSecrets.js"
 import { clientCredentials, formFields, NO_STORE, type TokenFields } from "./TokenForm.js"
@@ -61,6 +61,8 @@ export interface TokenDecisionServices {
   readonly matches: ClientSecretsShape["matches"]
   /** The service a `resource` (RFC 8707) names under this issuer; undefined when it names none. */
   readonly resourceAddress: (resource: string) => ServiceAddress | undefined
+  /** A service URL's form under this issuer, which a `resource` naming none is told to follow. */
+  readonly resourceTemplate: string
 }
 
 export type TokenDecision =
@@ -134,12 +136,18 @@ const dpopRequired: Authenticated = {
   answer: failureAnswer(new InvalidRequest({ description: DPOP_REQUIRED_DESCRIPTION })),
   result: "invalid_request"
 }
+/** A refused assertion's answer: the fixed one, with its reason when that may be told (`ClientAssertion`). */
+const assertionRefusal = (refusal: AssertionRefusal, fixed: Answer): Answer =>
+  refusal.disclosed ? failureAnswer(new InvalidClient({ basic: false, reason: refusal.reason })) : fixed
+
 /** The specification's description for every row-4 failure. */
 const targetNotFound = missing
 
 const invalidTarget = (description: string) => failure(new InvalidTarget({ description }), "invalid_target")
 const manyResources = invalidTarget("Only one resource may be requested")
-const unknownResource = invalidTarget("The resource is not a service URL of this server")
+/** A `resource` of another form, or another origin (`127.0.0.1` for a `localhost` issuer): the form expected. */
+const unknownResource = (template: string) =>
+  invalidTarget(`The resource is not a service URL of this server: expected ${template}`)
 const contradictingResource = invalidTarget("The resource names another service than profile, environment and service_uuid")
 /** Row 4 for a target named by `resource`: the request was well formed, its target is not one. */
 const resourceNotFound = invalidTarget("The resource names no oauth service")
@@ -155,7 +163,7 @@ const targetOf = (
   if (fields.resource === undefined) return fields
   if (fields.resource.length > 1) return manyResources
   const named = services.resourceAddress(fields.resource[0]!)
-  if (named === undefined) return unknownResource
+  if (named === undefined) return unknownResource(services.resourceTemplate)
   if (
     (fields.profile !== undefined && fields.profile !== named.profile) ||
     (fields.environment !== undefined && fields.environment !== named.environment) ||
@@ -183,6 +191,7 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
   const client = clientCredentials(input.authorization, fields)
   if (Either.isLeft(client)) return failure(client.left, "invalid_request")
   const { profile, environment, service_uuid } = target
+  // Row 3's text is fixed by the contract; which field is missing is documented, not answered.
   if (client.right === undefined || profile === undefined || environment === undefined || service_uuid === undefined) {
     return missing
   }
@@ -261,7 +270,8 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
         counting: limiter.counting,
         tokenTarget: lookup.tokenTarget,
         matches: secrets.matches,
-        resourceAddress: (resource) => resourceAddress(issuer, resource)
+        resourceAddress: (resource) => resourceAddress(issuer, resource),
+        resourceTemplate: `${issuer}/service/{profile}/{environment}/json/{service_uuid}`
       }
 
       const complete = (input: TokenInput, first: TokenDecision): Effect.Effect<TokenOutcome> =>
@@ -275,8 +285,10 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
           }
           if (decision._tag === "Assert") {
             const { clientId } = decision
-            const valid = yield* assertions.verify(decision.assertion, clientId, decision.verifier, input.nowMillis)
-            decision = valid ? { _tag: "Settle", clientId, next: decision.next } : { _tag: "Refuse", clientId, answer: decision.answer }
+            const verdict = yield* assertions.verdict(decision.assertion, clientId, decision.verifier, input.nowMillis)
+            decision = verdict._tag === "Accepted"
+              ? { _tag: "Settle", clientId, next: decision.next }
+              : { _tag: "Refuse", clientId, answer: assertionRefusal(verdict.refusal, decision.answer) }
           }
           if (decision._tag === "Settle") {
             const blocked = yield* limiter.admit(decision.clientId, input.remoteAddress)

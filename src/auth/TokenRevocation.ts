@@ -78,9 +78,10 @@ export class TokenRevocation extends Context.Tag("service-auth/TokenRevocation")
         // Nothing to write for a token the gateway refuses already (`TokenStanding`): its credential
         // gone or expired, or revoked before.
         const route = yield* lookup.findServiceRoute(address, Option.some(clientId))
-        if (Option.isNone(route) || tokenStanding(claims, address, route.value, input.nowMillis, tokens.isForService) === "revoked") {
-          return REVOKED
-        }
+        const standing = Option.isNone(route)
+          ? "revoked"
+          : tokenStanding(claims, address, route.value, input.nowMillis, tokens.isForService)
+        if (standing === "revoked" || standing === "credential-expired") return REVOKED
         yield* writes.revokeToken(
           { jti: claims.jti, clientId, address, expiresAt: new Date(claims.exp * 1000) },
           new Date(input.nowMillis),

@@ -16,10 +16,11 @@ import type { AccessTokenClaims } from "./TokenService.js"
 /**
  * - `acceptable`: the gateway lets the token through (a DPoP-bound one with its proof);
  * - `other-service`: issued for another service than the route's;
- * - `revoked`: its credential is deleted or expired, or its client revoked it;
+ * - `revoked`: its credential is deleted, or its client revoked it;
+ * - `credential-expired`: its credential reached its `expires_at` (nothing was revoked);
  * - `not-oauth`: its service no longer takes tokens (the gateway then asks for none).
  */
-export type TokenStanding = "acceptable" | "other-service" | "revoked" | "not-oauth"
+export type TokenStanding = "acceptable" | "other-service" | "revoked" | "credential-expired" | "not-oauth"
 
 export const tokenStanding = (
   claims: AccessTokenClaims,
@@ -32,7 +33,8 @@ export const tokenStanding = (
   if (!isForService(claims, address)) return "other-service"
   // An expired credential is refused as a deleted one, on every instance at once: by the clock.
   const expiresAt = route.credentialExpiresAt
-  if (!route.credentialLive || (expiresAt != null && nowMillis >= expiresAt)) return "revoked"
+  if (!route.credentialLive) return "revoked"
+  if (expiresAt != null && nowMillis >= expiresAt) return "credential-expired"
   // Revoked by its client (RFC 7009): read with the route, an O(1) lookup when there are any.
   if (route.revokedTokens?.has(claims.jti) === true) return "revoked"
   return "acceptable"

@@ -5,7 +5,7 @@
  * positional in the order profile, environment, service uuid, client id; `--url` and `--json` are
  * on every command. To add a command: a method on `AdminClient`, a handler here, an entry below.
  */
-import { Command, Options } from "@effect/cli"
+import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Data, Effect, Option, Schema } from "effect"
 import { ProfileList } from "../api/AdminApi.js"
 import { AUDIT_PAGE_MAX, AuditEventPage } from "../domain/AuditEvents.js"
@@ -253,6 +253,15 @@ const servicesCreate = Command.make(
     rateLimit: Options.text("rate-limit").pipe(
       Options.withPseudoName("N/SECONDS"),
       Options.withDescription("Each client may make at most N calls per SECONDS seconds (per instance), e.g. 100/60."),
+      // A bad value is a bad command line (exit 2), like any option @effect/cli refuses.
+      Options.mapEffect((text) => {
+        const match = /^(\d+)\/(\d+)s?$/.exec(text.trim())
+        return match === null
+          ? Effect.fail(ValidationError.invalidValue(HelpDoc.p(
+            `--rate-limit must be N/SECONDS, e.g. 100/60 (100 calls a minute), not ${JSON.stringify(text)}`
+          )))
+          : Effect.succeed({ requests: Number(match[1]), per_seconds: Number(match[2]) })
+      }),
       Options.optional
     ),
     requireDpop: Options.boolean("require-dpop").pipe(
@@ -276,17 +285,11 @@ const servicesCreate = Command.make(
           ...Option.match(timeoutMs, { onNone: () => ({}), onSome: (timeout_ms) => ({ timeout_ms }) }),
           ...(headers.length === 0 ? {} : { headers: yield* staticHeaders(headers) })
         }
-        const limit = Option.map(rateLimit, (text) => /^(\d+)\/(\d+)s?$/.exec(text.trim()))
-        if (Option.isSome(limit) && limit.value === null) {
-          return yield* new InvalidServiceOption({ message: "--rate-limit must be N/SECONDS, e.g. 100/60" })
-        }
         const service = yield* (yield* AdminClient).createService(
           { profile, environment },
           {
             auth_type: authType,
-            ...(Option.isSome(limit) && limit.value !== null
-              ? { rate_limit: { requests: Number(limit.value[1]), per_seconds: Number(limit.value[2]) } }
-              : {}),
+            ...(Option.isSome(rateLimit) ? { rate_limit: rateLimit.value } : {}),
             ...(requireDpop ? { require_dpop: true } : {}),
             ...Option.match(name, { onNone: () => ({}), onSome: (name) => ({ name }) }),
             ...(handler === undefined ? {} : { handler })

@@ -192,6 +192,12 @@ const credentialsAdd = Command.make(
         "When the credential expires (RFC 3339, e.g. 2027-01-01T00:00:00Z); without it, the profile's " +
           "credential_max_lifetime_days, or never."
       ),
+      // A bad value is a bad command line (exit 2), like any option @effect/cli refuses.
+      Options.mapEffect((text) =>
+        parseRfc3339(text) === undefined
+          ? Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--expires-at ${DATE_TIME_RULE}, not ${JSON.stringify(text)}`)))
+          : Effect.succeed(text)
+      ),
       Options.optional
     ),
     publicKey: Options.file("public-key", { exists: "yes" }).pipe(

@@ -21,6 +21,12 @@ export const writeStderr = (text: string): Effect.Effect<void> =>
   })
 
 /** A line on stderr: `service-auth: ` and the text. */
+/**
+ * How to run this CLI again, for a command it prints to finish something later: `npm run cli --` when
+ * it was started that way in a checkout (where `service-auth` is not on PATH), else `service-auth`.
+ */
+export const commandPrefix = (): string => (process.env.npm_lifecycle_event === "cli" ? "npm run cli --" : "service-auth")
+
 export const note = (text: string): Effect.Effect<void> => writeStderr(`service-auth: ${text}\n`)
 
 /** A command's result: what a script gets with `--json`, and what a person reads otherwise. */
@@ -66,7 +72,9 @@ export const newCredentialText = (credential: NewCredential): string =>
   record([
     ["client_id", credential.client_id],
     ["client_secret", credential.client_secret],
-    ["created_at", formatTime(credential.created_at)]
+    ["created_at", formatTime(credential.created_at)],
+    // What the credential got: the --expires-at asked for, or the profile's policy; never, when absent.
+    ["expires_at", credential.expires_at === undefined ? "never" : formatTime(credential.expires_at)]
   ])
 
 export const SECRET_SHOWN_ONCE = "the client secret is shown once, now: store it (the server keeps only a digest)"

@@ -39,5 +39,6 @@ export const newKeyCredentialText = (credential: NewKeyCredential): string =>
     ["client_id", credential.client_id],
     ["key", `${credential.public_key.kty} ${credential.public_key.kid}`],
     ["thumbprint", credential.public_key.thumbprint],
-    ["created_at", formatTime(credential.created_at)]
+    ["created_at", formatTime(credential.created_at)],
+    ["expires_at", credential.expires_at === undefined ? "never" : formatTime(credential.expires_at)]
   ])

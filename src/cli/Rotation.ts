@@ -6,7 +6,7 @@
  * `--force` removes it at once. Whatever stops it before that (Ctrl-C, the server gone, the new
  * credential removed) leaves both credentials and says how to finish by hand.
  */
-import { Command, Options } from "@effect/cli"
+import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Clock, Duration, Effect, Either, Option, Schema } from "effect"
 import { TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
@@ -24,7 +24,7 @@ import {
   runAdmin,
   serviceUuidArg
 } from "./CommandLine.js"
-import { formatLastUsed, newCredentialText, note, printResult, SECRET_SHOWN_ONCE } from "./Output.js"
+import { commandPrefix, formatLastUsed, newCredentialText, note, printResult, SECRET_SHOWN_ONCE } from "./Output.js"
 
 /** The rotation stopped after the new credential was added: both credentials remain. */
 export class RotationStopped extends Schema.TaggedError<RotationStopped>()("RotationStopped", {
@@ -41,6 +41,13 @@ export class RotationStopped extends Schema.TaggedError<RotationStopped>()("Rota
 const SAFE_IDLE = Duration.sum(Duration.seconds(TOKEN_LIFETIME_SECONDS), LAST_USE_RESOLUTION)
 /** The safe --idle and a minute more for the batched write, the poll and clocks a little apart. */
 const DEFAULT_IDLE = Duration.sum(SAFE_IDLE, Duration.minutes(1))
+/**
+ * The shortest --idle that can see a use at all: `last_used_at` moves at most once a
+ * `LAST_USE_RESOLUTION`, so a credential called every second may look still for that long; twice
+ * that leaves room for the poll. Also how long a credential never used is watched before it goes:
+ * a use in the minute before rotate looked would show by then.
+ */
+export const MIN_IDLE = Duration.times(LAST_USE_RESOLUTION, 2)
 const DEFAULT_POLL = Duration.seconds(5)
 /** A duration as the option takes it: `1h2m`. */
 const asOption = (duration: Duration.Duration) => formatDuration(duration).replaceAll(" ", "")
@@ -81,7 +88,7 @@ export const rotate = Effect.fn("rotate")(function*(input: RotateInput) {
   if (!input.force && Duration.lessThan(idle, SAFE_IDLE)) {
     yield* note(
       `warning: a client may cache a token of ${oldId} for its whole hour and call with it after ${formatDuration(idle)} ` +
-        `of quiet, and last_used_at lags up to a minute; --idle ${asOption(SAFE_IDLE)} or more is safe`
+        `of quiet, and last_used_at lags up to a minute; the default, --idle ${asOption(DEFAULT_IDLE)}, is safe`
     )
   }
 
@@ -93,7 +100,7 @@ export const rotate = Effect.fn("rotate")(function*(input: RotateInput) {
   yield* note(SECRET_SHOWN_ONCE)
 
   const finishByHand =
-    `service-auth credentials remove ${input.profile} ${input.environment} ${input.uuid} ${oldId} --yes`
+    `${commandPrefix()} credentials remove ${input.profile} ${input.environment} ${input.uuid} ${oldId} --yes`
   const keepBoth = (why: string) => `${why}; both credentials remain: remove ${oldId} later with: ${finishByHand}`
 
   if (!input.force) {
@@ -122,7 +129,10 @@ export const rotate = Effect.fn("rotate")(function*(input: RotateInput) {
           : Effect.fail(new RotationStopped({ message: keepBoth(`could not remove ${oldId}: ${error.message}`) }))
     }),
     Effect.onInterrupt(() =>
-      note(`interrupted while removing ${oldId}: it may remain; check with service-auth credentials list`)
+      note(
+        `interrupted while removing ${oldId}: it may remain; check with ` +
+          `${commandPrefix()} credentials list ${input.profile} ${input.environment} ${input.uuid}`
+      )
     )
   )
 })
@@ -148,12 +158,16 @@ export interface WaitInput {
 export const waitUntilIdle = Effect.fn("rotate.waitUntilIdle")(function*(input: WaitInput) {
   const { idle, keepBoth, newId, oldId, poll } = input
   const idleMillis = Duration.toMillis(idle)
+  // Never used: no token of it can exist but one issued just before rotate looked, whose use
+  // would show within the resolution; so a short watch, the whole idle again once it is used.
+  let required = input.lastUsed === null ? Math.min(idleMillis, Duration.toMillis(MIN_IDLE)) : idleMillis
   let seen = input.lastUsed?.getTime() ?? null
   let quietSince = input.observedAt
   let reportedAt = input.observedAt
   let failures = 0
   yield* note(
-    `waiting until ${oldId} has not been used for ${formatDuration(idle)} (last used: ${formatLastUsed(input.lastUsed)}; ` +
+    `waiting until ${oldId} has not been used for ${formatDuration(Duration.millis(required))} ` +
+      `(last used: ${formatLastUsed(input.lastUsed)}${required < idleMillis ? ", so no token of it can be cached" : ""}; ` +
       `checking every ${formatDuration(poll)}; Ctrl-C stops waiting and keeps both credentials)`
   )
   while (true) {
@@ -180,13 +194,16 @@ export const waitUntilIdle = Effect.fn("rotate.waitUntilIdle")(function*(input: 
       seen = used
       quietSince = now
       reportedAt = now
+      required = idleMillis
       yield* note(`${oldId} was used at ${formatLastUsed(old.last_used_at)}: waiting ${formatDuration(idle)} from now`)
-    } else if (now - quietSince >= idleMillis) {
+    } else if (now - quietSince >= required) {
       yield* note(`${oldId} has not been used for ${formatDuration(Duration.millis(now - quietSince))}`)
       return "idle" satisfies WaitOutcome
     } else if (now - reportedAt >= Duration.toMillis(PROGRESS_EVERY)) {
       reportedAt = now
-      yield* note(`${oldId} unused for ${formatDuration(Duration.millis(now - quietSince))} of ${formatDuration(idle)}`)
+      yield* note(
+        `${oldId} unused for ${formatDuration(Duration.millis(now - quietSince))} of ${formatDuration(Duration.millis(required))}`
+      )
     }
   }
 })
@@ -203,8 +220,20 @@ export const rotateCommand = Command.make(
       `Remove the old credential once its last_used_at has not moved for this long (default ${asOption(DEFAULT_IDLE)}). ` +
         "last_used_at moves with token requests and with service calls made with the credential's tokens, at most a " +
         "minute behind. A client may cache a token for its whole hour, so only a credential still for an hour plus " +
-        `that minute (${asOption(SAFE_IDLE)}) has no live token left; the default adds a minute of margin.`
-    ).pipe(Options.optional),
+        `that minute (${asOption(SAFE_IDLE)}) has no live token left; the default adds a minute of margin. At least ` +
+        `${asOption(MIN_IDLE)}: a shorter quiet time cannot see a use. A credential never used is removed once it has ` +
+        `stayed unused for ${asOption(MIN_IDLE)}.`
+    ).pipe(
+      Options.mapEffect((idle) =>
+        Duration.lessThan(idle, MIN_IDLE)
+          ? Effect.fail(ValidationError.invalidValue(HelpDoc.p(
+            `--idle must be at least ${asOption(MIN_IDLE)}: last_used_at moves at most once a minute, so a credential ` +
+              `in use can look unused for shorter than that (the default, ${asOption(DEFAULT_IDLE)}, outlives any cached token)`
+          )))
+          : Effect.succeed(idle)
+      ),
+      Options.optional
+    ),
     poll: durationOption("poll", "How often to read the old credential's last_used_at (default 5s).").pipe(
       Options.optional
     ),

@@ -51,9 +51,21 @@ const tokensCreate = Command.make(
           ])
         })
         yield* note(TOKEN_SHOWN_ONCE)
+        // A scope may name a profile to be made later, but a typo would go unnoticed: say which do not exist.
+        if (created.profiles !== null) {
+          const existing = new Set((yield* (yield* AdminClient).listProfiles()).profiles.map((p) => p.profile as string))
+          const missing = created.profiles.filter((profile) => !existing.has(profile))
+          if (missing.length > 0) yield* note(missingProfilesWarning(missing))
+        }
       })
     )
 ).pipe(Command.withDescription("Create an admin token and print it, once."))
+
+/** The profiles a new token names that do not exist (yet): it reaches each once an admin creates it. */
+export const missingProfilesWarning = (missing: ReadonlyArray<string>) =>
+  `warning: ${missing.length === 1 ? `there is no profile ${missing[0]}` : `there are no profiles ${missing.join(", ")}`} ` +
+  `(yet): the token reaches ${missing.length === 1 ? "it" : "each"} only once it is created ` +
+  `(profiles create ${missing[0]}); check the name${missing.length === 1 ? "" : "s"}`
 
 const tokensList = Command.make("list", { ...connection }, ({ json, url }) =>
   runAdmin(

@@ -29,10 +29,12 @@ type Database =
 
 const databaseOptions = {
   dataDir: Options.text("data-dir").pipe(
+    Options.withPseudoName("DIR"),
     Options.withDescription("The embedded database's directory (default: DATA_DIR, else ./data)."),
     Options.optional
   ),
   databaseUrl: Options.text("database-url").pipe(
+    Options.withPseudoName("URL"),
     Options.withDescription("PostgreSQL URL (default: DATABASE_URL; prefer the variable: options show in ps)."),
     Options.optional
   ),
@@ -133,6 +135,7 @@ const exportCommand = Command.make(
   {
     ...databaseOptions,
     out: Options.text("out").pipe(
+      Options.withPseudoName("FILE"),
       Options.withDescription("The file to write (mode 0600), or - for stdout when it is not a terminal.")
     ),
     force: Options.boolean("force").pipe(Options.withDescription("Replace the file when it exists."))
@@ -178,7 +181,7 @@ const importCommand = Command.make(
   "import",
   {
     ...databaseOptions,
-    in: Options.text("in").pipe(Options.withDescription("The file written by export.")),
+    in: Options.text("in").pipe(Options.withPseudoName("FILE"), Options.withDescription("The file written by export.")),
     merge: Options.boolean("merge").pipe(
       Options.withDescription("Into a database that is not empty: add what is missing (a conflicting row refuses).")
     )

@@ -144,12 +144,34 @@ const encryptionKey = (name: string) =>
     Config.map(Option.map((value) => Redacted.make(parseEncryptionKey(Redacted.value(value))!)))
   )
 
+const databaseUrlProblem = (scheme: string) =>
+  `DATABASE_URL names a ${scheme}: database; it must be a PostgreSQL URL, postgres://user@host:port/database ` +
+  "(or postgresql://), or be unset for the embedded database"
+
+/**
+ * The scheme of a DATABASE_URL that is not PostgreSQL's (`mysql`, `sqlite`, `http`), so a start with
+ * another database's URL says so instead of trying to reach it as PostgreSQL. Undefined: fine (empty,
+ * `postgres:`/`postgresql:`, or no scheme at all, e.g. a bare socket directory, which PostgreSQL's
+ * client reads itself).
+ */
+export const databaseUrlScheme = (url: string): string | undefined => {
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase()
+  return scheme === undefined || scheme === "postgres" || scheme === "postgresql" ? undefined : scheme
+}
+
 export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, AppConfigShape>() {
   static readonly fromEnv = Effect.gen(function*() {
     const port = yield* Config.port("PORT").pipe(Config.withDefault(3000))
     const host = yield* Config.string("HOST").pipe(Config.withDefault("0.0.0.0"))
     const databaseUrl = Option.filter(
-      yield* Config.option(Config.redacted("DATABASE_URL")),
+      yield* Config.option(Config.redacted("DATABASE_URL").pipe(
+        Config.mapOrFail((url) => {
+          const scheme = databaseUrlScheme(Redacted.value(url))
+          return scheme === undefined
+            ? Either.right(url)
+            : Either.left(ConfigError.InvalidData([], databaseUrlProblem(scheme)))
+        })
+      )),
       (url) => Redacted.value(url).length > 0
     )
     const adminTokens = yield* adminTokensFromEnv(Option.isSome(databaseUrl), host)

@@ -54,6 +54,8 @@ export const isReservedAdminTokenName = (name: string): boolean => {
 export type AdminAction =
   | "profile.read"
   | "profile.create"
+  /** Setting a profile's credential policy (`credential_max_lifetime_days`): a `PUT` of the profile, the admin's. */
+  | "profile.policy"
   | "profile.delete"
   | "catalogue.change"
   /** Setting the origins a profile's proxy services may target (`upstream_origins`): the operator's decision. */
@@ -70,6 +72,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
   admin: {
     "profile.read": true,
     "profile.create": true,
+    "profile.policy": true,
     "profile.delete": true,
     "catalogue.change": true,
     "upstream.allow": true,
@@ -82,6 +85,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
   owner: {
     "profile.read": true,
     "profile.create": "An owner token may not create profiles",
+    "profile.policy": "Only an admin token may set a profile's credential lifetime (credential_max_lifetime_days)",
     "profile.delete": "An owner token may not delete profiles",
     "catalogue.change": true,
     "upstream.allow": "Only an admin token may set the origins a profile's services may target (upstream_origins)",
@@ -94,6 +98,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
   viewer: {
     "profile.read": true,
     "profile.create": "A viewer token may only read",
+    "profile.policy": "A viewer token may only read",
     "profile.delete": "A viewer token may only read",
     "catalogue.change": "A viewer token may only read",
     "upstream.allow": "A viewer token may only read",
@@ -106,6 +111,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
   introspector: {
     "profile.read": "An introspector token may only introspect tokens",
     "profile.create": "An introspector token may only introspect tokens",
+    "profile.policy": "An introspector token may only introspect tokens",
     "profile.delete": "An introspector token may only introspect tokens",
     "catalogue.change": "An introspector token may only introspect tokens",
     "upstream.allow": "An introspector token may only introspect tokens",

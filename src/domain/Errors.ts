@@ -78,14 +78,21 @@ export const UnsupportedGrantTypeWire = wireError(UnsupportedGrantType, {
   make: () => new UnsupportedGrantType()
 })
 
-/** 401 `invalid_client`: Client authentication failed; `basic` records whether the client used HTTP Basic (RFC 6749 §5.2 challenge). */
-export class InvalidClient extends Schema.TaggedError<InvalidClient>()("InvalidClient", { basic: Schema.Boolean }) {}
+/**
+ * 401 `invalid_client`: Client authentication failed; `basic` records whether the client used HTTP
+ * Basic (RFC 6749 §5.2 challenge); `reason`, why a client assertion was refused when that reveals
+ * no secret (`ClientAssertion`), follows the fixed description.
+ */
+export class InvalidClient extends Schema.TaggedError<InvalidClient>()("InvalidClient", {
+  basic: Schema.Boolean,
+  reason: Schema.optional(Schema.String)
+}) {}
 export const InvalidClientWire = wireError(InvalidClient, {
   code: "invalid_client",
   status: 401,
   identifier: "InvalidClientError",
   summary: "Unknown client id on this service, wrong secret, or deleted credential.",
-  describe: () => INVALID_CLIENT_DESCRIPTION,
+  describe: (e) => e.reason === undefined ? INVALID_CLIENT_DESCRIPTION : `${INVALID_CLIENT_DESCRIPTION}: ${e.reason}`,
   make: () => new InvalidClient({ basic: false })
 })
 

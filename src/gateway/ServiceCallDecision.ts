@@ -44,6 +44,11 @@ const otherService = errorAnswer(
   challenge("invalid_token")
 )
 const revoked = errorAnswer(new InvalidToken({ description: "The access token has been revoked" }), challenge("invalid_token"))
+/** Refused as a deleted credential's token is, but saying what happened: nothing was revoked. */
+const credentialExpired = errorAnswer(
+  new InvalidToken({ description: "The access token's credential has expired" }),
+  challenge("invalid_token")
+)
 
 /**
  * What the request presented: no credentials, several `Authorization` headers, something that is not
@@ -155,6 +160,7 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
     const standing = tokenStanding(verified.right, address, route.value, input.nowMillis, services.isForService)
     if (standing === "other-service") return refuse(otherService)
     if (standing === "revoked") return refuse(revoked)
+    if (standing === "credential-expired") return refuse(credentialExpired)
     const jkt = boundKey(verified.right)
     // `require_dpop`: a Bearer token (not bound) is refused; a bound one presented as Bearer below.
     if (requireDpop && jkt === undefined && !presented.dpop) return answer(dpopRequired)

@@ -126,8 +126,10 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
           // The upstream origins are the operator's decision: an owner sending them is told so.
           const origins = payload.upstream_origins
           if (origins !== undefined) yield* permitOn("upstream.allow", profile)
-          yield* permitOn("profile.create", profile)
           const lifetimeDays = payload.credential_max_lifetime_days
+          // Refused naming what was asked: the policy, else the PUT itself (creating the profile).
+          if (lifetimeDays !== undefined) yield* permitOn("profile.policy", profile)
+          yield* permitOn("profile.create", profile)
           if (lifetimeDays !== undefined) yield* permitOn("catalogue.change", profile)
           const created = yield* writes.putProfile(
             profile,

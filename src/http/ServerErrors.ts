@@ -18,6 +18,22 @@ export const notFound = (method: string) =>
     { status: 404 }
   )
 
+/**
+ * OpenID Connect discovery, which clients such as openid-client try by default: this server is an
+ * OAuth 2.0 authorization server and no OpenID Provider (no authorization endpoint, no ID tokens,
+ * none of the fields OpenID Connect Discovery §3 requires), so it is not served; the 404 says where
+ * the RFC 8414 metadata is and how to ask for it (docs/integrators.md).
+ */
+export const OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
+const openidConfigurationNotFound = HttpServerResponse.unsafeJson(
+  {
+    error: "not_found",
+    error_description: "This is an OAuth 2.0 authorization server, not an OpenID Connect provider: its metadata " +
+      "is at /.well-known/oauth-authorization-server (RFC 8414). With openid-client, discover it with " +
+      "algorithm: \"oauth2\"."
+  },
+  { status: 404 }
+)
 
 /** RFC 9110 §15.5.6: the path exists, the method does not; `Allow` lists what it does answer. */
 const methodNotAllowed = (method: string, allowed: ReadonlyArray<string>, pathname: string) =>
@@ -54,6 +70,8 @@ const jsonErrors = (app: HttpApp.Default): HttpApp.Default =>
         const allowed = allowedMethods(pathname)
         return allowed.length > 0 && !allowed.includes(request.method)
           ? methodNotAllowed(request.method, allowed, pathname)
+          : pathname === OPENID_CONFIGURATION_PATH && (request.method === "GET" || request.method === "HEAD")
+          ? openidConfigurationNotFound
           : notFound(request.method)
       }
       // A path parameter or payload that does not decode: the contract's 400, said once for all.

@@ -685,12 +685,17 @@ describe("profile editor", () => {
 describe("history", () => {
   test("the profile's History shows a credential added and removed, newest first, with who did it", async () => {
     const f = await fixture("history")
+    // A policy change: a label in the History, as every action, never its raw name.
+    expect((await adminApi("PUT", `/admin/profiles/${f.profile}`, { credential_max_lifetime_days: 30 })).status).toBe(200)
     await signIn(page, ALICE_TOKEN, `#/profiles/${f.profile}`)
     await page.getByRole("heading", { level: 1, name: f.profile, exact: true }).waitFor()
     const history = page.getByRole("region", { name: "History", exact: true })
     const rows = () => history.getByRole("row").allTextContents()
     // The fixture was made through the API with ADMIN_TOKEN: actor admin.
     await expect.poll(async () => (await rows()).some((r) => r.includes("Service created") && r.includes("admin"))).toBe(true)
+    await expect.poll(async () => (await rows()).some((r) => r.includes("Profile settings changed"))).toBe(true)
+    const whats = await history.locator("td[data-label='What']").allTextContents()
+    expect(whats.filter((what) => /\b[a-z_]+\.[a-z_]+\b/.test(what))).toEqual([])
 
     const service = serviceRegion(page, f.serviceName)
     await addButton(service).click()
@@ -720,13 +725,15 @@ describe("history", () => {
     await expect.poll(() => removedRow.count()).toBe(1)
     expect(await removedRow.textContent()).toContain("alice")
 
-    // Newest first: the removal's save, the removal, the addition's save, the addition, then the fixture's.
+    // Newest first: the removal's save, the removal, the addition's save, the addition, the policy,
+    // then the fixture's.
     const events = await history.locator("tbody tr td:nth-child(3)").allTextContents()
     expect(events).toEqual([
       "Profile saved",
       "Credential removed",
       "Profile saved",
       "Credential added",
+      "Profile settings changed",
       "Service created",
       "Environment created",
       "Profile created"
@@ -1000,9 +1007,19 @@ describe("expiry and rate limits", () => {
     // The service's rate limit, kept by a later update that does not touch it.
     await service.getByText("Edit service", { exact: true }).click()
     await service.getByLabel("Rate limit: calls per client", { exact: true }).fill("100")
-    await service.getByLabel("Rate limit: window (seconds)", { exact: true }).fill("60")
+    // Only the calls: the window is told it is missing, on the window field; nothing is sent.
     await service.getByRole("button", { name: "Update service", exact: true }).click()
+    const windowField = service.getByLabel("Rate limit: window (seconds)", { exact: true })
+    const callsField = service.getByLabel("Rate limit: calls per client", { exact: true })
+    await expect.poll(() => windowField.evaluate((el) => (el as HTMLInputElement).validationMessage))
+      .toBe("The window must be a whole number of seconds from 1 to 3600.")
+    expect(await callsField.evaluate((el) => (el as HTMLInputElement).validationMessage)).toBe("")
     const servicePath = `/admin/profiles/${f.profile}/environments/${f.env}/services/${f.uuid}`
+    expect((await adminApi("GET", servicePath)).body.rate_limit ?? null).toBeNull()
+    // Typed into by real keystrokes, the window clears the message and Update sends.
+    await windowField.pressSequentially("60")
+    expect(await windowField.evaluate((el) => (el as HTMLInputElement).validationMessage)).toBe("")
+    await service.getByRole("button", { name: "Update service", exact: true }).click()
     await expect.poll(async () => (await adminApi("GET", servicePath)).body.rate_limit).toEqual({ requests: 100, per_seconds: 60 })
     await expect.poll(() => serviceRegion(page, f.serviceName).textContent()).toContain("100 calls per 60 s for each client")
     const again = serviceRegion(page, f.serviceName)

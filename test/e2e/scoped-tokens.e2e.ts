@@ -88,11 +88,28 @@ describe("the editor with scoped admin tokens", () => {
     await page.getByRole("heading", { level: 1, name: own.profile, exact: true }).waitFor()
     await page.getByRole("button", { name: "Add credential", exact: true }).waitFor()
     await page.getByRole("button", { name: "Save profile", exact: true }).waitFor()
+    // The credential lifetime is shown, not offered: setting it is an admin's.
+    await page.getByText("New credentials never expire unless given an expiry.").waitFor()
+    expect(await page.getByLabel("Maximum lifetime", { exact: false }).count()).toBe(0)
+    expect(await page.getByRole("button", { name: "Set", exact: true }).count()).toBe(0)
 
     // Another profile's address shows what a missing profile shows.
     await page.goto(`${server!.base}/admin#/profiles/${other.profile}`)
     await page.getByText("could not find", { exact: false }).or(page.getByText("not found", { exact: false })).first().waitFor()
     expect(await page.getByRole("button", { name: "Add credential" }).count()).toBe(0)
+  })
+
+  test("signing out on the admin's tokens page and in as an owner shows the profiles, not \"Page not found\"", async () => {
+    const own = await givenProfile("after")
+    await signIn(ADMIN_TOKEN, "#/tokens")
+    await page.getByRole("heading", { level: 1, name: "Admin tokens" }).waitFor()
+    await page.getByRole("button", { name: "Sign out" }).click()
+    await page.getByLabel("Admin token", { exact: true }).fill(await givenToken("owner", [own.profile]))
+    await page.getByRole("button", { name: "Sign in", exact: true }).click()
+    await page.getByRole("link", { name: own.profile, exact: true }).waitFor()
+    expect(await page.getByRole("heading", { name: "Page not found" }).count()).toBe(0)
+    expect(new URL(page.url()).hash).toBe("#/profiles")
+    await expect.poll(() => page.getByRole("status").textContent()).toBe("Signed in.")
   })
 
   test("a viewer reads its profile without a single change control", async () => {

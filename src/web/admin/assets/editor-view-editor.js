@@ -8,7 +8,7 @@ import { openDialog } from "./editor-dialog.js"
 import { announce, clearMessages, focusEl, focusKey, h, main, replaceContent, timeEl } from "./editor-dom.js"
 import { fail } from "./editor-router.js"
 import { keepSecrets, secretsPanel } from "./editor-secrets.js"
-import { enc, mayChange, parseRoute, profilePath, resetStaged, state, updateTitle } from "./editor-state.js"
+import { enc, isAdmin, mayChange, parseRoute, profilePath, resetStaged, state, updateTitle } from "./editor-state.js"
 import { addForms } from "./editor-view-forms.js"
 import { historySection, refreshHistory } from "./editor-view-history.js"
 import { serviceLabel, serviceSection } from "./editor-view-service.js"
@@ -320,7 +320,8 @@ function upstreamOrigins(doc) {
 function lifetimePolicy(doc) {
   const days = doc.credential_max_lifetime_days
   const text = days === null ? "New credentials never expire unless given an expiry." : `New credentials expire within ${days} days.`
-  if (!mayChange()) return h("p", { class: "muted small" }, text)
+  // Setting it is a PUT of the profile, an admin's decision: an owner sees the policy, no control.
+  if (!isAdmin()) return h("p", { class: "muted small" }, text)
   const input = h("input", {
     id: "lifetime-days",
     type: "number",

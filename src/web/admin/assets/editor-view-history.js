@@ -20,7 +20,12 @@ const ACTIONS = {
   "service.deleted": "Service deleted",
   "credential.added": "Credential added",
   "credential.removed": "Credential removed",
-  "key.rotated": "Signing key rotated"
+  "credential.expired": "Credential expired",
+  "profile.changed": "Profile settings changed",
+  "key.rotated": "Signing key rotated",
+  "admin_token.created": "Admin token created",
+  "admin_token.revoked": "Admin token revoked",
+  "token.revoked": "Token revoked by its client"
 }
 
 const historyPath = (profile, after) =>

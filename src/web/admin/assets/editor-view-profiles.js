@@ -87,6 +87,10 @@ async function signIn(event, input, button) {
     await loadSession(token)
     writeToken(token)
     state.profiles = null
+    // The address the previous session was on may be one this token cannot see (an admin's
+    // tokens page, signed in now as an owner): start from the profiles rather than "Page not found".
+    const r = parseRoute(location.hash)
+    if (r.name === "unknown" || (r.name === "tokens" && !isAdmin())) history.replaceState(null, "", "#/profiles")
     announce("Signed in.")
     route({ focus: true })
   } catch (err) {

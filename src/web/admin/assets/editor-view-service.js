@@ -223,7 +223,8 @@ function pendingAddRow(add, index, total) {
       h("input", {
         type: "datetime-local",
         class: "expires-input",
-        "aria-label": `Expiry of new credential${suffix} (empty: the profile's policy, or never)`,
+        "aria-label": `Expiry of new credential${suffix}, in your local time (empty: the profile's policy, or never)`,
+        title: "In your local time. Empty: the profile's credential lifetime, or never when it has none.",
         value: add.expires_local ?? "",
         onchange: (e) => {
           const value = e.currentTarget.value

@@ -124,7 +124,8 @@ export function serviceSettings(envName, service) {
     placeholder: "none",
     value: limit ? String(limit.requests) : "",
     "aria-describedby": id("rate-hint"),
-    "data-keep": true
+    "data-keep": true,
+    oninput: () => clearRateValidity()
   })
   const windowInput = h("input", {
     id: id("rate-window"),
@@ -136,8 +137,14 @@ export function serviceSettings(envName, service) {
     placeholder: "none",
     value: limit ? String(limit.per_seconds) : "",
     "aria-describedby": id("rate-hint"),
-    "data-keep": true
+    "data-keep": true,
+    oninput: () => clearRateValidity()
   })
+  /** A rate limit's message was about the pair: editing either field clears it from both. */
+  function clearRateValidity() {
+    requestsInput.setCustomValidity("")
+    windowInput.setCustomValidity("")
+  }
   const rateFields = h(
     "div",
     { class: "stack" },
@@ -223,8 +230,13 @@ async function updateService(event, envName, service, nameInput, handlerSelect, 
   if (!nameInput.reportValidity() || !urlInput.reportValidity() || !proxy.timeoutInput.reportValidity()) return
   if (!proxy.headersInput.reportValidity() || !state.doc) return
   const rate = rateLimitFields(proxy.requestsInput.value, proxy.windowInput.value)
-  proxy.requestsInput.setCustomValidity(rate.error ?? "")
-  if (!proxy.requestsInput.reportValidity()) return
+  // The message goes on the field at fault (the window's on the window), and is cleared as either
+  // field is edited (below): a custom validity left set would block every later submit unheard.
+  const atFault = rate.error !== undefined && rate.error.startsWith("The window") ? proxy.windowInput : proxy.requestsInput
+  proxy.requestsInput.setCustomValidity("")
+  proxy.windowInput.setCustomValidity("")
+  atFault.setCustomValidity(rate.error ?? "")
+  if (!atFault.reportValidity()) return
   const headers = Object.keys(typed.headers).length > 0 ? typed.headers : proxy.clearHeaders.checked ? {} : undefined
   const body = serviceUpdate(service, nameInput.value, handlerSelect.value, urlInput.value, {
     timeoutMs: proxy.timeoutInput.value,
