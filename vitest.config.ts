@@ -21,6 +21,7 @@ import { defineConfig } from "vitest/config"
  */
 export const PROCESS_FILES = [
   "AdminTokens.test.ts",
+  "ApiContract.test.ts",
   "CacheCoherence.test.ts",
   "Cli.test.ts",
   "CliCredentials.test.ts",
@@ -46,6 +47,7 @@ export const PROCESS_FILES = [
   "NativeTls.test.ts",
   "PrivateDataDir.test.ts",
   "ReadmeWalkthrough.test.ts",
+  "ReleasedClients.test.ts",
   "SecretHygiene.test.ts",
   "StartUp.test.ts",
   "StartUpWork.test.ts",
