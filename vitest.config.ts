@@ -54,7 +54,8 @@ export const PROCESS_FILES = [
   "Tracing.test.ts",
   "Transfer.test.ts",
   "TrustedProxies.test.ts",
-  "UpstreamGateway.test.ts"
+  "UpstreamGateway.test.ts",
+  "Versions.test.ts"
 ]
 const TEST_DIR = new URL("./test/", import.meta.url)
 const files = readdirSync(TEST_DIR).filter((name) => name.endsWith(".test.ts"))
