@@ -2,9 +2,10 @@
  * `npm run check:api`: is `openapi.yaml` an additive change of the last release's document?
  *
  * The release is the newest `api/releases/<version>/openapi.yaml` not above package.json's version
- * (docs/releases.md). Two checks, both must pass: Optic's breaking-change rules, and the
+ * (docs/releases.md). Three checks, all must pass: Optic's breaking-change rules, the
  * integrator's compiler (types generated from both documents by openapi-typescript, see
- * `api-contract/TypeCompat.ts`). A break fails unless package.json's major version is above the
+ * `api-contract/TypeCompat.ts`), and the request constraints types cannot carry
+ * (`api-contract/RequestConstraints.ts`). A break fails unless package.json's major version is above the
  * release's: that is how a break is declared.
  *
  *   tsx scripts/check-api.ts [--released FILE] [--current FILE] [--version X.Y.Z]
@@ -13,7 +14,9 @@ import { readFileSync } from "node:fs"
 import { resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import YAML from "yaml"
 import { opticDiff } from "./api-contract/OpticDiff.js"
+import { constraintBreaks } from "./api-contract/RequestConstraints.js"
 import { baselineFor, packageVersion, parseVersion } from "./api-contract/Releases.js"
 import { typeBreaks } from "./api-contract/TypeCompat.js"
 
@@ -38,18 +41,21 @@ const majorRaised = baseline !== undefined && version.major > baseline.version.m
 console.log(`check:api: ${currentFile} against ${releasedLabel} (package ${version.text})`)
 const optic = await opticDiff(ROOT, releasedFile, currentFile)
 const types = await typeBreaks(readFileSync(releasedFile, "utf8"), readFileSync(currentFile, "utf8"))
+const constraints = constraintBreaks(YAML.parse(readFileSync(releasedFile, "utf8")), YAML.parse(readFileSync(currentFile, "utf8")))
 
 for (const finding of optic.findings) console.log(`  optic: ${finding}`)
 for (const found of types) console.log(`  types: ${found.operation}: ${found.message.split("\n").slice(0, 6).join(" / ")}`)
+for (const found of constraints) console.log(`  constraints: ${found.operation}: ${found.message}`)
 
-const breaking = optic.breaking || types.length > 0
+const count = optic.findings.length + types.length + constraints.length
+const breaking = optic.breaking || count > 0
 if (!breaking) {
   console.log("check:api: additive, no breaking change")
 } else if (majorRaised) {
   console.log(`check:api: breaking changes allowed: ${version.text} raises the major version of ${baseline!.version.text}`)
 } else {
   console.error(
-    `check:api: ${optic.findings.length + types.length} breaking change(s) against ${releasedLabel}. ` +
+    `check:api: ${count} breaking change(s) against ${releasedLabel}. ` +
       "Make the change additive, or declare the break by raising package.json's major version (docs/releases.md)."
   )
   process.exit(1)

@@ -14,6 +14,7 @@ import { afterAll, describe, expect, it } from "vitest"
 import YAML from "yaml"
 import { opticDiff } from "../scripts/api-contract/OpticDiff.js"
 import { baselineFor, packageVersion } from "../scripts/api-contract/Releases.js"
+import { constraintBreaks } from "../scripts/api-contract/RequestConstraints.js"
 import { typeBreaks } from "../scripts/api-contract/TypeCompat.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
@@ -50,7 +51,7 @@ const compare = async (edit: (spec: Record<string, any>) => void) => {
     opticDiff(ROOT, released, file),
     typeBreaks(readFileSync(released, "utf8"), YAML.stringify(spec))
   ])
-  return { optic, types }
+  return { optic, types, constraints: constraintBreaks(YAML.parse(readFileSync(released, "utf8")), spec) }
 }
 
 const CREDENTIALS = "/admin/profiles/{profile}/environments/{environment}/services/{uuid}/credentials"
@@ -71,17 +72,19 @@ describe("npm run check:api", () => {
   }, 60_000)
 
   it("passes on an additive change: a new optional answer member", async () => {
-    const { optic, types } = await compare((spec) => {
+    const { optic, types, constraints } = await compare((spec) => {
       spec.components.schemas.SigningKey.properties.note = { type: "string" }
     })
     expect(optic.findings).toEqual([])
     expect(optic.breaking).toBe(false)
     expect(types).toEqual([])
+    expect(constraints).toEqual([])
   }, 60_000)
 
   it("finds each deliberately breaking edit, by rule or by operation", async () => {
-    const { optic, types } = await compare((spec) => {
+    const { optic, types, constraints } = await compare((spec) => {
       delete spec.paths["/admin/tokens/{name}"]
+      spec.components.schemas.ServiceInput.properties.name.maxLength = 3
       const key = spec.components.schemas.SigningKey
       delete key.properties.kid
       key.required = without(key.required, "kid")
@@ -91,7 +94,7 @@ describe("npm run check:api", () => {
       const answer = spec.paths[CREDENTIALS].post.responses["201"].content["application/json"]
       answer.schema = { anyOf: [answer.schema, { type: "object", required: ["key_id"], properties: { key_id: { type: "string" } } }] }
     })
-    const found = [...optic.findings, ...types.map((item) => `${item.operation}: ${item.message}`)].join("\n")
+    const found = [...optic.findings, ...[...types, ...constraints].map((item) => `${item.operation}: ${item.message}`)].join("\n")
     expect(optic.breaking).toBe(true)
     // A removed path, a removed answer member, a removed enum value (Optic's rules).
     expect(found).toContain("cannot remove an operation")
@@ -102,6 +105,8 @@ describe("npm run check:api", () => {
     expect(found).toMatch(/^GET \/admin\/audit: /m)
     expect(found).toMatch(new RegExp(`^POST ${CREDENTIALS.replace(/[{}/]/g, "\\$&")}: `, "m"))
     expect(found).toMatch(/^DELETE \/admin\/tokens\/\{name\}: /m)
+    // A bound types cannot carry, tightened on a request member.
+    expect(found).toMatch(/^POST \/admin\/profiles\/\{profile\}\/environments\/\{environment\}\/services: body application\/json\.name: maxLength \S+ → 3$/m)
   }, 120_000)
 
   it("fails, exit 1, on a breaking edit: client_secret removed from the secret credential", async () => {
