@@ -21,6 +21,7 @@ import { defineConfig } from "vitest/config"
  */
 export const PROCESS_FILES = [
   "AdminTokens.test.ts",
+  "ApiContract.test.ts",
   "CacheCoherence.test.ts",
   "Cli.test.ts",
   "CliCredentials.test.ts",
@@ -48,6 +49,7 @@ export const PROCESS_FILES = [
   "NativeTls.test.ts",
   "PrivateDataDir.test.ts",
   "ReadmeWalkthrough.test.ts",
+  "ReleasedClients.test.ts",
   "SecretHygiene.test.ts",
   "StartLines.test.ts",
   "StartUp.test.ts",
@@ -56,7 +58,8 @@ export const PROCESS_FILES = [
   "Transfer.test.ts",
   "TransferIntrospection.test.ts",
   "TrustedProxies.test.ts",
-  "UpstreamGateway.test.ts"
+  "UpstreamGateway.test.ts",
+  "Versions.test.ts"
 ]
 const TEST_DIR = new URL("./test/", import.meta.url)
 const files = readdirSync(TEST_DIR).filter((name) => name.endsWith(".test.ts"))

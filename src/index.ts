@@ -3,7 +3,8 @@
  * server (`layerServer`, with its options) to launch as `npm start` does; or its parts: the domain
  * layer, the HTTP API as a layer, the storage layers and the configuration. Handlers registered in
  * code (`ServiceHandlers.layerWith`, keyed by the service's full address `profile/environment/uuid`)
- * take that one service's place. Tests import `testing.ts`.
+ * take that one service's place. The admin API's typed client (`AdminClient`, `HttpApiClient` over
+ * `Api`, the one the CLI uses) drives a server from another program. Tests import `testing.ts`.
  *
  *   const program = Effect.flatMap(AppConfig.fromEnv, (config) => Layer.launch(layerServer({ config })))
  */
@@ -19,6 +20,19 @@ export {
   type StorageServices
 } from "./AppLayer.js"
 export { ClientSecrets } from "./auth/ClientSecrets.js"
+export {
+  type AdminCallError,
+  AdminApiError,
+  AdminClient,
+  type AdminClientShape,
+  type EnvironmentAddress,
+  ServerUnreachable,
+  type ServiceAddress,
+  UnexpectedAnswer
+} from "./cli/AdminClient.js"
+export { InvalidServerUrl } from "./cli/ServerAddress.js"
+export { SERVICE_VERSION } from "./config/Version.js"
+export { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "./domain/Identifiers.js"
 export { KeyEncryption } from "./auth/KeyEncryption.js"
 export { KeyService } from "./auth/KeyService.js"
 export { AppConfig, type AppConfigShape } from "./config/AppConfig.js"

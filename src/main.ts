@@ -12,6 +12,7 @@ import { Cause, Effect, Layer, Logger, Option, Redacted } from "effect"
 import { loadOrCreateAdminToken } from "./admin-auth/AdminTokenFile.js"
 import { ADMIN_TOKEN_ACTOR, weakAdminTokenProblem } from "./admin-auth/AdminTokens.js"
 import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
+import { SERVICE_VERSION } from "./config/Version.js"
 import { openEarlyPort } from "./http/EarlyPort.js"
 import { checkPortFree, checkTls } from "./http/PortChecks.js"
 import * as Logging from "./observability/Logging.js"
@@ -146,10 +147,19 @@ const program = Effect.gen(function*() {
   Effect.scoped
 )
 
-NodeRuntime.runMain(program, { disableErrorReporting: true, disablePrettyLogger: true })
+// The server is configured by its environment alone; its only arguments print and exit.
+const argument = process.argv[2]
+if (argument === "--version" || argument === "-V") {
+  console.log(SERVICE_VERSION)
+} else if (argument !== undefined) {
+  console.error(`service-auth: the server takes no argument but --version (it is configured by its environment), not ${JSON.stringify(argument)}`)
+  process.exitCode = 2
+} else {
+  NodeRuntime.runMain(program, { disableErrorReporting: true, disablePrettyLogger: true })
 
-// `runMain` stops listening after the first SIGTERM/SIGINT; a second one (Ctrl-C reaches both npm
-// and this process, and npm relays it) must not kill the process in the middle of the drain.
-const whileStopping = () => {}
-process.on("SIGTERM", whileStopping)
-process.on("SIGINT", whileStopping)
+  // `runMain` stops listening after the first SIGTERM/SIGINT; a second one (Ctrl-C reaches both npm
+  // and this process, and npm relays it) must not kill the process in the middle of the drain.
+  const whileStopping = () => {}
+  process.on("SIGTERM", whileStopping)
+  process.on("SIGINT", whileStopping)
+}

@@ -514,13 +514,18 @@ describe("admin API: services", () => {
 
 describe("admin API: credentials", () => {
   layer(makeTestServer())((it) => {
-    it.effect("POST .../credentials → 201 {client_id, client_secret, created_at}", () =>
+    it.effect("POST .../credentials → 201 {client_id, client_secret, created_at, token_endpoint_auth_method}", () =>
       Effect.gen(function*() {
         const service = yield* createService()
         const response = yield* admin.post(`${service.path}/credentials`)
         expect({ status: response.status, body: response.body }).toEqual({
           status: 201,
-          body: { client_id: expect.stringMatching(CLIENT_ID), client_secret: expect.stringMatching(CLIENT_SECRET), created_at: TIMESTAMP }
+          body: {
+            client_id: expect.stringMatching(CLIENT_ID),
+            client_secret: expect.stringMatching(CLIENT_SECRET),
+            created_at: TIMESTAMP,
+            token_endpoint_auth_method: "client_secret_basic"
+          }
         })
         expect(Buffer.from(response.body.client_secret, "base64url").toString("base64url")).toBe(response.body.client_secret)
       }))
@@ -630,7 +635,8 @@ describe("admin API: POST /admin/profiles/{profile}/save", () => {
           service_uuid: service.uuid,
           client_id: expect.stringMatching(CLIENT_ID),
           client_secret: expect.stringMatching(CLIENT_SECRET),
-          created_at: TIMESTAMP
+          created_at: TIMESTAMP,
+          token_endpoint_auth_method: "client_secret_basic"
         }
         expect({ status: response.status, body: response.body }).toEqual({
           status: 200,
@@ -728,7 +734,8 @@ describe("admin API: POST /admin/profiles/{profile}/save", () => {
                 service_uuid: service.uuid,
                 client_id: expect.stringMatching(CLIENT_ID),
                 client_secret: expect.stringMatching(CLIENT_SECRET),
-                created_at: TIMESTAMP
+                created_at: TIMESTAMP,
+                token_endpoint_auth_method: "client_secret_basic"
               }],
               removed: [{ environment: service.environment, service_uuid: service.uuid, client_id: old.clientId }]
             }

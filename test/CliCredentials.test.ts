@@ -74,6 +74,7 @@ describe("service-auth admin CLI", () => {
       client_id: expect.stringMatching(/^svc_[0-9a-f]{32}$/),
       client_secret: expect.any(String),
       created_at: expect.any(String),
+      token_endpoint_auth_method: "client_secret_basic",
       replaces: firstId
     })
     expect(forced.stderr).toContain(`removed ${firstId}`)

@@ -12,6 +12,7 @@ import { createServer } from "node:https"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
+import { SERVICE_VERSION } from "../src/config/Version.js"
 import { CLI_TEST_DEADLINE_MS, cli, ROOT, server, uniqueProfile, useCliServer } from "./support/CliProcess.js"
 import { freePort } from "./support/ServerProcess.js"
 
@@ -86,7 +87,7 @@ describe("the CLI for a newcomer", () => {
     ])
     for (const run of [create, exporting, root]) {
       expect(run.code).toBe(0)
-      expect(run.stdout.split("\n").filter((line) => line.startsWith("service-auth"))).toEqual(["service-auth 0.1.0"])
+      expect(run.stdout.split("\n").filter((line) => line.startsWith("service-auth"))).toEqual([`service-auth ${SERVICE_VERSION}`])
       expect(run.stdout).not.toContain("can be set from environment variables")
     }
     const lines = create.stdout.split("\n")

@@ -36,7 +36,8 @@ describe("service-auth credentials add --public-key", () => {
     expect(fromPem).toEqual({
       client_id: expect.stringMatching(/^svc_/),
       created_at: expect.any(String),
-      public_key: { kty: "RSA", kid: expect.any(String), thumbprint: expect.any(String) }
+      public_key: { kty: "RSA", kid: expect.any(String), thumbprint: expect.any(String) },
+      token_endpoint_auth_method: "private_key_jwt"
     })
 
     writeFileSync(join(dir, "private.pem"), await exportPKCS8(rsa.privateKey))

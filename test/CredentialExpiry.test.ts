@@ -63,7 +63,7 @@ const expiry = (storage: Layer.Layer<TestStorage, unknown>) =>
         const fixture = yield* createFixture()
         const now = yield* nowOf(fixture)
         const { fixture: expiring, response } = yield* addCredential(fixture, now + 60_000)
-        expect(Object.keys(response.body).sort()).toEqual(["client_id", "client_secret", "created_at", "expires_at"])
+        expect(Object.keys(response.body).sort()).toEqual(["client_id", "client_secret", "created_at", "expires_at", "token_endpoint_auth_method"])
         expect(response.body.expires_at).toBe(iso(now + 60_000))
         const listed = yield* admin.get(`${fixture.servicePath}/credentials`)
         expect(listed.body.credentials.map((c: { expires_at: string | null }) => c.expires_at)).toEqual([null, iso(now + 60_000)])

@@ -6,6 +6,7 @@
  */
 import { request as httpRequest } from "node:http"
 import { afterEach, describe, expect, it } from "vitest"
+import { SERVICE_VERSION } from "../src/config/Version.js"
 import { type EarlyPort, openEarlyPort } from "../src/http/EarlyPort.js"
 import { freePort } from "../src/testing.js"
 
@@ -44,7 +45,7 @@ describe("the early port", () => {
     const health = await send(port, "GET", "/healthz?probe=1")
     expect(health.status).toBe(200)
     expect(health.headers["content-type"]).toBe("application/json")
-    expect(health.body).toBe(`{"status":"ok"}`)
+    expect(health.body).toBe(JSON.stringify({ status: "ok", version: SERVICE_VERSION }))
 
     const arrived = new Promise<void>((resolve) => adopted.server.once("request", () => resolve()))
     const held = send(port, "POST", "/oauth/token", "grant_type=client_credentials")

@@ -2,8 +2,10 @@
  * A typed client generated from the committed openapi.yaml works as an integrator would use it:
  * openapi-typescript turns the document into types, tsc compiles `fixtures/generated-client/client.ts`
  * (openapi-fetch) against them in strict mode, with no dummy bodies, and the program creates a
- * profile, an environment, a service and a credential, gets a token with a form body and calls the
- * service on a real server (`npm start`).
+ * profile, an environment, a service, a secret and a key credential (told apart by their
+ * discriminator), gets a token with each client authentication (client_secret_post,
+ * client_secret_basic, private_key_jwt) and calls the service with each, on a real server
+ * (`npm start`).
  */
 import { execFile } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -63,10 +65,17 @@ describe("a client generated from openapi.yaml (openapi-typescript + openapi-fet
     })
     const result = JSON.parse(stdout.trim().split("\n").at(-1)!)
     expect(result).toMatchObject({
+      handlerType: "echo",
+      credentialCount: 2,
       expiresIn: 3600,
-      tokenType: "Bearer",
-      echo: { body: { amount: 42 }, profile: result.profile, service_uuid: result.uuid }
+      tokenTypes: ["Bearer", "Bearer", "Bearer"],
+      calls: ["client_secret_post", "client_secret_basic", "private_key_jwt"].map((method) => ({
+        body: { amount: 42, method },
+        profile: result.profile,
+        service_uuid: result.uuid
+      }))
     })
+    expect(result.thumbprint).toMatch(/^[A-Za-z0-9_-]{43}$/)
     expect(Number.isNaN(Date.parse(result.createdAt))).toBe(false)
   }, 90_000)
 })

@@ -10,6 +10,7 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { MAX_JSON_DEPTH } from "../src/domain/Json.js"
+import { SERVICE_VERSION } from "../src/config/Version.js"
 import { Effect, FastCheck as fc } from "effect"
 import { bytesWithInvalidUtf8, contentType, deepJson, expectErrorAnswer, expectSafeAnswer, headerBytes, hostileJson, hostileJsonDeep, hostileSegment, INVALID_UTF8, oddAuthorization } from "./support/Hostile.js"
 import {
@@ -125,7 +126,7 @@ const expectHealthy = (ready: Ready) =>
   Effect.gen(function*() {
     const health = yield* Effect.promise(() => send(ready.port, { method: "GET", path: "/healthz" }))
     expect(health.status).toBe(200)
-    expect(parse(health.text)).toEqual({ status: "ok" })
+    expect(parse(health.text)).toEqual({ status: "ok", version: SERVICE_VERSION })
     const token = yield* tokenRequest(ready.tokenFields)
     expect(token.status).toBe(200)
     expect(token.body.token_type).toBe("Bearer")

@@ -29,9 +29,10 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
           expect(created.body).toEqual({
             client_id: expect.stringMatching(/^svc_[0-9a-f]{32}$/),
             created_at: expect.any(String),
-            public_key: { kty: kind === "Ed25519" ? "OKP" : kind, kid: thumbprint, thumbprint }
+            public_key: { kty: kind === "Ed25519" ? "OKP" : kind, kid: thumbprint, thumbprint },
+            token_endpoint_auth_method: "private_key_jwt"
           })
-          expect(Object.keys(created.body)).toEqual(["client_id", "created_at", "public_key"])
+          expect(Object.keys(created.body)).toEqual(["client_id", "created_at", "public_key", "token_endpoint_auth_method"])
           const listed = yield* admin.get(`${service.servicePath}/credentials`)
           expect(listed.body.credentials).toEqual([{
             client_id: created.body.client_id,
@@ -101,9 +102,11 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
           service_uuid: service.uuid,
           client_id: expect.any(String),
           created_at: expect.any(String),
-          public_key: { ...PUBLIC_KEY, kty: "RSA" }
+          public_key: { ...PUBLIC_KEY, kty: "RSA" },
+          token_endpoint_auth_method: "private_key_jwt"
         })
         expect(saved.body.created[1].client_secret).toEqual(expect.any(String))
+        expect(saved.body.created[1].token_endpoint_auth_method).toBe("client_secret_basic")
         const profile = yield* admin.get(`/admin/profiles/${service.profile}`)
         const credentials = profile.body.environments[0].services[0].credentials
         expect(credentials[0].public_key).toEqual(saved.body.created[0].public_key)

@@ -3,6 +3,7 @@
  * generated from this value (`npm run openapi`) and served at `GET /openapi.yaml`.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
+import { SERVICE_VERSION } from "../config/Version.js"
 import * as AdminApi from "./AdminApi.js"
 import { AdminTokensApi, SessionApi } from "./AdminTokensApi.js"
 import { CredentialIntrospectionApi } from "./CredentialIntrospectionApi.js"
@@ -26,7 +27,7 @@ export class Api extends HttpApi.make("service-auth")
   .add(WebApi)
   .add(MetricsApi)
   .annotate(OpenApi.Title, "service-auth")
-  .annotate(OpenApi.Version, "0.1.0")
+  .annotate(OpenApi.Version, SERVICE_VERSION)
   .annotate(
     OpenApi.Description,
     "OAuth 2.0 Client Credentials authorization server and service gateway. Every error body is " +

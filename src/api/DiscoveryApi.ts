@@ -46,6 +46,11 @@ export const AuthorizationServerMetadata = Schema.Struct({
 }).annotations({ identifier: "AuthorizationServerMetadata", description: "RFC 8414 metadata." })
 
 export const Health = Schema.Struct({ status: Schema.Literal("ok") }).annotations({ identifier: "Health" })
+/** `/healthz`: the process is up, and which release it runs (semantic version, docs/releases.md). */
+export const Liveness = Schema.Struct({
+  status: Schema.Literal("ok"),
+  version: Schema.String.annotations({ description: "The release the server runs (semantic version), as package.json says.", examples: ["1.0.0"] })
+}).annotations({ identifier: "Liveness" })
 
 export class DiscoveryApi extends HttpApiGroup.make("discovery")
   .add(
@@ -63,7 +68,7 @@ export class DiscoveryApi extends HttpApiGroup.make("discovery")
   .add(
     HttpApiEndpoint.get("healthz", "/healthz")
       .annotate(OpenApi.Summary, "Liveness")
-      .addSuccess(Health)
+      .addSuccess(Liveness)
       .annotate(OpenApi.Description, "The process is up.")
   )
   .add(

@@ -13,6 +13,7 @@
  */
 import { OpenApi } from "@effect/platform"
 import { Api } from "./Api.js"
+import { discriminateUnions } from "./OpenApiDiscriminators.js"
 import { toYaml } from "./Yaml.js"
 
 const FRAMEWORK_SCHEMAS = ["HttpApiDecodeError", "Issue", "PropertyKey"]
@@ -174,6 +175,7 @@ export const openApiSpec = (): Json => {
   }
   for (const name of FRAMEWORK_SCHEMAS) delete spec.components?.schemas?.[name]
   describeClientAuthentication(spec)
+  discriminateUnions(spec)
   return spec
 }
 

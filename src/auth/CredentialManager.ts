@@ -121,7 +121,8 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
                 client_id: generated.clientId,
                 created_at: now,
                 ...(expiresAt === null ? {} : { expires_at: expiresAt }),
-                public_key: publicKeyInfo(verifier)!
+                public_key: publicKeyInfo(verifier)!,
+                token_endpoint_auth_method: "private_key_jwt"
               })
               continue
             }
@@ -132,7 +133,8 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
               client_id: generated.clientId,
               client_secret: Redacted.value(generated.secret),
               created_at: now,
-              ...(expiresAt === null ? {} : { expires_at: expiresAt })
+              ...(expiresAt === null ? {} : { expires_at: expiresAt }),
+              token_endpoint_auth_method: "client_secret_basic"
             })
           }
           yield* writes.applyCredentialChanges(profile, changes, now, actor, { save })
@@ -153,7 +155,8 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
               client_id: credential!.client_id,
               client_secret: (credential as { readonly client_secret: string }).client_secret,
               created_at: credential!.created_at,
-              ...(credential!.expires_at === undefined ? {} : { expires_at: credential!.expires_at })
+              ...(credential!.expires_at === undefined ? {} : { expires_at: credential!.expires_at }),
+              token_endpoint_auth_method: "client_secret_basic" as const
             })
           ),
         addKeyCredential: (address, publicKey, actor, expiresAt) =>
@@ -174,7 +177,8 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
               client_id: credential!.client_id,
               created_at: credential!.created_at,
               ...(credential!.expires_at === undefined ? {} : { expires_at: credential!.expires_at }),
-              public_key: (credential as NewKeyCredential).public_key
+              public_key: (credential as NewKeyCredential).public_key,
+              token_endpoint_auth_method: "private_key_jwt" as const
             })
           ),
         removeCredential: (address, clientId, actor) =>

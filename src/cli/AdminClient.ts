@@ -146,6 +146,19 @@ export class AdminClient extends Context.Tag("service-auth/cli/AdminClient")<Adm
         return makeAdminClient(base, token, yield* makeApiClient(base, token.token))
       })
     ).pipe(Layer.provide(FetchHttpClient.layer))
+
+  /**
+   * The client for the server at `url` with an admin token the caller holds: for a program that
+   * embeds the client (exported by the package's index) and has its token from its own secrets.
+   */
+  static readonly layerWithToken = (url: string, token: Redacted.Redacted): Layer.Layer<AdminClient, InvalidServerUrl> =>
+    Layer.effect(
+      AdminClient,
+      Effect.gen(function*() {
+        const base = yield* parseServerUrl(url)
+        return makeAdminClient(base, { token, source: "the program embedding the client" }, yield* makeApiClient(base, token))
+      })
+    ).pipe(Layer.provide(FetchHttpClient.layer))
 }
 
 /** The answer to the call under way in this fiber, kept to describe a body the client could not decode. */

@@ -10,6 +10,7 @@ import { CliConfig, Command, HelpDoc, ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import type { Teardown } from "@effect/platform/Runtime"
 import { Cause, Effect, Exit, Layer, Option } from "effect"
+import { SERVICE_VERSION } from "../config/Version.js"
 import { adminCommands } from "./AdminCommands.js"
 import { commandGroup, subcommandNames } from "./CommandGroup.js"
 import { commandOf, placeGlobalOptions } from "./GlobalOptions.js"
@@ -26,7 +27,7 @@ const serviceAuth = commandGroup(NAME, "Operate a service-auth server and its da
 
 const cli = Command.run(serviceAuth, {
   name: NAME,
-  version: "0.1.0",
+  version: SERVICE_VERSION,
   footer: HelpDoc.p(`Every command takes -h or --help; ${NAME} --version prints the version.`)
 })
 

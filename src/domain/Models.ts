@@ -189,12 +189,26 @@ const ClientSecretText = Schema.String.annotations({
   description: "The client secret (256 random bits, base64url). Shown only in this answer: store it now."
 })
 
+/**
+ * How a new credential's client authenticates at the token endpoint, named as RFC 7591 §2 names it:
+ * the member that tells a secret credential from a key credential in every answer that may carry
+ * either (the OpenAPI document declares it their discriminator). A secret credential is answered
+ * `client_secret_basic`, RFC 7591's default; `client_secret_post` is accepted for it all the same.
+ */
+export const SecretAuthMethod = Schema.Literal("client_secret_basic").annotations({
+  description: "client_secret_basic (RFC 7591 §2): a secret credential; client_secret_post works for it as well."
+})
+export const KeyAuthMethod = Schema.Literal("private_key_jwt").annotations({
+  description: "private_key_jwt (RFC 7591 §2, RFC 7523): a key credential; the client signs an assertion."
+})
+
 /** A credential as answered once, at generation: the only place its secret ever appears. */
 export const NewCredential = Schema.Struct({
   client_id: ClientId,
   client_secret: ClientSecretText,
   created_at: Timestamp,
-  expires_at: Schema.optional(Timestamp).annotations({ description: "When it expires; absent when it never does." })
+  expires_at: Schema.optional(Timestamp).annotations({ description: "When it expires; absent when it never does." }),
+  token_endpoint_auth_method: SecretAuthMethod
 }).annotations({ identifier: "NewCredential" })
 export type NewCredential = typeof NewCredential.Type
 
@@ -203,7 +217,8 @@ export const NewKeyCredential = Schema.Struct({
   client_id: ClientId,
   created_at: Timestamp,
   expires_at: Schema.optional(Timestamp).annotations({ description: "When it expires; absent when it never does." }),
-  public_key: PublicKeyInfo
+  public_key: PublicKeyInfo,
+  token_endpoint_auth_method: KeyAuthMethod
 }).annotations({ identifier: "NewKeyCredential" })
 export type NewKeyCredential = typeof NewKeyCredential.Type
 
@@ -305,7 +320,8 @@ export const CreatedCredential = Schema.Union(
     client_id: ClientId,
     client_secret: ClientSecretText,
     created_at: Timestamp,
-    expires_at: EXPIRES
+    expires_at: EXPIRES,
+    token_endpoint_auth_method: SecretAuthMethod
   }),
   Schema.Struct({
     environment: EnvironmentName,
@@ -313,7 +329,8 @@ export const CreatedCredential = Schema.Union(
     client_id: ClientId,
     created_at: Timestamp,
     expires_at: EXPIRES,
-    public_key: PublicKeyInfo
+    public_key: PublicKeyInfo,
+    token_endpoint_auth_method: KeyAuthMethod
   })
 ).annotations({ identifier: "CreatedCredential" })
 

@@ -2,6 +2,7 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { AppConfig } from "../config/AppConfig.js"
+import { SERVICE_VERSION } from "../config/Version.js"
 import { Api } from "../api/Api.js"
 import { KeyService } from "../auth/KeyService.js"
 import { SERVICE_CALL_SCOPE } from "../domain/AccessTokens.js"
@@ -56,7 +57,7 @@ export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
     return handlers
       .handle("jwks", () => jwks)
       .handle("metadata", () => Effect.succeed(metadata))
-      .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
+      .handle("healthz", () => Effect.succeed({ status: "ok" as const, version: SERVICE_VERSION }))
       .handle("readyz", () => Effect.as(queries.ping, { status: "ok" as const }))
       .handle("openapi", () => openapi)
   }))

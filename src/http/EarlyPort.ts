@@ -17,6 +17,7 @@
  * it is module state, so a program that starts two servers gives each its own.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import { SERVICE_VERSION } from "../config/Version.js"
 import { answerClientErrors } from "./ClientErrors.js"
 import {
   type ConnectionCap,
@@ -55,7 +56,7 @@ export interface EarlyPort {
 }
 
 /** The same bytes as the app's `GET /healthz` (DiscoveryHttp), headers included. */
-const HEALTHY = JSON.stringify({ status: "ok" })
+const HEALTHY = JSON.stringify({ status: "ok", version: SERVICE_VERSION })
 
 const isHealthz = (request: IncomingMessage) =>
   (request.method === "GET" || request.method === "HEAD") && (request.url ?? "").split("?", 1)[0] === "/healthz"
