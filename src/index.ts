@@ -20,16 +20,8 @@ export {
   type StorageServices
 } from "./AppLayer.js"
 export { ClientSecrets } from "./auth/ClientSecrets.js"
-export {
-  type AdminCallError,
-  AdminApiError,
-  AdminClient,
-  type AdminClientShape,
-  type EnvironmentAddress,
-  ServerUnreachable,
-  type ServiceAddress,
-  UnexpectedAnswer
-} from "./cli/AdminClient.js"
+export { AdminClient, type AdminClientShape, type EnvironmentAddress, type ServiceAddress } from "./cli/AdminClient.js"
+export { type AdminCallError, AdminApiError, ServerUnreachable, UnexpectedAnswer } from "./cli/AdminClientErrors.js"
 export { InvalidServerUrl } from "./cli/ServerAddress.js"
 export { SERVICE_VERSION } from "./config/Version.js"
 export { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "./domain/Identifiers.js"

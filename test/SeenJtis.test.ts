@@ -113,7 +113,10 @@ describe("a server restarted on the same DATA_DIR", () => {
     const replayed = await onServer(tokenRequest({ ...targetOf(service), client_assertion_type: JWT_BEARER, client_assertion: jwt }))
     expect({ status: replayed.status, body: replayed.body }).toEqual({
       status: 401,
-      body: { error: "invalid_client", error_description: "Invalid client credentials" }
+      body: {
+        error: "invalid_client",
+        error_description: "Invalid client credentials: the assertion's jti was used before (each assertion needs a new jti)"
+      }
     })
   }, 120_000)
 })

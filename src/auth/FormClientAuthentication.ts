@@ -62,12 +62,20 @@ export class FormClientAuthentication extends Context.Tag("service-auth/FormClie
           // Which client this is: the token endpoint's one answer (`ClientAuthentication`), expiry included.
           const stored = isClientId(clientId) ? Option.getOrUndefined(yield* queries.findClientCredential(clientId)) : undefined
           const credential = authenticatedClient(presented, stored, nowMillis, secrets.matches)
-          const authenticated = credential !== undefined &&
-            (assertion === undefined || (yield* assertions.verify(assertion.assertion, clientId, credential.secretHash, nowMillis)))
+          const verdict = credential === undefined || assertion === undefined
+            ? undefined
+            : yield* assertions.verdict(assertion.assertion, clientId, credential.secretHash, nowMillis)
+          const authenticated = credential !== undefined && verdict?._tag !== "Refused"
           if (!authenticated || !isClientId(clientId)) {
-            // Told it is wrong only when it took one of the pair's attempts (AuthFailureLimiter).
+            // Told it is wrong only when it took one of the pair's attempts (AuthFailureLimiter); a
+            // refused assertion says why when that reveals no secret (`ClientAssertion`).
             const over = yield* limiter.recordFailure(clientId, remoteAddress)
-            return Either.left(clientRefusal(Option.isSome(over) ? new TooManyAttempts({ retryAfterSeconds: over.value }) : new InvalidClient({ basic })))
+            const reason = verdict?._tag === "Refused" && verdict.refusal.disclosed ? verdict.refusal.reason : undefined
+            return Either.left(
+              clientRefusal(
+                Option.isSome(over) ? new TooManyAttempts({ retryAfterSeconds: over.value }) : new InvalidClient({ basic, reason })
+              )
+            )
           }
           const late = yield* limiter.admit(clientId, remoteAddress)
           if (Option.isSome(late)) return Either.left(clientRefusal(new TooManyAttempts({ retryAfterSeconds: late.value })))

@@ -33,7 +33,8 @@ import {
   type ServiceDocument,
   ServiceInput
 } from "../domain/Models.js"
-import { AdminTokenMissing, adminTokenFor, type AdminTokenInUse } from "./AdminTokenSource.js"
+import { type AdminCallError, AdminApiError, type AdminSetupError, ServerUnreachable, UnexpectedAnswer } from "./AdminClientErrors.js"
+import { adminTokenFor, type AdminTokenInUse } from "./AdminTokenSource.js"
 import { CHECK_ADDRESS, InvalidServerUrl, parseServerUrl, transportProblem } from "./ServerAddress.js"
 
 /** Where the server is when neither `--url` nor `SERVICE_AUTH_URL` says. */
@@ -41,31 +42,6 @@ export const DEFAULT_SERVER_URL = "http://localhost:3000"
 
 /** How long one request may take; the server itself answers 503 within 1.5 s when its database is away. */
 const REQUEST_TIMEOUT = Duration.seconds(30)
-
-/** The server answered outside 2xx with the contract's error body. */
-export class AdminApiError extends Schema.TaggedError<AdminApiError>()("AdminApiError", {
-  status: Schema.Number,
-  error: Schema.String,
-  message: Schema.String
-}) {}
-
-/** No answer: connection refused, unknown host, TLS, timeout. */
-export class ServerUnreachable extends Schema.TaggedError<ServerUnreachable>()("ServerUnreachable", {
-  message: Schema.String
-}) {}
-
-/** An answer that is not the admin API's (a proxy's error page, another server at that URL). */
-export class UnexpectedAnswer extends Schema.TaggedError<UnexpectedAnswer>()("UnexpectedAnswer", {
-  status: Schema.Number,
-  message: Schema.String
-}) {}
-
-export type AdminCallError = AdminApiError | ServerUnreachable | UnexpectedAnswer
-export type AdminSetupError = AdminTokenMissing | InvalidServerUrl
-
-/** Transport and 5xx failures, which a later attempt may not meet (rotate keeps polling through them). */
-export const isTransient = (error: AdminCallError): boolean =>
-  error._tag === "ServerUnreachable" || error.status >= 500
 
 const WireError = Schema.Struct({ error: Schema.String, error_description: Schema.String })
 

@@ -7,7 +7,8 @@
 import { Args, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Cause, Config, Duration, Effect, ParseResult, Schema } from "effect"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import { AdminClient, type AdminSetupError, DEFAULT_SERVER_URL } from "./AdminClient.js"
+import { AdminClient, DEFAULT_SERVER_URL } from "./AdminClient.js"
+import type { AdminSetupError } from "./AdminClientErrors.js"
 import { note } from "./Output.js"
 
 /**

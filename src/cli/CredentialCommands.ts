@@ -9,7 +9,8 @@ import { CredentialList } from "../api/AdminApi.js"
 import { type ClientId, type EnvironmentName, ProfileId, type ServiceUuid } from "../domain/Identifiers.js"
 import { DATE_TIME_RULE, NewCredential, NewKeyCredential } from "../domain/Models.js"
 import { parseRfc3339 } from "../domain/Time.js"
-import { AdminClient, type AdminCallError, type AdminSetupError } from "./AdminClient.js"
+import { AdminClient } from "./AdminClient.js"
+import type { AdminCallError, AdminSetupError } from "./AdminClientErrors.js"
 import { commandGroup } from "./CommandGroup.js"
 import {
   clientIdArg,
