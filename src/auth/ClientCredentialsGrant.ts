@@ -263,7 +263,8 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
         resourceAddress: (resource) => resourceAddress(issuer, resource)
       }
 
-      const complete = Effect.fn("ClientCredentialsGrant.grant", { captureStackTrace: false })(
+      // No span of its own: what it decides is recorded on the request's span.
+      const complete = Effect.fnUntraced(
         function*(input: TokenInput, first: TokenDecision) {
           let decision = first
           if (decision._tag === "NeedsTarget") {

@@ -25,7 +25,7 @@ import type { ServiceAddress } from "../domain/ServiceAddress.js"
 import { CLOCK_SKEW_SECONDS, SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import { KeyService } from "./KeyService.js"
 import { SIGNING_ALGORITHM } from "./SigningKeyMaterial.js"
-import { tracerEnabled } from "../observability/Tracing.js"
+import { SIGNATURE_ATTRIBUTES, tracerEnabled } from "../observability/Tracing.js"
 
 /** Larger tokens are refused before they are parsed; ours are about 800 bytes. */
 export const MAX_TOKEN_LENGTH = 8192
@@ -119,12 +119,10 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
     Effect.gen(function*() {
       const keys = yield* KeyService
       const config = yield* AppConfig
-      // Its own span only when traces are exported: a no-op span is not free on every token.
+      // The signature's algorithm on the request's span, only when traces are exported.
       const traced = yield* tracerEnabled
       const signing = <A>(sign: Effect.Effect<A>): Effect.Effect<A> =>
-        traced
-          ? Effect.withSpan(sign, "TokenService.sign", { captureStackTrace: false, attributes: { "jwt.alg": SIGNING_ALGORITHM } })
-          : sign
+        traced ? Effect.zipRight(Effect.annotateCurrentSpan(SIGNATURE_ATTRIBUTES), sign) : sign
 
       const sign = async (claims: AccessTokenClaims, nowMillis: number): Promise<string> => {
         // The key the schedule names for this moment; its protected header is encoded once.
@@ -164,7 +162,7 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         return { accessToken: await sign(claims, nowMillis), claims }
       }
 
-      const issue = Effect.fn("TokenService.issue", { captureStackTrace: false })(
+      const issue = Effect.fnUntraced(
         function*(clientId: ClientId, address: ServiceAddress, jkt?: string) {
           const now = yield* Clock.currentTimeMillis
           return yield* signing(Effect.promise(() => issueAt(clientId, address, now, jkt)))

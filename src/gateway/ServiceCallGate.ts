@@ -12,7 +12,8 @@ import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answ
 import { describeDefect } from "../observability/Defects.js"
 import { CatalogueLookup } from "../storage/CatalogueLookup.js"
 import { spanAttributes } from "../domain/ServiceAddress.js"
-import { tracerEnabled, watchedCacheRead } from "../observability/Tracing.js"
+import { UPSTREAM_SPAN, upstreamSpanOptions } from "../observability/RequestTracer.js"
+import { handlerAttributes, tracerEnabled, watchedCacheRead } from "../observability/Tracing.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { makeProofVerifier } from "../auth/DPoPProof.js"
 import { SeenJtis } from "../storage/SeenJtis.js"
@@ -127,8 +128,8 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
           )
         if (!traced) return Effect.map(calling(undefined), (called) => called.answer)
         return Effect.useSpan(
-          "ServiceHandlers.proxy",
-          { kind: "client", captureStackTrace: false, attributes: upstreamAttributes(handler.url) },
+          UPSTREAM_SPAN,
+          upstreamSpanOptions(upstreamAttributes(handler.url)),
           (span) =>
             Effect.map(calling(traceparentOf(span)), (called) => {
               if (called.status !== undefined) span.attribute("http.response.status_code", called.status)
@@ -155,12 +156,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
         return calling.pipe(
           // The stored handler type: a handler registered in code for this service runs in its place.
           (handling) =>
-            traced
-              ? Effect.withSpan(handling, "ServiceHandlers.call", {
-                captureStackTrace: false,
-                attributes: { "service_auth.handler.configured": stored.type }
-              })
-              : handling,
+            traced ? Effect.zipRight(Effect.annotateCurrentSpan(handlerAttributes(stored.type)), handling) : handling,
           // A handler registered in code that throws has failed, like one that fails: 502, not 500.
           Effect.catchAllDefect((defect) =>
             Effect.as(

@@ -36,8 +36,9 @@ import {
   type ServiceCallInput
 } from "../gateway/ServiceCallDecision.js"
 import { ServiceCallGate } from "../gateway/ServiceCallGate.js"
-import { echoOf, ServiceHandlers, traceparentOf, upstreamAttributes } from "../gateway/ServiceHandlers.js"
+import { echoOf, ServiceHandlers, traceparentOf } from "../gateway/ServiceHandlers.js"
 import { UpstreamGateway } from "../gateway/UpstreamGateway.js"
+import { handlerAttributes, SIGNATURE_ATTRIBUTES as SIGNED } from "../observability/Tracing.js"
 import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult } from "../observability/ServiceMetrics.js"
 import { UsageRecord } from "../storage/UsageRecord.js"
 import { spanAttributes } from "../domain/ServiceAddress.js"
@@ -45,7 +46,15 @@ import { writeAnswer } from "./Answer.js"
 import { type Answer, errorAnswer, SERVICE_ANSWER_HEADERS } from "../domain/Answer.js"
 import { whenResponseClosed } from "./CallerGone.js"
 import { clientAddress } from "./ClientAddress.js"
-import { childSpan, endServerSpan, endSpan, type LaneTracer, serverSpan, unsampledSpan } from "./LaneTrace.js"
+import {
+  annotateRequest,
+  cacheHitEvent,
+  endRequestSpan,
+  endUpstreamSpan,
+  type LaneTracer,
+  laneRequestSpan,
+  startUpstreamSpan
+} from "./LaneTrace.js"
 import { mediaTypeOf, rememberBody } from "./RequestBody.js"
 import { requestIdOf } from "./RequestId.js"
 import { requestLogLine } from "./RequestLog.js"
@@ -83,19 +92,14 @@ const make = Effect.gen(function*() {
   const runtime = yield* Effect.runtime<never>()
   const run = Runtime.runPromise(runtime)
   const clock = yield* Effect.clock
-  const tracer: LaneTracer = Option.isSome(config.tracing)
-    ? { tracer: yield* Effect.tracer, sampler: config.tracing.value.sampler }
-    : undefined
+  const tracer: LaneTracer = Option.isSome(config.tracing) ? yield* Effect.tracer : undefined
 
-  /**
-   * Work carried on in Effect, below the request's span: the sampled one, or for a request not
-   * sampled, what stands for it (its spans then follow the decision instead of starting new traces).
-   */
-  const below = <A, E>(effect: Effect.Effect<A, E>, span: Tracer.Span | undefined, request: IncomingMessage) =>
-    tracer === undefined ? effect : Effect.withParentSpan(effect, span ?? unsampledSpan(request))
+  /** Work carried on in Effect, below the request's span (sampled or not: its spans follow it). */
+  const below = <A, E>(effect: Effect.Effect<A, E>, span: Tracer.Span | undefined) =>
+    span === undefined ? effect : Effect.withParentSpan(effect, span)
   const logged = yield* Effect.map(Effect.whenLogLevel(Effect.void, "Debug"), Option.isSome)
 
-  /** A sampled request's catalogue read answered by the cache: its span, as the cache's own reads make. */
+  /** A sampled request's catalogue read answered by the cache: an event, as the cache's own reads record. */
   const cacheSpanned = <A extends ReadonlyArray<unknown>, B>(
     parent: Tracer.Span,
     name: string,
@@ -103,7 +107,7 @@ const make = Effect.gen(function*() {
   ) =>
   (...args: A): B | undefined => {
     const held = read(...args)
-    if (held !== undefined) endSpan(childSpan(tracer, parent, name, { "cache.hit": true }))
+    if (held !== undefined) cacheHitEvent(parent, name)
     return held
   }
 
@@ -114,13 +118,13 @@ const make = Effect.gen(function*() {
     route: string,
     started: bigint,
     answer: Answer,
-    span: ReturnType<typeof serverSpan>
+    span: Tracer.Span | undefined
   ) => {
     if (response.headersSent || response.destroyed) return
     writeAnswer(response, answer)
     const elapsedNs = process.hrtime.bigint() - started
     recordDuration(route, Number(elapsedNs) / 1e9)
-    endServerSpan(span, answer.status)
+    endRequestSpan(span, answer.status)
     if (logged) {
       Runtime.runFork(runtime)(
         requestLogLine("POST", request.url ?? "", answer.status, Number(elapsedNs / 1_000_000n), clientAddress(request), requestIdOf(request))
@@ -152,7 +156,7 @@ const make = Effect.gen(function*() {
   }
 
   const token = (request: IncomingMessage, response: ServerResponse, next: () => void, started: bigint) => {
-    const span = serverSpan(tracer, request, TOKEN_ROUTE, "/oauth/token", started)
+    const span = laneRequestSpan(tracer, request, TOKEN_ROUTE, "/oauth/token", started)
     const done = (outcome: { readonly answer: Answer; readonly result: TokenResult }) => {
       if (response.headersSent) return
       recordTokenRequest(outcome.result)
@@ -166,24 +170,19 @@ const make = Effect.gen(function*() {
         remoteAddress: clientAddress(request),
         nowMillis: clock.unsafeCurrentTimeMillis()
       }
-      const decision = decideToken(input, span === undefined ? grants.services : {
+      const decision = decideToken(input, span === undefined || !span.sampled ? grants.services : {
         ...grants.services,
         tokenTarget: cacheSpanned(span, "CredentialRepoCache.findTokenTarget", grants.services.tokenTarget)
       })
       if (decision._tag === "Answer") return done(decision)
       if (decision._tag === "Issue" && (!decision.recordUse || recordUse(decision.clientId, input.nowMillis))) {
         // All in memory: only the signature remains (on the thread pool).
-        const grant = span && childSpan(tracer, span, "ClientCredentialsGrant.grant", spanAttributes(decision.address, Option.some(decision.clientId)))
-        const issue = grant && childSpan(tracer, grant, "TokenService.issue")
-        const sign = issue && childSpan(tracer, issue, "TokenService.sign", { "jwt.alg": "RS256" })
+        if (span?.sampled) annotateRequest(span, { ...spanAttributes(decision.address, Option.some(decision.clientId)), ...SIGNED })
         return void tokens.issueAt(decision.clientId, decision.address, input.nowMillis).then((issued) => {
-          endSpan(sign)
-          endSpan(issue)
-          endSpan(grant)
           done({ answer: { status: 200, headers: NO_STORE, body: tokenAnswer(issued) }, result: "issued" })
         }).catch(() => response.destroy())
       }
-      run(below(grants.complete(input, decision), span, request)).then(done).catch(() => response.destroy())
+      run(below(grants.complete(input, decision), span)).then(done).catch(() => response.destroy())
     })
   }
 
@@ -193,7 +192,7 @@ const make = Effect.gen(function*() {
     response: ServerResponse,
     allowed: ServiceCallAllowed,
     text: string,
-    callSpan: ReturnType<typeof serverSpan>,
+    span: Tracer.Span | undefined,
     done: (answer: Answer) => void,
     failed: () => void
   ) => {
@@ -202,18 +201,16 @@ const make = Effect.gen(function*() {
     const { address, route, caller } = allowed
     const handler = route.handler
     if (handlers.isRegistered(address) || (handler.type !== "echo" && handler.type !== "proxy")) {
-      return void run(below(gate.call(allowed, body.right, text, requestIdOf(request)), callSpan, request)).then(done).catch(failed)
+      return void run(below(gate.call(allowed, body.right, text, requestIdOf(request)), span)).then(done).catch(failed)
     }
-    const handlerSpan = callSpan &&
-      childSpan(tracer, callSpan, "ServiceHandlers.call", { "service_auth.handler.configured": handler.type })
+    if (span?.sampled) annotateRequest(span, handlerAttributes(handler.type))
     if (handler.type === "echo") {
-      endSpan(handlerSpan)
       return done({ status: 200, headers: SERVICE_ANSWER_HEADERS, body: echoOf({ address, clientId: caller, body: body.right }) })
     }
-    const proxySpan = handlerSpan && childSpan(tracer, handlerSpan, "ServiceHandlers.proxy", upstreamAttributes(handler.url), "client")
     // While traces are exported, the upstream continues the trace, sampled or not as decided here
     // (not sampled: the caller's trace id, or a new one, flagged 00).
-    const traceparent = tracer === undefined ? undefined : traceparentOf(proxySpan ?? unsampledSpan(request))
+    const proxySpan = span && startUpstreamSpan(tracer!, span, handler.url)
+    const traceparent = proxySpan && traceparentOf(proxySpan)
     upstreams.call({
       address,
       handler,
@@ -225,9 +222,7 @@ const make = Effect.gen(function*() {
       whenCallerGone: whenResponseClosed(response),
       ...(traceparent === undefined ? {} : { traceparent })
     }).then((called) => {
-      if (proxySpan !== undefined && called.status !== undefined) proxySpan.attribute("http.response.status_code", called.status)
-      endSpan(proxySpan)
-      endSpan(handlerSpan)
+      endUpstreamSpan(proxySpan, called.status)
       done(called.answer)
     }).catch(failed)
   }
@@ -240,11 +235,9 @@ const make = Effect.gen(function*() {
     started: bigint
   ) => {
     const url = request.url ?? ""
-    const span = serverSpan(tracer, request, SERVICE_ROUTE, url, started)
-    const callSpan = span && childSpan(tracer, span, "ServiceHttp.callService")
+    const span = laneRequestSpan(tracer, request, SERVICE_ROUTE, url, started)
     const done = (answer: Answer) => {
       if (response.headersSent) return
-      endSpan(callSpan)
       recordServiceCall(answer.status)
       finish(request, response, SERVICE_ROUTE, started, answer, span)
     }
@@ -265,19 +258,17 @@ const make = Effect.gen(function*() {
         return done(verdict.answer)
       }
       if (verdict._tag !== "Call") return failed()
-      if (callSpan !== undefined) {
-        for (const [key, value] of Object.entries(spanAttributes(verdict.address, verdict.clientId))) callSpan.attribute(key, value)
-      }
+      if (span?.sampled) annotateRequest(span, spanAttributes(verdict.address, verdict.clientId))
       // A service with a rate limit: every answer of the call carries its fields.
       const answered = verdict.rateHeaders === undefined ? done : (answer: Answer) => done(withRateHeaders(verdict, answer))
-      readBody(request, response, next, (text) => callHandler(request, response, verdict, text, callSpan, answered, failed))
+      readBody(request, response, next, (text) => callHandler(request, response, verdict, text, span, answered, failed))
     }
-    const decision = decideServiceCall(input, callSpan === undefined ? gate.services : {
+    const decision = decideServiceCall(input, span === undefined || !span.sampled ? gate.services : {
       ...gate.services,
-      serviceRoute: cacheSpanned(callSpan, "CredentialRepoCache.findServiceRoute", gate.services.serviceRoute)
+      serviceRoute: cacheSpanned(span, "CredentialRepoCache.findServiceRoute", gate.services.serviceRoute)
     })
     if (decision._tag === "Answer" || decision._tag === "Call") return proceed(decision)
-    run(below(gate.complete(input, decision), callSpan, request)).then(proceed).catch(failed)
+    run(below(gate.complete(input, decision), span)).then(proceed).catch(failed)
   }
 
   const lane: FastLaneShape = (request, response, next) => {

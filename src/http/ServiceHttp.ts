@@ -21,7 +21,7 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
     const gate = yield* ServiceCallGate
     const { maxBodyBytes } = yield* AppConfig
 
-    const callService = Effect.fn("ServiceHttp.callService", { captureStackTrace: false })(
+    const callService = Effect.fnUntraced(
       function*(
         request: HttpServerRequest.HttpServerRequest,
         path: { readonly profile: string; readonly environment: string; readonly uuid: string }

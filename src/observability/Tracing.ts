@@ -6,6 +6,8 @@
  * shutdown.
  */
 import { Effect, FiberRef, Layer, Option } from "effect"
+import { SIGNING_ALGORITHM } from "../auth/SigningKeyMaterial.js"
+import { wallNanos } from "./WallClock.js"
 import type { TracingSettings } from "./TracingSettings.js"
 
 /**
@@ -31,10 +33,17 @@ export const disabledUnless = (settings: Option.Option<TracingSettings>) =>
  */
 export const tracerEnabled: Effect.Effect<boolean> = FiberRef.get(FiberRef.currentTracerEnabled)
 
+/** What a token's signature records on its request's span. */
+export const SIGNATURE_ATTRIBUTES = { "jwt.alg": SIGNING_ALGORITHM } as const
+
+/** What a service call records of its handler on its request's span: the stored handler type. */
+export const handlerAttributes = (configured: string) => ({ "service_auth.handler.configured": configured })
+
 /**
  * The decision's synchronous catalogue read, watched: when the cache answers, `hit` then records it
- * as the span `name` with `cache.hit` true, as the fast lane records its own hits and the cache's
- * traced read records its misses. Tracing adds the span; the decision runs as it does untraced.
+ * as the event `name` with `cache.hit` true on the request's span, as the fast lane records its own
+ * hits and the cache's traced read records its misses. Tracing adds the event; the decision runs as
+ * it does untraced.
  */
 export const watchedCacheRead = <A extends ReadonlyArray<unknown>, B>(
   name: string,
@@ -49,7 +58,10 @@ export const watchedCacheRead = <A extends ReadonlyArray<unknown>, B>(
     },
     hit: Effect.suspend(() =>
       answered
-        ? Effect.withSpan(Effect.void, name, { captureStackTrace: false, attributes: { "cache.hit": true } })
+        ? Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
+          Effect.sync(() => {
+            if (Option.isSome(span) && span.value.sampled) span.value.event(name, wallNanos(), { "cache.hit": true })
+          }))
         : Effect.void
     )
   }
