@@ -62,7 +62,9 @@ interface Span {
   readonly spanId: string
   readonly parentSpanId?: string
   readonly name: string
+  readonly kind: number
   readonly attributes: Record<string, unknown>
+  readonly events: ReadonlyArray<{ readonly name: string; readonly attributes: Record<string, unknown> }>
   readonly resource: Record<string, unknown>
 }
 
@@ -80,7 +82,9 @@ const spansOf = (receiver: Receiver): Array<Span> =>
           spanId: span.spanId,
           parentSpanId: span.parentSpanId,
           name: span.name,
+          kind: span.kind,
           attributes: attributesOf(span.attributes),
+          events: (span.events ?? []).map((event: any) => ({ name: event.name, attributes: attributesOf(event.attributes) })),
           resource: attributesOf(resourceSpans.resource?.attributes)
         }))
       )
@@ -216,23 +220,13 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
     })
     expect(refused.status).toBe(401)
 
-    const names = [
-      "POST /oauth/token",
-      "ClientCredentialsGrant.grant",
-      "TokenService.sign",
-      "CredentialRepoCache.findTokenTarget",
-      "CredentialRepo.findTokenTarget",
-      "sql.execute",
-      "POST /service/{profile}/{environment}/json/{uuid}",
-      "ServiceHttp.callService",
-      "ServiceHandlers.call",
-      "CredentialRepoCache.findServiceRoute"
-    ]
+    const SERVICE_SPAN = "POST /service/{profile}/{environment}/json/{uuid}"
     const spans = await waitFor("the spans of the token requests and the call", () => {
       const spans = spansOf(receiver)
-      const hits = spans.filter((s) => s.name === "CredentialRepoCache.findTokenTarget" && s.attributes["cache.hit"] === true)
-      const missed = spans.some((s) => s.name === "CredentialRepo.findTokenTarget" && s.traceId === missTraceId)
-      return names.every((name) => spans.some((s) => s.name === name)) && hits.length > 0 && missed ? spans : undefined
+      const hit = spans.some((s) => s.events.some((e) => e.attributes["cache.hit"] === true && e.name.endsWith("findTokenTarget")))
+      const done = hit && spans.some((s) => s.traceId === traceId && s.name === "POST /oauth/token") &&
+        spans.some((s) => s.traceId === missTraceId) && spans.some((s) => s.name === SERVICE_SPAN)
+      return done ? spans : undefined
     })
 
     expect(receiver.exports[0]!.path).toBe("/v1/traces")
@@ -240,48 +234,59 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
     expect(receiver.exports[0]!.headers["x-collector-key"]).toBe("collector-secret")
     for (const span of spans) expect(span.resource["service.name"]).toBe("service-auth")
 
-    // The token request continues the caller's trace: its server span is a child of the caller's span.
-    const tokenSpan = spans.find((s) => s.name === "POST /oauth/token" && s.traceId === traceId)
-    expect(tokenSpan).toMatchObject({
+    // One span a token request: it continues the caller's trace, and carries what the grant did.
+    const inTrace = spans.filter((s) => s.traceId === traceId)
+    expect(inTrace.map((s) => s.name)).toEqual(["POST /oauth/token"])
+    expect(inTrace[0]).toMatchObject({
       parentSpanId,
+      kind: 2,
       attributes: {
         "http.request.method": "POST",
         "http.route": "/oauth/token",
         "http.response.status_code": 200,
-        "client.address": "198.51.100.23"
+        "client.address": "198.51.100.23",
+        "service_auth.service_uuid": service.uuid,
+        "service_auth.client_id": credential.client_id,
+        "jwt.alg": "RS256"
       }
     })
-    const inTrace = spans.filter((s) => s.traceId === traceId)
-    const grant = inTrace.find((s) => s.name === "ClientCredentialsGrant.grant")
-    expect(grant).toMatchObject({
-      parentSpanId: tokenSpan!.spanId,
-      attributes: { "service_auth.service_uuid": service.uuid, "service_auth.client_id": credential.client_id }
-    })
-    expect(inTrace.map((s) => s.name), JSON.stringify(inTrace.map((s) => s.name))).toEqual(expect.arrayContaining([
-      "TokenService.issue",
-      "TokenService.sign",
-      "CredentialRepoCache.findTokenTarget",
-      "CredentialRepo.touchCredential"
-    ]))
-    // The unknown client id is a miss: storage is read below the cache's span, by SQL.
+    expect(inTrace[0]!.events.map((e) => e.name)).toContain("CredentialRepoCache.findTokenTarget")
+    // The same request again: the cache answers it, an event with no storage below it.
+    const hits = spans.filter((s) =>
+      s.name === "POST /oauth/token" &&
+      s.events.some((e) => e.name === "CredentialRepoCache.findTokenTarget" && e.attributes["cache.hit"] === true)
+    )
+    expect(hits.length).toBeGreaterThan(0)
+    expect(hits[0]!.events).toEqual([{ name: "CredentialRepoCache.findTokenTarget", attributes: { "cache.hit": true } }])
+
+    // The unknown client id is a miss: the cache's read and storage's (and its SQL) are events of the one span.
     const inMissTrace = spans.filter((s) => s.traceId === missTraceId)
-    const miss = inMissTrace.find((s) => s.name === "CredentialRepoCache.findTokenTarget")!
-    expect(miss.attributes["cache.hit"]).toBe(false)
-    const read = inMissTrace.find((s) => s.name === "CredentialRepo.findTokenTarget")!
-    expect(read.parentSpanId).toBe(miss.spanId)
-    expect(inMissTrace.find((s) => s.name === "sql.execute" && s.parentSpanId === read.spanId)?.attributes).toMatchObject({
+    expect(inMissTrace.map((s) => s.name)).toEqual(["POST /oauth/token"])
+    const missEvents = inMissTrace[0]!.events
+    expect(missEvents.find((e) => e.name === "CredentialRepoCache.findTokenTarget")?.attributes).toMatchObject({
+      "cache.hit": false,
+      duration_ms: expect.any(Number)
+    })
+    expect(missEvents.map((e) => e.name)).toContain("CredentialRepo.findTokenTarget")
+    expect(missEvents.find((e) => e.name === "sql.execute")?.attributes).toMatchObject({
       "db.query.text": expect.stringContaining("SELECT")
     })
 
-    const call = spans.find((s) => s.name === "ServiceHttp.callService")!
-    const callServer = spans.find((s) => s.spanId === call.parentSpanId)
-    expect(callServer?.name).toBe("POST /service/{profile}/{environment}/json/{uuid}")
-    expect(spans.find((s) => s.name === "ServiceHandlers.call")).toMatchObject({
-      parentSpanId: call.spanId,
-      attributes: { "service_auth.handler.configured": "echo" }
+    // One span an echo call, with its service, client, handler and the cache's answer.
+    const call = spans.find((s) => s.name === SERVICE_SPAN)!
+    expect(spans.filter((s) => s.traceId === call.traceId)).toHaveLength(1)
+    expect(call).toMatchObject({
+      kind: 2,
+      attributes: {
+        "service_auth.service_uuid": service.uuid,
+        "service_auth.client_id": credential.client_id,
+        "service_auth.handler.configured": "echo",
+        "http.response.status_code": 200
+      }
     })
+    expect(call.events).toContainEqual({ name: "CredentialRepoCache.findServiceRoute", attributes: { "cache.hit": true } })
 
-    // A proxy's upstream (the receiver again, answering {}) continues the trace of the call.
+    // A proxy's upstream (the receiver again, answering {}) continues the trace of the call: two spans.
     const proxied = await tokenAndCall(server.base, {}, { type: "proxy", url: `${receiver.endpoint}/upstream?key=upstream-key` })
     const upstream = receiver.exports.find((e) => e.path.startsWith("/upstream"))!
     const proxySpan = await waitFor("the proxy's span", () =>
@@ -289,16 +294,18 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
         s.name === "ServiceHandlers.proxy" && s.attributes["http.response.status_code"] === 200
       ))
     expect(upstream.headers["traceparent"]).toBe(`00-${proxySpan.traceId}-${proxySpan.spanId}-01`)
+    expect(proxySpan.kind).toBe(3)
     expect(proxySpan.attributes).toEqual({
       "http.request.method": "POST",
       "server.address": "127.0.0.1",
       "server.port": Number(new URL(receiver.endpoint).port),
       "http.response.status_code": 200
     })
-    await waitFor("the spans of the proxied call", () =>
-      spansOf(receiver).some((s) => s.name === "ServiceHttp.callService" && s.attributes["service_auth.service_uuid"] === proxied.service.uuid)
-        ? true
-        : undefined)
+    const proxiedCall = await waitFor("the spans of the proxied call", () =>
+      spansOf(receiver).find((s) => s.name === SERVICE_SPAN && s.attributes["service_auth.service_uuid"] === proxied.service.uuid))
+    expect(proxySpan.parentSpanId).toBe(proxiedCall.spanId)
+    expect(proxiedCall.attributes["service_auth.handler.configured"]).toBe("proxy")
+    expect(spansOf(receiver).filter((s) => s.traceId === proxiedCall.traceId)).toHaveLength(2)
 
     // Nothing secret anywhere in what was exported: not the client secret (sent in the form and the
     // query string), the tokens, the admin token, nor the exporter's own header.
@@ -375,13 +382,10 @@ describe("head sampling (OTEL_TRACES_SAMPLER=parentbased_traceidratio, OTEL_TRAC
         return spans.some((s) => s.name === "POST /service/{profile}/{environment}/json/{uuid}") ? spans : undefined
       })
       expect(spans.every((s) => s.traceId === sampledTrace)).toBe(true)
-      expect(spans.map((s) => s.name)).toEqual(expect.arrayContaining([
+      expect(spans.map((s) => s.name).sort()).toEqual([
         "POST /oauth/token",
-        "ClientCredentialsGrant.grant",
-        "TokenService.sign",
-        "ServiceHttp.callService",
-        "ServiceHandlers.call"
-      ]))
+        "POST /service/{profile}/{environment}/json/{uuid}"
+      ])
     } finally {
       await server.stop()
       await receiver.close()
@@ -410,7 +414,7 @@ describe("OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", () => {
         expect(e.headers["content-type"]).toBe("application/x-protobuf")
       }
       const payload = Buffer.concat(receiver.exports.map((e) => e.body)).toString("latin1")
-      for (const name of ["service-auth", "ClientCredentialsGrant.grant", "ServiceHttp.callService"]) {
+      for (const name of ["service-auth", "POST /oauth/token", "service_auth.handler.configured"]) {
         expect(payload).toContain(name)
       }
     } finally {
@@ -434,7 +438,7 @@ describe("OTEL_EXPORTER_OTLP_COMPRESSION=gzip with OTLP/JSON", () => {
       await tokenAndCall(server.base)
       const received = () => Buffer.concat(receiver.exports.map((e) => gunzipSync(e.body))).toString("utf8")
       const deadline = Date.now() + 10_000
-      while (!received().includes("ClientCredentialsGrant.grant") && Date.now() < deadline) await sleep(50)
+      while (!received().includes("POST /service/") && Date.now() < deadline) await sleep(50)
       const names: Array<string> = []
       for (const e of receiver.exports) {
         expect(e.headers["content-type"]).toBe("application/json")
@@ -445,7 +449,7 @@ describe("OTEL_EXPORTER_OTLP_COMPRESSION=gzip with OTLP/JSON", () => {
           for (const scopeSpans of resourceSpans.scopeSpans) names.push(...scopeSpans.spans.map((span: { name: string }) => span.name))
         }
       }
-      expect(names).toContain("ClientCredentialsGrant.grant")
+      expect(names).toContain("POST /service/{profile}/{environment}/json/{uuid}")
     } finally {
       await server.stop()
       await receiver.close()
