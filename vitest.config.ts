@@ -37,6 +37,7 @@ export const PROCESS_FILES = [
   "IntegratorSnippets.test.ts",
   "JsonLogs.test.ts",
   "KeyEncryption.test.ts",
+  "LaneTrace.test.ts",
   "Metrics.test.ts",
   "MultiInstance.test.ts",
   "MultiInstanceAdminTokens.test.ts",
