@@ -17,6 +17,8 @@ import { checkPortFree, checkTls } from "./http/PortChecks.js"
 import * as Logging from "./observability/Logging.js"
 import { StartupError } from "./config/StartupError.js"
 import * as Tracing from "./observability/Tracing.js"
+import { PgliteWarmed } from "./storage/PgliteWarmed.js"
+import type { PgliteWarming } from "./storage/PgliteWarmup.js"
 
 /**
  * Without any admin token configured (only possible on the embedded database), the one kept in
@@ -72,7 +74,7 @@ const reportFailure = (cause: Cause.Cause<unknown>) =>
     )
   })
 
-const program = Effect.gen(function*() {
+const program = (warming: PgliteWarming | undefined) => Effect.gen(function*() {
   const configured = yield* AppConfig.fromEnv
   // What needs no database fails before the database is opened (seconds on a fresh data directory).
   yield* checkPortFree(configured)
@@ -105,6 +107,7 @@ const program = Effect.gen(function*() {
     Layer.tap(() => announce(config, tokenLine))
   )
   return yield* Layer.launch(server).pipe(
+    Effect.provide(PgliteWarmed.layer(warming)),
     // Outside the server: spans are flushed once it has drained and closed its storage.
     Effect.provide(Tracing.layer(config.tracing)),
     Logger.withMinimumLogLevel(config.logLevel),
@@ -117,10 +120,12 @@ const program = Effect.gen(function*() {
   Effect.scoped
 )
 
-NodeRuntime.runMain(program, { disableErrorReporting: true, disablePrettyLogger: true })
-
-// `runMain` stops listening after the first SIGTERM/SIGINT; a second one (Ctrl-C reaches both npm
-// and this process, and npm relays it) must not kill the process in the middle of the drain.
-const whileStopping = () => {}
-process.on("SIGTERM", whileStopping)
-process.on("SIGINT", whileStopping)
+/** Runs the server to its end, with what the entry (`start.ts`) warmed of PGlite, if anything. */
+export const run = (warming: PgliteWarming | undefined): void => {
+  NodeRuntime.runMain(program(warming), { disableErrorReporting: true, disablePrettyLogger: true })
+  // `runMain` stops listening after the first SIGTERM/SIGINT; a second one (Ctrl-C reaches both npm
+  // and this process, and npm relays it) must not kill the process in the middle of the drain.
+  const whileStopping = () => {}
+  process.on("SIGTERM", whileStopping)
+  process.on("SIGINT", whileStopping)
+}

@@ -56,7 +56,7 @@ import {
   startUpstreamSpan
 } from "./LaneTrace.js"
 import { mediaTypeOf, rememberBody } from "./RequestBody.js"
-import { requestIdOf } from "./RequestId.js"
+import { RequestIds } from "./RequestId.js"
 import { requestLogLine } from "./RequestLog.js"
 import { SERVICE_ROUTE, TOKEN_ROUTE } from "./RequestMetrics.js"
 
@@ -83,6 +83,7 @@ const make = Effect.gen(function*() {
   const tokens = yield* TokenService
   const handlers = yield* ServiceHandlers
   const upstreams = yield* UpstreamGateway
+  const requestIdOf = yield* RequestIds
   // `last_used_at` recorded synchronously where storage can (a catalogue spread over many credentials
   // makes most token requests some credential's first in a minute); otherwise in Effect.
   const { recordUseSync } = yield* UsageRecord

@@ -9,7 +9,7 @@
  */
 import { type HttpApp, HttpServerRequest } from "@effect/platform"
 import { Clock, Effect, Option } from "effect"
-import { requestIdOf } from "./RequestId.js"
+import { RequestIds } from "./RequestId.js"
 import { routeTemplate } from "./Routes.js"
 
 /** The line of one answered request; built only when debug lines are written. */
@@ -38,9 +38,10 @@ export const requestLogLine = (
     "Debug"
   )
 
-export const requestLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+export const requestLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | RequestIds> =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
+    const requestIdOf = yield* RequestIds
     const started = yield* Clock.currentTimeMillis
     const response = yield* app
     const elapsed = (yield* Clock.currentTimeMillis) - started

@@ -13,12 +13,13 @@ import { ServiceCallGate } from "../gateway/ServiceCallGate.js"
 import { toServerResponse } from "./Answer.js"
 import { errorAnswer } from "../domain/Answer.js"
 import { readBodyText } from "./RequestBody.js"
-import { requestIdOf } from "./RequestId.js"
+import { RequestIds } from "./RequestId.js"
 import { requestAuthorization } from "./RequestAuthorization.js"
 
 export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
   Effect.gen(function*() {
     const gate = yield* ServiceCallGate
+    const requestIdOf = yield* RequestIds
     const { maxBodyBytes } = yield* AppConfig
 
     const callService = Effect.fnUntraced(
