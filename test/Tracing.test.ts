@@ -465,7 +465,10 @@ describe("an unreachable collector", () => {
       OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${deadPort}/v1/traces`,
       OTEL_BSP_SCHEDULE_DELAY: "100",
       // The exporter retries a batch until this deadline: the failure is known within it.
-      OTEL_EXPORTER_OTLP_TIMEOUT: "1000"
+      OTEL_EXPORTER_OTLP_TIMEOUT: "1000",
+      // Variables this exporter cannot honour: named once at the start.
+      OTEL_SPAN_EVENT_COUNT_LIMIT: "10",
+      OTEL_BSP_MAX_QUEUE_SIZE: "100"
     })
     try {
       const started = Date.now()
@@ -482,6 +485,9 @@ describe("an unreachable collector", () => {
       const warnings = warningsOf()
       expect(warnings, server.log()).toHaveLength(1)
       expect(warnings[0]).toMatch(/level=WARN/)
+      const ignored = server.log().split("\n").filter((line) => line.includes("not supported and ignored"))
+      expect(ignored).toHaveLength(1)
+      expect(ignored[0]).toContain("traces: OTEL_SPAN_EVENT_COUNT_LIMIT, OTEL_BSP_MAX_QUEUE_SIZE are not supported and ignored")
       const stopping = Date.now()
       expect(await server.stop()).toBe(0)
       // Without waiting out SHUTDOWN_GRACE_MS (10 s) for the exporter.
@@ -569,6 +575,14 @@ describe("start-up failures: one line, exit 1", () => {
     [
       { OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" },
       "service-auth could not start: invalid setting: OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL"
+    ],
+    [
+      { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4318", OTEL_EXPORTER_OTLP_COMPRESSION: "brotli" },
+      "service-auth could not start: invalid setting: OTEL_EXPORTER_OTLP_COMPRESSION must be gzip or none"
+    ],
+    [
+      { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4318", OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE: "/no/such/ca.pem" },
+      "service-auth could not start: invalid setting: OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE names a file that cannot be read"
     ],
     [
       { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://[::1" },
