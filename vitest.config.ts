@@ -51,6 +51,7 @@ export const PROCESS_FILES = [
   "StartUp.test.ts",
   "StartUpWork.test.ts",
   "Tracing.test.ts",
+  "TracingExporter.test.ts",
   "Transfer.test.ts",
   "TrustedProxies.test.ts",
   "UpstreamGateway.test.ts"
