@@ -25,7 +25,7 @@ import type { ServiceAddress } from "../domain/ServiceAddress.js"
 import { CLOCK_SKEW_SECONDS, SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import { KeyService } from "./KeyService.js"
 import { SIGNING_ALGORITHM } from "./SigningKeyMaterial.js"
-import { SIGNATURE_ATTRIBUTES, tracerEnabled } from "../observability/Tracing.js"
+import { tracerEnabled } from "../observability/Tracing.js"
 
 /** Larger tokens are refused before they are parsed; ours are about 800 bytes. */
 export const MAX_TOKEN_LENGTH = 8192
@@ -112,6 +112,9 @@ interface SignedToken {
   readonly kid: string
   readonly claims: AccessTokenClaims
 }
+
+/** What a token's signature records on its request's span (on either entry). */
+export const SIGNATURE_ATTRIBUTES = { "jwt.alg": SIGNING_ALGORITHM } as const
 
 export class TokenService extends Context.Tag("service-auth/TokenService")<TokenService, TokenServiceShape>() {
   static readonly layer = Layer.effect(

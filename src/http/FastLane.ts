@@ -26,7 +26,7 @@ import { authorizationHeader } from "../auth/AuthorizationHeader.js"
 import { ClientCredentialsGrant, decideToken, type TokenInput } from "../auth/ClientCredentialsGrant.js"
 import { dpopHeader } from "../auth/DPoPProof.js"
 import { NO_STORE, tokenAnswer } from "../auth/TokenForm.js"
-import { TokenService } from "../auth/TokenService.js"
+import { SIGNATURE_ATTRIBUTES as SIGNED, TokenService } from "../auth/TokenService.js"
 import type { ClientId } from "../domain/Identifiers.js"
 import {
   decideServiceCall,
@@ -38,7 +38,7 @@ import {
 import { ServiceCallGate } from "../gateway/ServiceCallGate.js"
 import { echoOf, ServiceHandlers, traceparentOf } from "../gateway/ServiceHandlers.js"
 import { UpstreamGateway } from "../gateway/UpstreamGateway.js"
-import { handlerAttributes, SIGNATURE_ATTRIBUTES as SIGNED } from "../observability/Tracing.js"
+import { handlerAttributes } from "../observability/Tracing.js"
 import { recordDuration, recordServiceCall, recordTokenRequest, type TokenResult } from "../observability/ServiceMetrics.js"
 import { UsageRecord } from "../storage/UsageRecord.js"
 import { spanAttributes } from "../domain/ServiceAddress.js"

@@ -1,12 +1,11 @@
 /**
  * Traces over OTLP/HTTP, configured by the standard OpenTelemetry variables (`TracingSettings`). When no OTLP endpoint
  * is set, tracing is off exactly as before: Effect's tracer is disabled (spans are not even built)
- * and no OpenTelemetry module is loaded. When one is set, `TracingOtlp` (imported on demand, so its
- * modules are parsed only then) exports every span in batches, and the finalizer flushes them on
- * shutdown.
+ * and the exporter's modules are not loaded. When one is set, `TracingOtlp` (imported on demand, so
+ * its modules are parsed only then) exports the sampled spans in batches, a request as one span
+ * (`RequestTracer`), and the finalizer flushes them on shutdown.
  */
 import { Effect, FiberRef, Layer, Option } from "effect"
-import { SIGNING_ALGORITHM } from "../auth/SigningKeyMaterial.js"
 import { wallNanos } from "./WallClock.js"
 import type { TracingSettings } from "./TracingSettings.js"
 
@@ -32,9 +31,6 @@ export const disabledUnless = (settings: Option.Option<TracingSettings>) =>
  * span wrappers only then: a server that does not trace does not even pay for a no-op span.
  */
 export const tracerEnabled: Effect.Effect<boolean> = FiberRef.get(FiberRef.currentTracerEnabled)
-
-/** What a token's signature records on its request's span. */
-export const SIGNATURE_ATTRIBUTES = { "jwt.alg": SIGNING_ALGORITHM } as const
 
 /** What a service call records of its handler on its request's span: the stored handler type. */
 export const handlerAttributes = (configured: string) => ({ "service_auth.handler.configured": configured })
