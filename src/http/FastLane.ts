@@ -210,7 +210,7 @@ const make = Effect.gen(function*() {
     }
     // While traces are exported, the upstream continues the trace, sampled or not as decided here
     // (not sampled: the caller's trace id, or a new one, flagged 00).
-    const proxySpan = span && startUpstreamSpan(tracer!, span, handler.url)
+    const proxySpan = tracer && span && startUpstreamSpan(tracer, span, handler.url)
     const traceparent = proxySpan && traceparentOf(proxySpan)
     upstreams.call({
       address,
