@@ -154,7 +154,12 @@ export const settingsFromEnv: Effect.Effect<Option.Option<TracingSettings>, Conf
     if (protocol !== "http/json" && protocol !== "http/protobuf") {
       return yield* Effect.fail(invalid(protocolName, "must be http/json or http/protobuf (grpc is not supported)"))
     }
-    const serviceName = Option.getOrElse(yield* setting("OTEL_SERVICE_NAME"), () => "service-auth")
+    const resourceAttributes = keyValues(Option.getOrElse(yield* setting("OTEL_RESOURCE_ATTRIBUTES"), () => ""))
+    // As the specification orders them: OTEL_SERVICE_NAME, then the resource attributes' own.
+    const serviceName = Option.getOrElse(
+      yield* setting("OTEL_SERVICE_NAME"),
+      () => resourceAttributes["service.name"] ?? "service-auth"
+    )
     const sampler = samplerSettings(
       Option.getOrUndefined(yield* setting("OTEL_TRACES_SAMPLER")),
       Option.getOrUndefined(yield* setting("OTEL_TRACES_SAMPLER_ARG"))
@@ -174,7 +179,6 @@ export const settingsFromEnv: Effect.Effect<Option.Option<TracingSettings>, Conf
     const cert = yield* fileOf(yield* exporterSetting("CLIENT_CERTIFICATE"))
     const key = yield* fileOf(yield* exporterSetting("CLIENT_KEY"))
     const tls = { ...(ca === undefined ? {} : { ca }), ...(cert === undefined ? {} : { cert }), ...(key === undefined ? {} : { key }) }
-    const resourceAttributes = keyValues(Option.getOrElse(yield* setting("OTEL_RESOURCE_ATTRIBUTES"), () => ""))
     const ignored: Array<string> = []
     for (const name of IGNORED) if (Option.isSome(yield* setting(name))) ignored.push(name)
     return Option.some({
