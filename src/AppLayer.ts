@@ -34,6 +34,8 @@ import * as AdminKeysHttp from "./http/AdminKeysHttp.js"
 import * as AdminTokensHttp from "./http/AdminTokensHttp.js"
 import * as DiscoveryHttp from "./http/DiscoveryHttp.js"
 import * as MetricsHttp from "./http/MetricsHttp.js"
+import { RequestIds } from "./http/RequestId.js"
+import { ServedOpenApi } from "./http/ServedOpenApi.js"
 import { requestLog } from "./http/RequestLog.js"
 import { requestMetrics } from "./http/RequestMetrics.js"
 import { requestSpan } from "./http/RequestSpan.js"
@@ -84,7 +86,7 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
         options.handlers ?? ServiceHandlers.layer
       )
     ),
-    Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets, SeenJtis.layer))
+    Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets, SeenJtis.layer, RequestIds.layer, ServedOpenApi.layer))
   )
 
 /**

@@ -18,6 +18,8 @@ import { checkPortFree, checkTls } from "./http/PortChecks.js"
 import * as Logging from "./observability/Logging.js"
 import { StartupError } from "./config/StartupError.js"
 import * as Tracing from "./observability/Tracing.js"
+import { PgliteWarmed } from "./storage/PgliteWarmed.js"
+import type { PgliteWarming } from "./storage/PgliteWarmup.js"
 
 /**
  * Without any admin token configured (only possible on the embedded database), the one kept in
@@ -102,7 +104,7 @@ const reportFailure = (cause: Cause.Cause<unknown>) =>
     )
   })
 
-const program = Effect.gen(function*() {
+const program = (warming: PgliteWarming | undefined) => Effect.gen(function*() {
   const configured = yield* AppConfig.fromEnv
   // What needs no database fails before the database is opened (seconds on a fresh data directory).
   yield* checkPortFree(configured)
@@ -135,6 +137,7 @@ const program = Effect.gen(function*() {
     Layer.tap(() => announce(config, tokenLine, tokenFile))
   )
   return yield* Layer.launch(server).pipe(
+    Effect.provide(PgliteWarmed.layer(warming)),
     // Outside the server: spans are flushed once it has drained and closed its storage.
     Effect.provide(Tracing.layer(config.tracing)),
     Logger.withMinimumLogLevel(config.logLevel),
@@ -147,16 +150,22 @@ const program = Effect.gen(function*() {
   Effect.scoped
 )
 
-// The server is configured by its environment alone; its only arguments print and exit.
-const argument = process.argv[2]
-if (argument === "--version" || argument === "-V") {
-  console.log(SERVICE_VERSION)
-} else if (argument !== undefined) {
-  console.error(`service-auth: the server takes no argument but --version (it is configured by its environment), not ${JSON.stringify(argument)}`)
-  process.exitCode = 2
-} else {
-  NodeRuntime.runMain(program, { disableErrorReporting: true, disablePrettyLogger: true })
-
+/**
+ * Runs the server to its end, with what the entry (`start.ts`) warmed of PGlite, if anything. The
+ * server is configured by its environment alone; its only arguments print and exit.
+ */
+export const run = (warming: PgliteWarming | undefined): void => {
+  const argument = process.argv[2]
+  if (argument === "--version" || argument === "-V") {
+    console.log(SERVICE_VERSION)
+    return
+  }
+  if (argument !== undefined) {
+    console.error(`service-auth: the server takes no argument but --version (it is configured by its environment), not ${JSON.stringify(argument)}`)
+    process.exitCode = 2
+    return
+  }
+  NodeRuntime.runMain(program(warming), { disableErrorReporting: true, disablePrettyLogger: true })
   // `runMain` stops listening after the first SIGTERM/SIGINT; a second one (Ctrl-C reaches both npm
   // and this process, and npm relays it) must not kill the process in the middle of the drain.
   const whileStopping = () => {}

@@ -14,6 +14,7 @@ const { enableCompileCache } = NodeModule as { enableCompileCache?: (directory: 
 enableCompileCache?.(fileURLToPath(new URL(".compile-cache/", import.meta.url)))
 
 // Only a hint: the configuration proper is read and checked by main.ts (an unused warm-up costs nothing there).
-if ((process.env.DATABASE_URL ?? "").trim() === "") warmPglite()
+const warming = (process.env.DATABASE_URL ?? "").trim() === "" ? warmPglite() : undefined
 
-await import("./main.js")
+const { run } = await import("./main.js")
+run(warming)

@@ -10,7 +10,8 @@
 import { HttpClientRequest } from "@effect/platform"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { openApiYaml, servedOpenApiBuilt } from "../src/api/OpenApiDocument.js"
+import { openApiYaml } from "../src/api/OpenApiDocument.js"
+import { ServedOpenApi } from "../src/http/ServedOpenApi.js"
 import { createFixture, makeTestServer, send, tokenRequest } from "../src/testing.js"
 
 const get = (path: string) => send(HttpClientRequest.get(path))
@@ -25,13 +26,14 @@ describe("start-up builds only what answering needs", () => {
         const fixture = yield* createFixture()
         expect((yield* tokenRequest(fixture.tokenFields)).status).toBe(200)
         expect((yield* get("/docs")).status).toBe(200)
-        expect(servedOpenApiBuilt()).toBe(false)
+        const served = yield* ServedOpenApi
+        expect(served.built()).toBe(false)
 
         const first = yield* get("/openapi.yaml")
         expect(first.status).toBe(200)
         expect(first.headers["content-type"]).toBe("application/yaml; charset=utf-8")
         expect(first.text).toBe(openApiYaml())
-        expect(servedOpenApiBuilt()).toBe(true)
+        expect(served.built()).toBe(true)
         // Concurrent first requests and later ones all get the one document.
         const again = yield* Effect.all([get("/openapi.yaml"), get("/openapi.yaml")], { concurrency: 2 })
         for (const response of again) expect(response.text).toBe(first.text)

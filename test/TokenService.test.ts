@@ -288,9 +288,11 @@ it.layer(TokenServiceTest)("TokenService", (it) => {
     Effect.gen(function*() {
       yield* atNow
       const token = yield* ownToken(claimsAt(NOW, { iss: "http://localhost:3001" }))
+      // Another instance of the same deployment: the same key, its own settings.
+      const keys = yield* KeyService
       const unconfigured = Layer.provide(
         TokenService.layer,
-        Layer.merge(KeyService.layerTest, AppConfig.layerTest({ issuer: "http://localhost:3000", issuerConfigured: false }))
+        Layer.merge(Layer.succeed(KeyService, keys), AppConfig.layerTest({ issuer: "http://localhost:3000", issuerConfigured: false }))
       )
       const result = yield* verdict(token).pipe(Effect.provide(unconfigured))
       expect(result).toBe("Success")
@@ -322,9 +324,11 @@ it.layer(TokenServiceTest)("TokenService", (it) => {
   it.effect("aud without a configured issuer: another instance's default issuer is accepted, the path must match", () =>
     Effect.gen(function*() {
       yield* atNow
+      // Another instance of the same deployment: the same key, its own settings.
+      const keys = yield* KeyService
       const unconfigured = Layer.provide(
         TokenService.layer,
-        Layer.merge(KeyService.layerTest, AppConfig.layerTest({ issuer: "http://localhost:3000", issuerConfigured: false }))
+        Layer.merge(Layer.succeed(KeyService, keys), AppConfig.layerTest({ issuer: "http://localhost:3000", issuerConfigured: false }))
       )
       const path = `/service/${ADDRESS.profile}/${ADDRESS.environment}/json/${ADDRESS.uuid}`
       const check = (aud: string) =>

@@ -180,18 +180,3 @@ export const openApiSpec = (): Json => {
 }
 
 export const openApiYaml = (): string => toYaml(openApiSpec())
-
-/**
- * Not a server's state: the document is a function of `Api` alone, the same for every server the
- * process builds, so keeping it once per process is memoisation of a constant.
- */
-let served: string | undefined
-
-/**
- * The document `GET /openapi.yaml` serves: built on the first request for it, not while the server
- * starts (building and rendering it was a tenth of a start-up), then kept.
- */
-export const servedOpenApiYaml = (): string => (served ??= openApiYaml())
-
-/** Whether `servedOpenApiYaml` has built the document yet (tests: start-up does not). */
-export const servedOpenApiBuilt = (): boolean => served !== undefined

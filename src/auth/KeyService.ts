@@ -37,14 +37,14 @@ import { makeKeyReload } from "./KeyReload.js"
 import { makeKeyRotation } from "./KeyRotation.js"
 import { schedule } from "./KeySchedule.js"
 import {
+  generateHeldKey,
   generatePkcs8,
   type HeldKey,
   importSigningKey,
   type PublicJwk,
   readSigningKeyFile,
   SIGNING_KEY_NAME,
-  type SigningKey,
-  testKeyOnce
+  type SigningKey
 } from "./SigningKeyMaterial.js"
 
 export interface KeyServiceShape {
@@ -167,10 +167,10 @@ export class KeyService extends Context.Tag("service-auth/KeyService")<KeyServic
     })
   )
 
-  /** A key generated once per process: deterministic within a test run, and fast after the first. */
+  /** A fixed key, generated for each server built (no two test servers share one). */
   static readonly layerTest = Layer.effect(
     KeyService,
-    Effect.promise(testKeyOnce).pipe(
+    Effect.promise(generateHeldKey).pipe(
       Effect.map((key) => fixedKeys(key, "The test key does not rotate"))
     )
   )

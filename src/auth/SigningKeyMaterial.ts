@@ -109,12 +109,6 @@ export const readSigningKeyFile = (file: string) =>
     })
   ))
 
-/**
- * Not a server's state: the tests' fixed key (`KeyService.layerTest`), the same for every test server
- * of a process on purpose, as a fixture is; no production layer reads it.
- */
-let testKey: Promise<HeldKey> | undefined
-
-/** The tests' key: generated once per process, so deterministic within a run and fast after the first. */
-export const testKeyOnce = (): Promise<HeldKey> =>
-  testKey ??= generatePkcs8().then((pem) => heldFromPem(pem, { createdAt: 0, activeFrom: 0, position: 0 }))
+/** A new key, as `KeyService.layerTest` holds one for each server it is built for. */
+export const generateHeldKey = (): Promise<HeldKey> =>
+  generatePkcs8().then((pem) => heldFromPem(pem, { createdAt: 0, activeFrom: 0, position: 0 }))

@@ -113,6 +113,9 @@ interface SignedToken {
   readonly claims: AccessTokenClaims
 }
 
+/** What a token's signature records on its request's span (on either entry). */
+export const SIGNATURE_ATTRIBUTES = { "jwt.alg": SIGNING_ALGORITHM } as const
+
 export class TokenService extends Context.Tag("service-auth/TokenService")<TokenService, TokenServiceShape>() {
   static readonly layer = Layer.scoped(
     TokenService,

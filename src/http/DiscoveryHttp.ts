@@ -8,6 +8,7 @@ import { KeyService } from "../auth/KeyService.js"
 import { SERVICE_CALL_SCOPE } from "../domain/AccessTokens.js"
 import { SIGNING_ALGORITHMS } from "../domain/KeyCredential.js"
 import { CatalogueQueries } from "../storage/CatalogueQueries.js"
+import { ServedOpenApi } from "./ServedOpenApi.js"
 
 /** How clients authenticate, at the token, revocation and introspection endpoints alike (`FormClientAuthentication`). */
 const CLIENT_AUTH_METHODS = ["client_secret_post", "client_secret_basic", "private_key_jwt"]
@@ -46,14 +47,9 @@ export const layer = HttpApiBuilder.group(Api, "discovery", (handlers) =>
       response_types_supported: [],
       service_documentation: `${issuer}/openapi.yaml`
     }
-    // Imported on the first request: the document's build and the YAML package are no part of a start.
-    const openapi = yield* Effect.cached(
-      Effect.promise(() => import("../api/OpenApiDocument.js")).pipe(
-        Effect.map(({ servedOpenApiYaml }) =>
-          HttpServerResponse.text(servedOpenApiYaml(), { contentType: "application/yaml; charset=utf-8" })
-        )
-      )
-    )
+    // Built on the first request: the document's build and the YAML package are no part of a start.
+    const served = yield* ServedOpenApi
+    const openapi = Effect.map(served.yaml, (yaml) => HttpServerResponse.text(yaml, { contentType: "application/yaml; charset=utf-8" }))
     return handlers
       .handle("jwks", () => jwks)
       .handle("metadata", () => Effect.succeed(metadata))

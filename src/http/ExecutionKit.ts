@@ -1,8 +1,8 @@
 /**
  * What the two hot endpoints' executions (`TokenExecution`, `ServiceCallExecution`) share: the app's
- * runtime for work that needs Effect, the request's spans (`LaneTrace`), and `record`, which
- * records an answered request once (its duration by route template, its server span's end, the
- * debug line), whichever entry parsed it.
+ * runtime for work that needs Effect, the request's spans (`LaneTrace`), the server's request ids
+ * (`RequestIds`), and `record`, which records an answered request once (its duration by route
+ * template, its server span's end, the debug line), whichever entry parsed it.
  */
 import { Effect, Option, Runtime, type Tracer } from "effect"
 import type { IncomingMessage } from "node:http"
@@ -10,8 +10,8 @@ import { AppConfig } from "../config/AppConfig.js"
 import type { Answer } from "../domain/Answer.js"
 import { recordDuration } from "../observability/ServiceMetrics.js"
 import { clientAddress } from "./ClientAddress.js"
-import { childSpan, endServerSpan, endSpan, type LaneTracer, unsampledSpan } from "./LaneTrace.js"
-import { requestIdOf } from "./RequestId.js"
+import { cacheHitEvent, endRequestSpan, type LaneTracer } from "./LaneTrace.js"
+import { RequestIds } from "./RequestId.js"
 import { requestLogLine } from "./RequestLog.js"
 
 export const makeExecutionKit = Effect.gen(function*() {
@@ -19,19 +19,18 @@ export const makeExecutionKit = Effect.gen(function*() {
   // The app's runtime (its tracer, logger, log level): what needs Effect runs on it.
   const runtime = yield* Effect.runtime<never>()
   const run = Runtime.runPromise(runtime)
-  const tracer: LaneTracer = Option.isSome(config.tracing)
-    ? { tracer: yield* Effect.tracer, sampler: config.tracing.value.sampler }
-    : undefined
+  const tracer: LaneTracer = Option.isSome(config.tracing) ? yield* Effect.tracer : undefined
+  const requestIdOf = yield* RequestIds
   const logged = yield* Effect.map(Effect.whenLogLevel(Effect.void, "Debug"), Option.isSome)
 
   /**
-   * Work carried on in Effect, below the request's span: the sampled one, or for a request not
-   * sampled, what stands for it (its spans then follow the decision instead of starting new traces).
+   * Work carried on in Effect, below the request's span, sampled or not (the tracer's head sampling:
+   * what it records lands on the request's span, and a request not sampled records nothing).
    */
-  const below = <A, E>(effect: Effect.Effect<A, E>, span: Tracer.Span | undefined, request: IncomingMessage) =>
-    tracer === undefined ? effect : Effect.withParentSpan(effect, span ?? unsampledSpan(request))
+  const below = <A, E>(effect: Effect.Effect<A, E>, span: Tracer.Span | undefined) =>
+    span === undefined ? effect : Effect.withParentSpan(effect, span)
 
-  /** A sampled request's catalogue read answered by the cache: its span, as the cache's own reads make. */
+  /** A sampled request's catalogue read answered by the cache: an event, as the cache's own reads record. */
   const cacheSpanned = <A extends ReadonlyArray<unknown>, B>(
     parent: Tracer.Span,
     name: string,
@@ -39,7 +38,7 @@ export const makeExecutionKit = Effect.gen(function*() {
   ) =>
   (...args: A): B | undefined => {
     const held = read(...args)
-    if (held !== undefined) endSpan(childSpan(tracer, parent, name, { "cache.hit": true }))
+    if (held !== undefined) cacheHitEvent(parent, name)
     return held
   }
 
@@ -53,7 +52,7 @@ export const makeExecutionKit = Effect.gen(function*() {
   ) => {
     const elapsedNs = process.hrtime.bigint() - started
     recordDuration(route, Number(elapsedNs) / 1e9)
-    endServerSpan(span, answer.status)
+    endRequestSpan(span, answer.status)
     if (logged) {
       Runtime.runFork(runtime)(
         requestLogLine("POST", request.url ?? "", answer.status, Number(elapsedNs / 1_000_000n), clientAddress(request), requestIdOf(request))
@@ -61,7 +60,7 @@ export const makeExecutionKit = Effect.gen(function*() {
     }
   }
 
-  return { tracer, run, below, cacheSpanned, record }
+  return { tracer, run, below, cacheSpanned, record, requestIdOf }
 })
 
 export type ExecutionKit = Effect.Effect.Success<typeof makeExecutionKit>

@@ -1,142 +1,129 @@
 /**
- * Spans made on the fast path itself (`FastLane`), through the same Effect tracer the app uses (the
- * OpenTelemetry exporter; see `TracingOtlp`). They have the names and attributes of the app's spans,
- * `requestSpan` and below.
+ * The spans of a request, made by the same functions wherever a request is answered (the hot
+ * endpoints' executions, `TokenExecution` and `ServiceCallExecution`, on either entry, and
+ * `RequestSpan` for the app's other routes): the server span (`startRequestSpan`, `endRequestSpan`)
+ * and, for a proxy, the upstream call's client span (`startUpstreamSpan`, built from
+ * `RequestTracer.upstreamSpanOptions`). What the request's work did (its service and client, the
+ * cache's answer, the handler, the signature, storage) is recorded on the server span as attributes
+ * and events (`observability/RequestTracer`).
  *
- * Head sampling is decided first (`HeadSampling`, from OTEL_TRACES_SAMPLER and
- * OTEL_TRACES_SAMPLER_ARG, honouring the caller's `traceparent` under a parent-based sampler); a
- * request it says no to gets no span object, no attribute, no child span. Only what W3C propagation
- * needs is made for it, and only when needed (`unsampledSpan`: an upstream to call, or work in
- * Effect whose spans must not start traces of their own).
+ * Head sampling is the tracer's (`RequestTracer`): a request that is not sampled gets a span that
+ * records nothing and whose ids, drawn only if read, continue the trace unsampled in the upstream's
+ * `traceparent`.
  */
 import { Context, Exit, Option, Tracer } from "effect"
 import type { IncomingMessage } from "node:http"
 import type { TLSSocket } from "node:tls"
-import { type CallerContext, randomHexId, sampled, type SamplerSettings, withDrawnTraceId } from "../observability/HeadSampling.js"
 import { clientAddress } from "./ClientAddress.js"
+import { upstreamAttributes } from "../gateway/ServiceHandlers.js"
+import { UPSTREAM_SPAN, upstreamSpanOptions } from "../observability/RequestTracer.js"
+import { wallNanos } from "../observability/WallClock.js"
 
-/** Tracing on the fast path: the tracer and the sampler settings, or undefined when traces are not exported. */
-export type LaneTracer = { readonly tracer: Tracer.Tracer; readonly sampler: SamplerSettings } | undefined
+/** The tracer on the fast path, or undefined when traces are not exported. */
+export type LaneTracer = Tracer.Tracer | undefined
 
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/
 
-/**
- * Where @effect/opentelemetry reads a remote parent's trace flags (it takes "sampled" when they are
- * absent, whatever the span's `sampled` says): the same key, so that OpenTelemetry's modules need
- * not be loaded to name it.
- */
-const OTEL_TRACE_FLAGS = Context.GenericTag<"OtelTraceFlags", number>("@effect/opentelemetry/Tracer/OtelTraceFlags")
-
-/** A caller's span whose sampled flag the parent-based samplers see. */
-export const remoteParent = (parent: CallerContext) =>
-  Tracer.externalSpan({
-    traceId: parent.traceId,
-    spanId: parent.spanId,
-    sampled: parent.sampled,
-    context: Context.make(OTEL_TRACE_FLAGS, parent.sampled ? 1 : 0)
-  })
-
-/** The caller's context from a W3C `traceparent` (an invalid one is ignored, as the specification says). */
-const callerOf = (request: IncomingMessage): CallerContext | undefined => {
+/** A caller's span, from a W3C `traceparent` (an invalid one is ignored, as the specification says). */
+export const callerOf = (request: IncomingMessage): Tracer.ExternalSpan | undefined => {
   const header = request.headers["traceparent"]
   if (header === undefined) return undefined
   const match = TRACEPARENT.exec((Array.isArray(header) ? header[0] ?? "" : header).trim())
   if (match === null || match[1] === "ff" || /^0+$/.test(match[2]!) || /^0+$/.test(match[3]!)) return undefined
-  return { traceId: match[2]!, spanId: match[3]!, sampled: (parseInt(match[4]!, 16) & 1) === 1 }
+  return Tracer.externalSpan({ traceId: match[2]!, spanId: match[3]!, sampled: (parseInt(match[4]!, 16) & 1) === 1 })
 }
 
-const nowNanos = () => process.hrtime.bigint()
-/** hrtime is not wall-clock time: spans take the wall clock, at nanosecond resolution from hrtime. */
-const EPOCH_OFFSET = BigInt(Date.now()) * 1_000_000n - nowNanos()
-export const wallNanos = (hr: bigint = nowNanos()) => hr + EPOCH_OFFSET
-
-/**
- * A server span's attributes, on either entry (the app's `requestSpan` and the fast lane): the
- * method, the route template, the path (at most 200 characters), the scheme the request came over,
- * and the client address as `ClientAddress` resolves it through TRUSTED_PROXIES.
- */
-export const serverSpanAttributes = (request: {
-  readonly method: string
-  readonly route: string | undefined
-  readonly path: string
-  readonly encrypted: boolean
-  readonly clientAddress: string | undefined
-}): Record<string, string> => ({
-  "http.request.method": request.method,
-  ...(request.route === undefined ? {} : { "http.route": request.route }),
-  "url.path": request.path.slice(0, 200),
-  "url.scheme": request.encrypted ? "https" : "http",
-  ...(request.clientAddress === undefined ? {} : { "client.address": request.clientAddress })
-})
+export { wallNanos }
 
 /** Whether a request came over TLS (`NodeServer` with TLS_CERT_FILE). */
 export const isEncrypted = (request: IncomingMessage): boolean => (request.socket as Partial<TLSSocket>).encrypted === true
 
+/** What a server span records of its request. */
+export interface RequestFacts {
+  readonly method: string
+  /** The route template, when the path is one of the API's. */
+  readonly route: string | undefined
+  readonly path: string
+  readonly encrypted: boolean
+  /** As `ClientAddress` resolves it through TRUSTED_PROXIES: asked only of a request that is sampled. */
+  readonly clientAddress: () => string | undefined
+  /** The caller's span, from its `traceparent` (or B3). */
+  readonly caller: Tracer.ExternalSpan | undefined
+}
+
 /**
- * The server span of a request to `route`, continuing its `traceparent`; undefined when not sampled.
- * `startedHr` is `process.hrtime.bigint()` at the request's arrival.
+ * The server span of a request, on either entry, started at `startNanos` (wall clock): named by the
+ * route template, continuing the caller's trace, with the method, route, path (at most 200
+ * characters), scheme and client address. Never a query string, header or body.
  */
-export const serverSpan = (
-  lane: LaneTracer,
+export const startRequestSpan = (tracer: Tracer.Tracer, facts: RequestFacts, startNanos: bigint): Tracer.Span => {
+  const span = tracer.span(
+    facts.route === undefined ? facts.method : `${facts.method} ${facts.route}`,
+    facts.caller === undefined ? Option.none() : Option.some(facts.caller),
+    Context.empty(),
+    [],
+    startNanos,
+    "server"
+  )
+  if (!span.sampled) return span
+  span.attribute("http.request.method", facts.method)
+  if (facts.route !== undefined) span.attribute("http.route", facts.route)
+  span.attribute("url.path", facts.path.slice(0, 200))
+  span.attribute("url.scheme", facts.encrypted ? "https" : "http")
+  const address = facts.clientAddress()
+  if (address !== undefined) span.attribute("client.address", address)
+  return span
+}
+
+/** A hot endpoint's server span of a POST to `route`, arrived at `startedHr` (`process.hrtime.bigint()`). */
+export const laneRequestSpan = (
+  tracer: LaneTracer,
   request: IncomingMessage,
   route: string,
   path: string,
   startedHr: bigint
-): Tracer.Span | undefined => {
-  if (lane === undefined) return undefined
-  const caller = callerOf(request)
-  if (!sampled(lane.sampler, caller)) return undefined
-  const span = withDrawnTraceId(() =>
-    lane.tracer.span(
-      `POST ${route}`,
-      caller === undefined ? Option.none() : Option.some(remoteParent(caller)),
-      Context.empty(),
-      [],
-      wallNanos(startedHr),
-      "server"
-    )
-  )
-  const attributes = serverSpanAttributes({
+): Tracer.Span | undefined =>
+  tracer === undefined ? undefined : startRequestSpan(tracer, {
     method: "POST",
     route,
     path,
     encrypted: isEncrypted(request),
-    clientAddress: request.socket.remoteAddress === undefined ? undefined : clientAddress(request)
-  })
-  for (const key in attributes) span.attribute(key, attributes[key])
-  return span
-}
+    clientAddress: () => request.socket.remoteAddress === undefined ? undefined : clientAddress(request),
+    caller: callerOf(request)
+  }, wallNanos(startedHr))
 
-/**
- * What stands for the server span of a request that is not sampled, where propagation needs one: the
- * caller's trace (or a new one) and a span id of its own, flagged not sampled, as OpenTelemetry's
- * non-recording span is. An upstream continues that trace unsampled; spans made below it in Effect
- * follow the sampler's decision for it instead of starting traces of their own.
- */
-export const unsampledSpan = (request: IncomingMessage): Tracer.ExternalSpan => {
-  const caller = callerOf(request)
-  return remoteParent({ traceId: caller?.traceId ?? randomHexId(16), spanId: randomHexId(8), sampled: false })
-}
-
-/** A child of a sampled span, started now. */
-export const childSpan = (
-  lane: LaneTracer,
-  parent: Tracer.Span,
-  name: string,
-  attributes: Readonly<Record<string, unknown>> = {},
-  kind: Tracer.SpanKind = "internal"
-): Tracer.Span => {
-  const span = lane!.tracer.span(name, Option.some(parent), Context.empty(), [], wallNanos(), kind)
-  for (const [key, value] of Object.entries(attributes)) span.attribute(key, value)
-  return span
-}
-
-export const endSpan = (span: Tracer.Span | undefined) => span?.end(wallNanos(), Exit.void)
-
-/** Ends a server span with the answer's status, as `requestSpan` does. */
-export const endServerSpan = (span: Tracer.Span | undefined, status: number) => {
+/** Ends a server span with the answer's status (and `error.type` for a 5xx). */
+export const endRequestSpan = (span: Tracer.Span | undefined, status: number, endNanos: bigint = wallNanos()) => {
   if (span === undefined) return
-  span.attribute("http.response.status_code", status)
-  if (status >= 500) span.attribute("error.type", String(status))
-  endSpan(span)
+  if (span.sampled) {
+    span.attribute("http.response.status_code", status)
+    if (status >= 500) span.attribute("error.type", String(status))
+  }
+  span.end(endNanos, Exit.void)
+}
+
+/** Records `attributes` on a request's span, when it is recorded. */
+export const annotateRequest = (span: Tracer.Span | undefined, attributes: Readonly<Record<string, unknown>>) => {
+  if (span === undefined || !span.sampled) return
+  for (const key in attributes) span.attribute(key, attributes[key])
+}
+
+/** A catalogue read the cache answered: an event on the request's span, as the cache's own reads record theirs. */
+export const cacheHitEvent = (span: Tracer.Span | undefined, name: string) => {
+  if (span !== undefined && span.sampled) span.event(name, wallNanos(), { "cache.hit": true })
+}
+
+/** The upstream call's span below `parent`, started now (`upstreamSpanOptions` outside Effect). */
+export const startUpstreamSpan = (tracer: Tracer.Tracer, parent: Tracer.AnySpan, url: string): Tracer.Span => {
+  const options = upstreamSpanOptions(upstreamAttributes(url))
+  const span = tracer.span(UPSTREAM_SPAN, Option.some(parent), options.context, [], wallNanos(), options.kind)
+  annotateRequest(span, options.attributes)
+  return span
+}
+
+/** Ends the upstream call's span with the upstream's status, when it answered. */
+export const endUpstreamSpan = (span: Tracer.Span | undefined, status: number | undefined) => {
+  if (span === undefined) return
+  if (status !== undefined && span.sampled) span.attribute("http.response.status_code", status)
+  span.end(wallNanos(), Exit.void)
 }

@@ -11,7 +11,7 @@
 import { type HttpApp, HttpServerRequest } from "@effect/platform"
 import { Clock, Effect, FiberRef, Option } from "effect"
 import { answeredByExecution } from "./AnsweredByExecution.js"
-import { requestIdOf } from "./RequestId.js"
+import { RequestIds } from "./RequestId.js"
 import { routeTemplate } from "./Routes.js"
 
 /** The line of one answered request; built only when debug lines are written. */
@@ -40,9 +40,10 @@ export const requestLogLine = (
     "Debug"
   )
 
-export const requestLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+export const requestLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | RequestIds> =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
+    const requestIdOf = yield* RequestIds
     const started = yield* Clock.currentTimeMillis
     const response = yield* app
     if (yield* FiberRef.get(answeredByExecution)) return response

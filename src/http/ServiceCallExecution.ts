@@ -6,7 +6,7 @@
  * handler registered in code in Effect), the caller's leaving reaching the upstream, the answer with
  * its rate-limit headers, the metrics and the debug line.
  */
-import { Cause, Effect, Either } from "effect"
+import { Cause, Effect, Either, type Tracer } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { authorizationHeader } from "../auth/AuthorizationHeader.js"
 import { dpopHeader } from "../auth/DPoPProof.js"
@@ -22,15 +22,14 @@ import {
   withRateHeaders
 } from "../gateway/ServiceCallDecision.js"
 import { ServiceCallGate } from "../gateway/ServiceCallGate.js"
-import { echoOf, type JsonObject, ServiceHandlers, traceparentOf, upstreamAttributes } from "../gateway/ServiceHandlers.js"
+import { echoOf, type JsonObject, ServiceHandlers, traceparentOf } from "../gateway/ServiceHandlers.js"
 import { UpstreamGateway } from "../gateway/UpstreamGateway.js"
 import { describeDefect } from "../observability/Defects.js"
 import { recordServiceCall } from "../observability/ServiceMetrics.js"
 import { whenResponseClosed } from "./CallerGone.js"
 import { clientAddress } from "./ClientAddress.js"
 import type { ExecutionKit } from "./ExecutionKit.js"
-import { childSpan, endSpan, serverSpan, unsampledSpan } from "./LaneTrace.js"
-import { requestIdOf } from "./RequestId.js"
+import { annotateRequest, endUpstreamSpan, laneRequestSpan, startUpstreamSpan } from "./LaneTrace.js"
 import { SERVICE_ROUTE } from "./RequestMetrics.js"
 
 /** The body as an entry read it: its text within the size limit, or why it could not be read. */
@@ -64,7 +63,7 @@ export const makeServiceCallExecution = (kit: ExecutionKit) =>
     const gate = yield* ServiceCallGate
     const handlers = yield* ServiceHandlers
     const upstreams = yield* UpstreamGateway
-    const { tracer, run, below, cacheSpanned, record } = kit
+    const { tracer, run, below, cacheSpanned, record, requestIdOf } = kit
 
     /** A handler registered in code, in Effect: its object (200), its failure, or 502 when it throws. */
     const registered = (allowed: ServiceCallAllowed, body: JsonObject, bodyText: string): Effect.Effect<Answer> =>
@@ -88,29 +87,24 @@ export const makeServiceCallExecution = (kit: ExecutionKit) =>
       allowed: ServiceCallAllowed,
       body: JsonObject,
       text: string,
-      callSpan: ReturnType<typeof serverSpan>,
+      span: Tracer.Span | undefined,
       done: (answer: Answer) => void,
       failed: (defect: unknown) => void
     ) => {
       const { address, route, caller } = allowed
       const handler = route.handler
       // The stored handler type: a handler registered in code for this service runs in its place.
-      const handlerSpan = callSpan &&
-        childSpan(tracer, callSpan, "ServiceHandlers.call", { "service_auth.handler.configured": handler.type })
+      annotateRequest(span, { "service_auth.handler.configured": handler.type })
       if (handlers.isRegistered(address) || (handler.type !== "echo" && handler.type !== "proxy")) {
-        return void run(below(registered(allowed, body, text), handlerSpan, request)).then((answer) => {
-          endSpan(handlerSpan)
-          done(answer)
-        }).catch(failed)
+        return void run(below(registered(allowed, body, text), span)).then(done).catch(failed)
       }
       if (handler.type === "echo") {
-        endSpan(handlerSpan)
         return done({ status: 200, headers: SERVICE_ANSWER_HEADERS, body: echoOf({ address, clientId: caller, body }) })
       }
-      const proxySpan = handlerSpan && childSpan(tracer, handlerSpan, "ServiceHandlers.proxy", upstreamAttributes(handler.url), "client")
-      // While traces are exported, the upstream continues the trace, sampled or not as decided here
-      // (not sampled: the caller's trace id, or a new one, flagged 00).
-      const traceparent = tracer === undefined ? undefined : traceparentOf(proxySpan ?? unsampledSpan(request))
+      // While traces are exported, the upstream call has its own client span and the upstream
+      // continues the trace, sampled or not as the request's span was (not sampled: flagged 00).
+      const upstreamSpan = tracer === undefined || span === undefined ? undefined : startUpstreamSpan(tracer, span, handler.url)
+      const traceparent = upstreamSpan === undefined ? undefined : traceparentOf(upstreamSpan)
       upstreams.call({
         address,
         handler,
@@ -122,19 +116,18 @@ export const makeServiceCallExecution = (kit: ExecutionKit) =>
         whenCallerGone: whenResponseClosed(response),
         ...(traceparent === undefined ? {} : { traceparent })
       }).then((called) => {
-        if (proxySpan !== undefined && called.status !== undefined) proxySpan.attribute("http.response.status_code", called.status)
-        endSpan(proxySpan)
-        endSpan(handlerSpan)
+        endUpstreamSpan(upstreamSpan, called.status)
         done(called.answer)
-      }).catch(failed)
+      }).catch((defect) => {
+        endUpstreamSpan(upstreamSpan, undefined)
+        failed(defect)
+      })
     }
 
     const execute: ServiceCallExecutionShape = (call, answered, failed) => {
       const { request, path, nowMillis, started } = call
-      const span = serverSpan(tracer, request, SERVICE_ROUTE, (request.url ?? "").split("?")[0]!, started)
-      const callSpan = span && childSpan(tracer, span, "ServiceHttp.callService")
+      const span = laneRequestSpan(tracer, request, SERVICE_ROUTE, (request.url ?? "").split("?")[0]!, started)
       const done = (answer: Answer) => {
-        endSpan(callSpan)
         if (!answered(answer)) return
         recordServiceCall(answer.status)
         record(request, SERVICE_ROUTE, started, answer, span)
@@ -151,23 +144,21 @@ export const makeServiceCallExecution = (kit: ExecutionKit) =>
       const proceed = (verdict: ServiceCallVerdict) => {
         // Refused before the body is read (RFC 6750).
         if (verdict._tag === "Answer") return done(verdict.answer)
-        if (callSpan !== undefined) {
-          for (const [key, value] of Object.entries(spanAttributes(verdict.address, verdict.clientId))) callSpan.attribute(key, value)
-        }
+        annotateRequest(span, spanAttributes(verdict.address, verdict.clientId))
         // A service with a rate limit: every answer of the call carries its fields.
         const answer = verdict.rateHeaders === undefined ? done : (answer: Answer) => done(withRateHeaders(verdict, answer))
         call.readBody((text) => {
           const body = Either.flatMap(text, jsonObject)
           if (Either.isLeft(body)) return answer(errorAnswer(body.left))
-          callHandler(call, verdict, body.right, Either.getOrElse(text, () => ""), callSpan, answer, failed)
+          callHandler(call, verdict, body.right, Either.getOrElse(text, () => ""), span, answer, failed)
         })
       }
-      const decision = decideServiceCall(input, callSpan === undefined ? gate.services : {
+      const decision = decideServiceCall(input, span === undefined || !span.sampled ? gate.services : {
         ...gate.services,
-        serviceRoute: cacheSpanned(callSpan, "CredentialRepoCache.findServiceRoute", gate.services.serviceRoute)
+        serviceRoute: cacheSpanned(span, "CredentialRepoCache.findServiceRoute", gate.services.serviceRoute)
       })
       if (decision._tag === "Answer" || decision._tag === "Call") return proceed(decision)
-      run(below(gate.complete(input, decision), callSpan, request)).then(proceed).catch(failed)
+      run(below(gate.complete(input, decision), span)).then(proceed).catch(failed)
     }
     return execute
   })

@@ -12,7 +12,7 @@ import { authorizationHeader } from "../auth/AuthorizationHeader.js"
 import { ClientCredentialsGrant, decideToken, type TokenInput, type TokenOutcome } from "../auth/ClientCredentialsGrant.js"
 import { dpopHeader } from "../auth/DPoPProof.js"
 import { NO_STORE, tokenAnswer } from "../auth/TokenForm.js"
-import { TokenService } from "../auth/TokenService.js"
+import { SIGNATURE_ATTRIBUTES, TokenService } from "../auth/TokenService.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import { type InvalidRequest, type PayloadTooLarge, wireOf } from "../domain/Errors.js"
 import { spanAttributes } from "../domain/ServiceAddress.js"
@@ -20,7 +20,7 @@ import { UsageRecord } from "../storage/UsageRecord.js"
 import { recordTokenRequest, tokenResultOf } from "../observability/ServiceMetrics.js"
 import { clientAddress } from "./ClientAddress.js"
 import type { ExecutionKit } from "./ExecutionKit.js"
-import { childSpan, endSpan, serverSpan } from "./LaneTrace.js"
+import { annotateRequest, laneRequestSpan } from "./LaneTrace.js"
 import { TOKEN_ROUTE } from "./RequestMetrics.js"
 
 /** What an entry read of a token request besides its headers. */
@@ -53,7 +53,7 @@ export const makeTokenExecution = (kit: ExecutionKit) =>
     const { tracer, run, below, cacheSpanned, record } = kit
 
     const execute: TokenExecutionShape = ({ request, form, nowMillis, started }, answered, failed) => {
-      const span = serverSpan(tracer, request, TOKEN_ROUTE, "/oauth/token", started)
+      const span = laneRequestSpan(tracer, request, TOKEN_ROUTE, "/oauth/token", started)
       const done = (answer: Answer, result: Parameters<typeof recordTokenRequest>[0]) => {
         if (!answered(answer)) return
         recordTokenRequest(result)
@@ -69,20 +69,16 @@ export const makeTokenExecution = (kit: ExecutionKit) =>
         remoteAddress: clientAddress(request),
         nowMillis
       }
-      const decision = decideToken(input, span === undefined ? grants.services : {
+      const decision = decideToken(input, span === undefined || !span.sampled ? grants.services : {
         ...grants.services,
         tokenTarget: cacheSpanned(span, "CredentialRepoCache.findTokenTarget", grants.services.tokenTarget)
       })
       if (decision._tag === "Answer") return done(decision.answer, decision.result)
 
-      /** The token signed (on the thread pool), in the grant's span. */
-      const sign = (outcome: Extract<TokenOutcome, { readonly _tag: "Sign" }>, grant: ReturnType<typeof childSpan> | undefined) => {
-        const issue = grant && childSpan(tracer, grant, "TokenService.issue")
-        const signing = issue && childSpan(tracer, issue, "TokenService.sign", { "jwt.alg": "RS256" })
+      /** The token signed (on the thread pool); the request's span records the algorithm. */
+      const sign = (outcome: Extract<TokenOutcome, { readonly _tag: "Sign" }>) => {
+        annotateRequest(span, SIGNATURE_ATTRIBUTES)
         tokens.issueAt(outcome.clientId, outcome.address, nowMillis, outcome.jkt).then((issued) => {
-          endSpan(signing)
-          endSpan(issue)
-          endSpan(grant)
           done({ status: 200, headers: NO_STORE, body: tokenAnswer(issued) }, "issued")
         }).catch(failed)
       }
@@ -91,14 +87,12 @@ export const makeTokenExecution = (kit: ExecutionKit) =>
         (!decision.recordUse || (recordUseSync !== undefined && (recordUseSync(decision.clientId, new Date(nowMillis)), true)))
       ) {
         // All in memory: only the signature remains.
-        const grant = span &&
-          childSpan(tracer, span, "ClientCredentialsGrant.grant", spanAttributes(decision.address, Option.some(decision.clientId)))
-        return sign({ _tag: "Sign", clientId: decision.clientId, address: decision.address, jkt: undefined }, grant)
+        annotateRequest(span, spanAttributes(decision.address, Option.some(decision.clientId)))
+        return sign({ _tag: "Sign", clientId: decision.clientId, address: decision.address, jkt: undefined })
       }
-      const grant = span && childSpan(tracer, span, "ClientCredentialsGrant.grant")
-      run(below(grants.complete(input, decision), grant, request)).then((outcome) => {
-        if (outcome._tag === "Sign") return sign(outcome, grant)
-        endSpan(grant)
+      // What completes the decision in Effect records what it decides on the request's span.
+      run(below(grants.complete(input, decision), span)).then((outcome) => {
+        if (outcome._tag === "Sign") return sign(outcome)
         done(outcome.answer, outcome.result)
       }).catch(failed)
     }

@@ -1,18 +1,12 @@
 /**
- * Head sampling, decided before any span exists. OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG are
- * read once, here, as the OpenTelemetry SDK reads them (an unknown sampler is the default
- * `parentbased_always_on`; a missing or out-of-range ratio is 1). The fast lane and Effect's tracer
- * (`SdkSpans`, every span the app makes) both decide by `sampled`, so they decide alike, and as the
- * SDK's sampler for the same settings would (`test/HeadSampling.test.ts`, `test/SdkSpans.test.ts`).
+ * Head sampling, decided once per trace, where it starts here: OTEL_TRACES_SAMPLER and
+ * OTEL_TRACES_SAMPLER_ARG are read as the OpenTelemetry SDK reads them (an unknown sampler is the
+ * default `parentbased_always_on`; a missing or out-of-range ratio is 1), and decided as its
+ * samplers decide: `parentbased_*` follows the caller's sampled flag, `traceidratio` is the SDK's
+ * deterministic function of the trace id (so a downstream sampler with the same ratio agrees).
  *
- * The fast lane asks `sampled` first, and a request it says no to gets no span object at all: a
- * profile of proxied calls at 10% sampling put a tenth of the request's CPU into building unrecorded
- * spans (the SDK's sampler, two ids, the span wrappers) for the 90% that export nothing.
- *
- * `traceidratio` is the SDK's deterministic function of the trace id. A new trace's id is drawn here
- * (from a pool of random bytes: four 32-bit words, hex only when needed), and when it is sampled the
- * id generator hands that id to the span made next (`LaneIdGenerator`), so the decision holds for
- * the trace id it was made on, and the trace's other spans follow it.
+ * Nothing here is shared between servers: the random bytes for ids are an `IdSource`, made by the
+ * tracer's layer and gone with it.
  */
 import { randomFillSync } from "node:crypto"
 
@@ -52,13 +46,6 @@ export const samplerSettings = (sampler: string | undefined, arg: string | undef
   }
 }
 
-/** A caller's span context, from its `traceparent`. */
-export interface CallerContext {
-  readonly traceId: string
-  readonly spanId: string
-  readonly sampled: boolean
-}
-
 /** The bound the SDK's `TraceIdRatioBasedSampler` compares with. */
 const upperBound = (ratio: number) => ratio >= 1 ? 0x100000000 : ratio <= 0 ? 0 : Math.floor(ratio * 0xffffffff)
 
@@ -69,43 +56,17 @@ export const accumulate = (traceId: string): number => {
   return accumulation
 }
 
-// Random bytes for ids, refilled 4 KiB at a time: one system call per 170 new traces. Not a server's
-// state (bytes not yet used, which nothing can tell apart), so shared by every server of the process.
-const POOL = Buffer.allocUnsafe(4096)
-let poolUsed = POOL.length
-const takeRandom = (bytes: number): number => {
-  if (poolUsed + bytes > POOL.length) {
-    randomFillSync(POOL)
-    poolUsed = 0
-  }
-  const at = poolUsed
-  poolUsed += bytes
-  return at
-}
-
-/** A random id of `bytes` bytes in lowercase hex, never all zeros (W3C: an invalid id). */
-export const randomHexId = (bytes: 8 | 16): string => {
-  for (;;) {
-    const at = takeRandom(bytes)
-    const hex = POOL.toString("hex", at, at + bytes)
-    if (!/^0+$/.test(hex)) return hex
-  }
-}
+/** What a trace's first span here needs decided: a caller's sampled flag, or nothing but a trace id. */
+export type Origin =
+  | { readonly _tag: "Caller"; readonly traceId: string; readonly sampled: boolean }
+  | { readonly _tag: "New" }
 
 /**
- * The trace id a new sampled trace is to get: set just before its span is made, taken by
- * `LaneIdGenerator`. Not a server's state: it never outlives the synchronous call that makes the span
- * (`withDrawnTraceId` withdraws it).
+ * The decision for a trace's first span here, when it can be made without a trace id: true or
+ * false, or "ByTraceId" when it is the ratio's on the trace id (`sampledTraceId`) of a new trace.
  */
-let drawnTraceId: string | undefined
-
-/**
- * Whether a request is sampled, given its caller's context (if any). A new trace decided by ratio
- * leaves its trace id for the span about to be made (`withDrawnTraceId`).
- */
-export const sampled = (settings: SamplerSettings, caller: CallerContext | undefined): boolean => {
-  const parentBased = settings.name.startsWith("parentbased_")
-  if (caller !== undefined && parentBased) return caller.sampled
+export const decide = (settings: SamplerSettings, origin: Origin): boolean | "ByTraceId" => {
+  if (origin._tag === "Caller" && settings.name.startsWith("parentbased_")) return origin.sampled
   switch (settings.name) {
     case "always_on":
     case "parentbased_always_on":
@@ -114,44 +75,35 @@ export const sampled = (settings: SamplerSettings, caller: CallerContext | undef
     case "parentbased_always_off":
       return false
   }
-  // traceidratio: on the caller's trace id when there is one, else on a new one, drawn here.
   const bound = upperBound(settings.ratio)
-  if (caller !== undefined) return accumulate(caller.traceId) < bound
   if (bound === 0) return false
-  const at = takeRandom(16)
-  const words = (POOL.readUInt32BE(at) ^ POOL.readUInt32BE(at + 4) ^ POOL.readUInt32BE(at + 8) ^ POOL.readUInt32BE(at + 12)) >>> 0
-  if (words >= bound) return false
-  const id = POOL.toString("hex", at, at + 16)
-  drawnTraceId = /^0+$/.test(id) ? undefined : id
-  return drawnTraceId !== undefined
+  if (bound === 0x100000000) return true
+  return origin._tag === "Caller" ? accumulate(origin.traceId) < bound : "ByTraceId"
 }
 
-/** Runs `make` (which makes the new trace's root span) with the drawn trace id on offer, then withdraws it. */
-export const withDrawnTraceId = <A>(make: () => A): A => {
-  try {
-    return make()
-  } finally {
-    drawnTraceId = undefined
-  }
-}
-
-/** The shape of the SDK's `IdGenerator`. */
-export interface IdGenerator {
-  generateTraceId(): string
-  generateSpanId(): string
-}
+/** The ratio samplers' decision on `traceId`. */
+export const sampledTraceId = (settings: SamplerSettings, traceId: string): boolean =>
+  accumulate(traceId) < upperBound(settings.ratio)
 
 /**
- * The tracer's id generator (`SdkSpans`): the trace id `sampled` drew for the span being made, when
- * there is one; otherwise (and for every span id) random ones, from the same pool.
+ * Random ids for the spans that are not recorded (their ids still travel in a `traceparent`): random
+ * bytes drawn 4 KiB at a time, one system call per 170 trace ids. One per tracer, gone with it.
  */
-export class LaneIdGenerator implements IdGenerator {
-  generateTraceId(): string {
-    const drawn = drawnTraceId
-    drawnTraceId = undefined
-    return drawn ?? randomHexId(16)
-  }
-  generateSpanId(): string {
-    return randomHexId(8)
+export class IdSource {
+  private readonly pool = Buffer.allocUnsafe(4096)
+  private used = this.pool.length
+
+  /** A random id of `bytes` bytes in lowercase hex, never all zeros (W3C: an invalid id). */
+  hex(bytes: 8 | 16): string {
+    for (;;) {
+      if (this.used + bytes > this.pool.length) {
+        randomFillSync(this.pool)
+        this.used = 0
+      }
+      const at = this.used
+      this.used += bytes
+      const hex = this.pool.toString("hex", at, at + bytes)
+      if (!/^0+$/.test(hex)) return hex
+    }
   }
 }

@@ -1,9 +1,9 @@
 /**
  * Traces over OTLP/HTTP, configured by the standard OpenTelemetry variables (`TracingSettings`). When no OTLP endpoint
  * is set, tracing is off exactly as before: Effect's tracer is disabled (spans are not even built)
- * and no OpenTelemetry module is loaded. When one is set, `TracingOtlp` (imported on demand, so its
- * modules are parsed only then) exports every span in batches, and the finalizer flushes them on
- * shutdown.
+ * and the exporter's modules are not loaded. When one is set, `TracingOtlp` (imported on demand, so
+ * its modules are parsed only then) exports the sampled spans in batches, a request as one span
+ * (`RequestTracer`), and the finalizer flushes them on shutdown.
  */
 import { Effect, FiberRef, Layer, Option } from "effect"
 import type { TracingSettings } from "./TracingSettings.js"

@@ -1,67 +1,28 @@
 /**
  * The OTLP/HTTP trace exporter behind `Tracing.layer`, imported only when an endpoint is configured
- * (its modules are a separate chunk of the bundle, and the OpenTelemetry packages stay outside it).
+ * (its modules are a separate chunk of the bundle): `@effect/opentelemetry`'s `OtlpTracer`, which
+ * batches Effect's spans and POSTs them as OTLP/JSON or OTLP/protobuf, behind `RequestTracer`
+ * (head sampling, one span per request).
  *
- * Spans go through a batch processor: a request never waits for the collector, and when the
- * collector is unreachable the batches are dropped (the queue is bounded) and one warning is logged.
- * The exporter reads the other standard variables itself: OTEL_EXPORTER_OTLP_HEADERS (and
- * `_TRACES_HEADERS`), `_TIMEOUT`, `_COMPRESSION`, the certificate files; the batch processor reads
- * OTEL_BSP_*; the resource takes OTEL_RESOURCE_ATTRIBUTES. Effect's spans are recorded as the SDK
- * records spans by `SdkSpans`, with the SDK provider's span limits (OTEL_SPAN_*, OTEL_ATTRIBUTE_*).
+ * What the OpenTelemetry variables ask of the exporter is done by the HTTP client it posts with
+ * (`exportClient`): the headers, gzip, the timeout, the certificate files (an agent of its own). A
+ * request never waits for the collector; when the collector fails, the tracer drops spans for a
+ * minute, and the log says so once, at warning level.
  */
-import * as Resource from "@effect/opentelemetry/Resource"
-import {
-  BasicTracerProvider,
-  BatchSpanProcessor,
-  type SpanExporter,
-  type SpanLimits,
-  type SpanProcessor
-} from "@opentelemetry/sdk-trace-base"
-import { Effect, Layer, Runtime } from "effect"
+import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
+import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
+import { HttpClient, HttpClientError, HttpClientRequest } from "@effect/platform"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { Duration, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
+import { gzipSync } from "node:zlib"
 import { PACKAGE_ROOT } from "../config/PackageRoot.js"
-import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions"
+import { makeRequestTracer } from "./RequestTracer.js"
 import type { TracingSettings } from "./TracingSettings.js"
-import { type InstrumentationScope, makeTracer } from "./SdkSpans.js"
-import type { SamplerSettings } from "./HeadSampling.js"
-
-/** `ExportResultCode.SUCCESS` of @opentelemetry/core. */
-const EXPORT_SUCCEEDED = 0
-
-/**
- * How often a batch leaves, unless OTEL_BSP_SCHEDULE_DELAY says: a second rather than the
- * OpenTelemetry default of five, so that a trace is there to look at as soon as it is asked for.
- */
-const batchDelay = (): { readonly scheduledDelayMillis?: number } =>
-  (process.env.OTEL_BSP_SCHEDULE_DELAY ?? "").trim() === "" ? { scheduledDelayMillis: 1_000 } : {}
 
 /** How long the shutdown waits for the last spans to reach the collector. */
-const FLUSH_TIMEOUT_MS = 3_000
-
-const makeExporter = async (settings: TracingSettings): Promise<SpanExporter> => {
-  const { OTLPTraceExporter } = settings.protocol === "http/protobuf"
-    ? await import("@opentelemetry/exporter-trace-otlp-proto")
-    : await import("@opentelemetry/exporter-trace-otlp-http")
-  return new OTLPTraceExporter({ url: settings.tracesUrl })
-}
-
-/** The exporter, saying once (a dead collector fails every batch) that spans are being dropped. */
-const warningOnce = (exporter: SpanExporter, host: string, warn: (message: string) => void): SpanExporter => {
-  let warned = false
-  return {
-    export: (spans, done) =>
-      exporter.export(spans, (result) => {
-        if (result.code !== EXPORT_SUCCEEDED && !warned) {
-          warned = true
-          warn(`traces: cannot export spans to ${host} (${result.error?.message ?? "failed"}); they are dropped until it answers`)
-        }
-        done(result)
-      }),
-    shutdown: () => exporter.shutdown(),
-    forceFlush: () => exporter.forceFlush?.() ?? Promise.resolve()
-  }
-}
+const FLUSH_TIMEOUT = Duration.seconds(3)
 
 const serviceVersion = (): string | undefined => {
   try {
@@ -72,72 +33,89 @@ const serviceVersion = (): string | undefined => {
 }
 
 /**
- * Effect's tracer for spans that go to `processor`: it records them as the SDK would (`SdkSpans`),
- * with the span limits of an SDK provider (read from the OTEL_SPAN_* and OTEL_ATTRIBUTE_* variables)
- * and the scope of the tracer `@effect/opentelemetry` took from it (named and versioned as the
- * service). The provider owns the processor: its finalizer, run last, flushes what is queued, for
- * at most FLUSH_TIMEOUT_MS. It makes no span, so it has no sampler or id generator of ours: the
- * tracer samples by `HeadSampling` and draws its own ids. Tests give it an in-memory processor.
+ * The exporter's HTTP client: the configured headers on every export, the body gzipped when asked,
+ * each attempt bounded by the timeout, and a warning (once: a dead collector fails every batch)
+ * when an export fails.
  */
-export const layerSpans = (sampler: SamplerSettings, processor: SpanProcessor) =>
-  Layer.unwrapScoped(
-    Effect.gen(function*() {
-      const resource = yield* Resource.Resource
-      const provider = yield* Effect.acquireRelease(
-        Effect.sync(() => new BasicTracerProvider({ resource, spanProcessors: [processor] })),
-        // The deadline is the promise's own: this runs while the interrupted server shuts down, where
-        // an interruptible region (which Effect's timeouts need) would end at once, before flushing.
-        (provider) =>
-          Effect.promise(() =>
-            Promise.race([
-              provider.forceFlush().then(() => provider.shutdown()).catch(() => {}),
-              new Promise<void>((resolve) => setTimeout(resolve, FLUSH_TIMEOUT_MS).unref())
-            ])
-          )
+const exportClient = (settings: TracingSettings) =>
+  Effect.gen(function*() {
+    const client = yield* HttpClient.HttpClient
+    const host = new URL(settings.tracesUrl).host
+    let warned = false
+    const warnOnce = (reason: string) =>
+      Effect.suspend(() => {
+        if (warned) return Effect.void
+        warned = true
+        return Effect.logWarning(`traces: cannot export spans to ${host} (${reason}); they are dropped until it answers`)
+      })
+    return client.pipe(
+      HttpClient.mapRequest((request) => {
+        const withHeaders = HttpClientRequest.setHeaders(request, settings.headers)
+        if (settings.compression !== "gzip" || withHeaders.body._tag !== "Uint8Array") return withHeaders
+        return HttpClientRequest.setHeader(
+          HttpClientRequest.bodyUint8Array(withHeaders, gzipSync(withHeaders.body.body), withHeaders.body.contentType),
+          "content-encoding",
+          "gzip"
+        )
+      }),
+      HttpClient.transform((response, request) =>
+        response.pipe(
+          Effect.timeoutFail({
+            duration: Duration.millis(settings.timeoutMillis),
+            onTimeout: () =>
+              new HttpClientError.RequestError({ request, reason: "Transport", description: `no answer within ${settings.timeoutMillis} ms` })
+          }),
+          Effect.tap((answered) => answered.status >= 300 ? warnOnce(`status ${answered.status}`) : Effect.void),
+          Effect.tapError((error) => warnOnce(error.description ?? error.reason))
+        )
       )
-      const version = resource.attributes[ATTR_SERVICE_VERSION]
-      const tracer = provider.getTracer(
-        String(resource.attributes[ATTR_SERVICE_NAME]),
-        version === undefined ? undefined : String(version)
-      )
-      return Layer.setTracer(makeTracer({
-        processor,
-        resource,
-        scope: (tracer as unknown as { readonly instrumentationScope: InstrumentationScope }).instrumentationScope,
-        limits: spanLimitsOf(tracer),
-        sampler
-      }))
-    })
-  )
+    )
+  })
 
-/** Spans exported over OTLP/HTTP as `settings` say, in batches. */
-const layerExported = (settings: TracingSettings) =>
-  Layer.unwrapEffect(
-    Effect.gen(function*() {
-      const runtime = yield* Effect.runtime<never>()
-      const warn = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
-      const exporter = warningOnce(yield* Effect.promise(() => makeExporter(settings)), new URL(settings.tracesUrl).host, warn)
-      return layerSpans(settings.sampler, new BatchSpanProcessor(exporter, batchDelay()))
-    })
-  )
+/** The client's node:http agent: the certificate files' when any is set. */
+const agentLayer = (settings: TracingSettings) =>
+  Object.keys(settings.tls).length === 0 ? NodeHttpClient.agentLayer : NodeHttpClient.makeAgentLayer(settings.tls)
+
+/** Effect's tracer, exporting to the collector `settings` name; the scope's close flushes it. */
+const makeTracer = (settings: TracingSettings) =>
+  Effect.gen(function*() {
+    const version = serviceVersion()
+    // Built in the tracer's scope: the agent is closed after the last flush.
+    const http = yield* Layer.build(NodeHttpClient.layerWithoutAgent.pipe(Layer.provide(agentLayer(settings))))
+    const client = yield* Effect.provide(exportClient(settings), http)
+    const inner = yield* OtlpTracer.make({
+      url: settings.tracesUrl,
+      resource: {
+        serviceName: settings.serviceName,
+        ...(version === undefined ? {} : { serviceVersion: version }),
+        attributes: settings.resourceAttributes
+      },
+      exportInterval: Duration.millis(settings.scheduleDelayMillis),
+      maxBatchSize: settings.maxBatchSize,
+      shutdownTimeout: FLUSH_TIMEOUT
+    }).pipe(
+      Effect.provideService(HttpClient.HttpClient, client),
+      Effect.provide(settings.protocol === "http/protobuf" ? OtlpSerialization.layerProtobuf : OtlpSerialization.layerJson)
+    )
+    return makeRequestTracer(inner, settings.sampler)
+  })
 
 /**
- * The span limits the provider gave its tracer. The SDK keeps them in a field of its own; a version
- * that moved it stops the start here rather than exporting spans without limits.
+ * The tracer for `settings`, installed as Effect's. Its exporter lives in a scope of its own, closed
+ * last by a fiber of its own: the server's fiber closes its layers while interrupted, where the
+ * exporter's final flush (interruptible, with its deadline) would end before it began.
  */
-const spanLimitsOf = (tracer: object): SpanLimits => {
-  const limits = (tracer as { readonly _spanLimits?: SpanLimits })._spanLimits
-  if (typeof limits !== "object" || limits === null) throw new Error("traces: the OpenTelemetry SDK's tracer has no span limits")
-  return limits
-}
-
-export const layer = (settings: TracingSettings): Layer.Layer<never> => {
-  const version = serviceVersion()
-  const resource = Resource.layerFromEnv(
-    Resource.configToAttributes({
-      serviceName: settings.serviceName,
-      ...(version === undefined ? {} : { serviceVersion: version })
+export const layer = (settings: TracingSettings): Layer.Layer<never> =>
+  Layer.unwrapScoped(
+    Effect.gen(function*() {
+      if (settings.ignored.length > 0) {
+        yield* Effect.logWarning(`traces: ${settings.ignored.join(", ")} ${settings.ignored.length === 1 ? "is" : "are"} not supported and ignored`)
+      }
+      const scope = yield* Scope.make()
+      yield* Effect.addFinalizer((exit) =>
+        Effect.flatMap(Effect.forkDaemon(Scope.close(scope, Exit.isSuccess(exit) ? Exit.void : exit)), Fiber.await)
+      )
+      const tracer = yield* Scope.extend(makeTracer(settings), scope)
+      return Layer.setTracer(tracer)
     })
   )
-  return layerExported(settings).pipe(Layer.provide(resource))
-}

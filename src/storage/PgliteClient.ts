@@ -16,7 +16,8 @@ import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { execFile } from "node:child_process"
 import { pathToFileURL } from "node:url"
-import { pgliteDist, warmedPgliteOptions } from "./PgliteWarmup.js"
+import { takeWarmed } from "./PgliteWarmed.js"
+import { pgliteDist } from "./PgliteWarmup.js"
 import { PrivateNodeFs } from "../datadir/PrivateNodeFs.js"
 
 const statementError = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
@@ -71,10 +72,11 @@ const loadPglite = async (): Promise<typeof PGlite> => (await import("@electric-
 /** Opens (or creates) the database in `dataDir`; in memory when `dataDir` is undefined. */
 export const make = (options: { readonly dataDir: string | undefined }) =>
   Effect.gen(function*() {
+    const takeWarmedOptions = yield* takeWarmed
     const db = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: async () => {
-          const [PGlite, warmed] = await Promise.all([loadPglite(), warmedPgliteOptions()])
+          const [PGlite, warmed] = await Promise.all([loadPglite(), takeWarmedOptions()])
           const settings = { ...SETTINGS, ...warmed }
           return options.dataDir === undefined
             ? PGlite.create(settings)

@@ -4,8 +4,8 @@
  * the server's modules on the main thread, then PGlite reading and compiling its WebAssembly, itself
  * on V8's background threads, with the main thread idle meanwhile. `npm start`'s entry
  * (`src/start.ts`) begins both first, so the compile runs beside the module parsing; opening the
- * database (`PgliteClient`) then takes what is ready. Where nothing was warmed (tests, the CLI) or
- * warming failed, PGlite loads its files itself, as before.
+ * database (`PgliteClient`, through `PgliteWarmed`, which main.ts provides) then takes what is ready.
+ * Where nothing was warmed (tests, the CLI) or warming failed, PGlite loads its files itself.
  *
  * This module imports nothing but Node's: it runs before the rest of the bundle is even parsed.
  */
@@ -19,43 +19,34 @@ export const pgliteDist = (): string => dirname(createRequire(import.meta.url).r
 /** What readFile gives is a Buffer on a plain ArrayBuffer, never a shared one. */
 const plain = (bytes: Buffer) => bytes as Buffer<ArrayBuffer>
 
-interface Warming {
+/** PGlite's files being read and compiled: handed by the entry to the server it starts (`PgliteWarmed`). */
+export interface PgliteWarming {
   readonly wasmModule: Promise<WebAssembly.Module>
   readonly fsBundle: Promise<Buffer>
 }
 
-/**
- * Not a server's state: a hand-off from the process's entry (`start.ts`, before any layer exists)
- * to the first embedded database opened, which takes it; later ones load PGlite themselves.
- */
-let warming: Warming | undefined
-
-/** Starts reading and compiling PGlite's files (once); failures surface only as "not warmed". */
-export const warmPglite = (): void => {
-  if (warming !== undefined) return
+/** Starts reading and compiling PGlite's files; undefined when they cannot even be found. */
+export const warmPglite = (): PgliteWarming | undefined => {
   try {
     const dist = pgliteDist()
-    warming = {
+    const warming = {
       wasmModule: readFile(join(dist, "pglite.wasm")).then((bytes) => WebAssembly.compile(plain(bytes))),
       fsBundle: readFile(join(dist, "pglite.data"))
     }
     // Unused or failed, they must not surface as unhandled rejections.
     warming.wasmModule.catch(() => {})
     warming.fsBundle.catch(() => {})
+    return warming
   } catch {
-    warming = undefined
+    return undefined
   }
 }
 
-/**
- * PGlite's options for what was warmed (taken once: the memory is PGlite's from then on); empty
- * when nothing was, and PGlite reads its files itself.
- */
-export const warmedPgliteOptions = async (): Promise<{ pgliteWasmModule?: WebAssembly.Module; fsBundle?: Blob }> => {
-  const taken = warming
-  warming = undefined
-  if (taken === undefined) return {}
-  const [wasmModule, fsBundle] = await Promise.allSettled([taken.wasmModule, taken.fsBundle])
+/** PGlite's options for what was warmed: what failed is left out, and PGlite reads it itself. */
+export const warmedOptions = async (
+  warming: PgliteWarming
+): Promise<{ pgliteWasmModule?: WebAssembly.Module; fsBundle?: Blob }> => {
+  const [wasmModule, fsBundle] = await Promise.allSettled([warming.wasmModule, warming.fsBundle])
   return {
     ...(wasmModule.status === "fulfilled" ? { pgliteWasmModule: wasmModule.value } : {}),
     ...(fsBundle.status === "fulfilled" ? { fsBundle: new Blob([plain(fsBundle.value)]) } : {})
