@@ -5,12 +5,10 @@
  */
 import { HttpApiBuilder, type HttpServerRequest } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Clock, Effect, FiberRef, Runtime } from "effect"
+import { Clock, Effect, Runtime } from "effect"
 import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
-import type { Answer } from "../domain/Answer.js"
-import { toServerResponse } from "./Answer.js"
-import { answeredByExecution } from "./AnsweredByExecution.js"
+import { answerOfExecution } from "./AnsweredByExecution.js"
 import { HotEndpoints } from "./HotEndpoints.js"
 import { readBodyText } from "./RequestBody.js"
 
@@ -27,12 +25,11 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
         const started = process.hrtime.bigint()
         const nowMillis = yield* Clock.currentTimeMillis
         const runtime = yield* Effect.runtime<never>()
-        const response = NodeHttpServerRequest.toServerResponse(request)
-        const answer = yield* Effect.async<Answer>((resume) =>
+        return yield* answerOfExecution(request, (deliver, fail) =>
           serviceCall(
             {
               request: NodeHttpServerRequest.toIncomingMessage(request),
-              response,
+              response: NodeHttpServerRequest.toServerResponse(request),
               path,
               readBody: (then) => Runtime.runCallback(runtime)(Effect.either(readBodyText(request, maxBodyBytes)), {
                 onExit: (exit) => exit._tag === "Success" ? then(exit.value) : undefined
@@ -40,15 +37,9 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
               nowMillis,
               started
             },
-            (answer) => {
-              resume(Effect.succeed(answer))
-              return !response.destroyed
-            },
-            (defect) => resume(Effect.die(defect))
-          )
-        )
-        yield* FiberRef.set(answeredByExecution, true)
-        return toServerResponse(answer)
+            deliver,
+            fail
+          ))
       })
 
     // Raw: the token is checked before the body is read (RFC 6750), and every answer is written here.

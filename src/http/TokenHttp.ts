@@ -5,7 +5,7 @@
  */
 import { HttpApiBuilder, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Clock, Effect, FiberRef, Layer, Option } from "effect"
+import { Clock, Effect, Layer, Option } from "effect"
 import { AdminAccess } from "../admin-auth/AdminAccess.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { Api } from "../api/Api.js"
@@ -15,7 +15,7 @@ import { type FormInput, TokenRevocation } from "../auth/TokenRevocation.js"
 import { NO_STORE } from "../auth/TokenForm.js"
 import { toServerResponse } from "./Answer.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
-import { answeredByExecution } from "./AnsweredByExecution.js"
+import { answerOfExecution } from "./AnsweredByExecution.js"
 import { HotEndpoints } from "./HotEndpoints.js"
 import { mediaType, readBodyText } from "./RequestBody.js"
 import { requestAuthorization } from "./RequestAuthorization.js"
@@ -30,19 +30,8 @@ export const issueToken = (request: HttpServerRequest.HttpServerRequest) =>
       ? yield* Effect.either(readBodyText(request, config.maxBodyBytes))
       : undefined
     const nowMillis = yield* Clock.currentTimeMillis
-    const response = NodeHttpServerRequest.toServerResponse(request)
-    const answer = yield* Effect.async<Answer>((resume) =>
-      token(
-        { request: NodeHttpServerRequest.toIncomingMessage(request), form, nowMillis, started },
-        (answer) => {
-          resume(Effect.succeed(answer))
-          return !response.destroyed
-        },
-        (defect) => resume(Effect.die(defect))
-      )
-    )
-    yield* FiberRef.set(answeredByExecution, true)
-    return toServerResponse(answer)
+    return yield* answerOfExecution(request, (deliver, fail) =>
+      token({ request: NodeHttpServerRequest.toIncomingMessage(request), form, nowMillis, started }, deliver, fail))
   })
 
 /**
