@@ -9,12 +9,13 @@
  */
 import { execFile } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import openapiTS, { astToString } from "openapi-typescript"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { compileClientProgram, writeClientProgram } from "./support/ClientProgram.js"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
@@ -38,26 +39,9 @@ describe("a client generated from openapi.yaml (openapi-typescript + openapi-fet
   it("generates types, compiles the program strictly, and runs it end to end", async () => {
     const document = readFileSync(join(ROOT, "openapi.yaml"), "utf8")
     writeFileSync(join(workDir, "schema.d.ts"), astToString(await openapiTS(document)))
-    copyFileSync(join(ROOT, "test/fixtures/generated-client/client.ts"), join(workDir, "client.ts"))
-    writeFileSync(join(workDir, "tsconfig.json"), JSON.stringify({
-      compilerOptions: {
-        target: "ES2022",
-        module: "NodeNext",
-        moduleResolution: "NodeNext",
-        strict: true,
-        noEmit: true,
-        skipLibCheck: true,
-        types: ["node"],
-        typeRoots: [join(ROOT, "node_modules/@types")]
-      },
-      files: ["client.ts", "schema.d.ts"]
-    }))
-    writeFileSync(join(workDir, "package.json"), JSON.stringify({ type: "module" }))
+    writeClientProgram(workDir, join(ROOT, "test/fixtures/generated-client/client.ts"), "client.ts")
 
-    const compiled = await run(join(ROOT, "node_modules/.bin/tsc"), ["-p", workDir]).then(
-      () => "",
-      (error: { stdout?: string }) => error.stdout ?? String(error)
-    )
+    const compiled = await compileClientProgram(workDir)
     expect(compiled, "tsc found type errors in the generated client program").toBe("")
 
     const { stdout } = await run(join(ROOT, "node_modules/.bin/tsx"), [join(workDir, "client.ts")], {

@@ -79,17 +79,26 @@ const o4wIntrospect = (port: number, rs: Fixture, token: string, auth = oauth.Cl
     return oauth.processIntrospectionResponse(METADATA, { client_id: rs.clientId }, response)
   })
 
+/**
+ * A token of one service, another service's fixture, and a resource server allowed to introspect
+ * the first one's profile. The server's clock is set to the real one: private_key_jwt assertions are
+ * signed by it.
+ */
+const librariesSetup = Effect.gen(function*() {
+  yield* TestClock.setTime(Date.now())
+  const port = yield* serverPort
+  const target = yield* createFixture()
+  const elsewhere = yield* createFixture()
+  const rs = yield* createFixture()
+  yield* allow(rs.servicePath, rs.clientId, [target.profile])
+  const token = yield* issueToken(target)
+  return { port, target, elsewhere, rs, token }
+})
+
 layer(makeTestServer(), { timeout: 60_000 })("standard libraries introspect and revoke unmodified", (it) => {
   it.effect("openid-client: tokenIntrospection with Basic, post and private_key_jwt; tokenRevocation; each refusal", () =>
     Effect.gen(function*() {
-      // private_key_jwt assertions are signed by the real clock: the server's must agree.
-      yield* TestClock.setTime(Date.now())
-      const port = yield* serverPort
-      const target = yield* createFixture()
-      const elsewhere = yield* createFixture()
-      const rs = yield* createFixture()
-      yield* allow(rs.servicePath, rs.clientId, [target.profile])
-      const token = yield* issueToken(target)
+      const { port, target, elsewhere, rs, token } = yield* librariesSetup
 
       const basic = openidConfig(port, rs.clientId, { method: "client_secret_basic", secret: rs.clientSecret })
       const active = yield* Effect.promise(() => client.tokenIntrospection(basic, token))
@@ -131,13 +140,7 @@ layer(makeTestServer(), { timeout: 60_000 })("standard libraries introspect and 
 
   it.effect("oauth4webapi: introspectionRequest + processIntrospectionResponse, revocationRequest; each refusal", () =>
     Effect.gen(function*() {
-      yield* TestClock.setTime(Date.now())
-      const port = yield* serverPort
-      const target = yield* createFixture()
-      const elsewhere = yield* createFixture()
-      const rs = yield* createFixture()
-      yield* allow(rs.servicePath, rs.clientId, [target.profile])
-      const token = yield* issueToken(target)
+      const { port, target, elsewhere, rs, token } = yield* librariesSetup
 
       expect(yield* o4wIntrospect(port, rs, token)).toMatchObject({ resolved: { active: true, client_id: target.clientId } })
       expect(yield* o4wIntrospect(port, rs, token, oauth.ClientSecretPost(rs.clientSecret)))

@@ -10,23 +10,12 @@ import { describe, expect, it } from "vitest"
 import { randomBytes } from "node:crypto"
 import { type ServerProcess, twoInstances } from "./support/ServerProcess.js"
 import { adminJson } from "./support/AdminFetch.js"
+import { randomOf } from "./support/SeededRandom.js"
 
 const DATABASE_URL = process.env.TEST_DATABASE_URL
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 const FORM = { "content-type": "application/x-www-form-urlencoded" }
 const RUNS = 5
-
-/** mulberry32: small, seeded, good enough to pick states. */
-const randomOf = (seed: number) => {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const basicOf = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString("base64")}`

@@ -7,12 +7,13 @@
  */
 import { execFile } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { generatedTypes } from "../scripts/api-contract/TypeCompat.js"
+import { compileClientProgram, writeClientProgram } from "./support/ClientProgram.js"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url))
@@ -20,32 +21,15 @@ const run = promisify(execFile)
 const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 
 /** Compiles `program.ts` against `schema.d.ts` in `dir`; tsc's complaints, or "" when it compiles. */
-const compile = async (dir: string, schema: string): Promise<string> => {
+const compile = (dir: string, schema: string): Promise<string> => {
   writeFileSync(join(dir, "schema.d.ts"), schema)
-  return run(join(ROOT, "node_modules/.bin/tsc"), ["-p", dir]).then(
-    () => "",
-    (error: { stdout?: string }) => error.stdout ?? String(error)
-  )
+  return compileClientProgram(dir)
 }
 
 const prepare = (workDir: string, release: string, name: string = release): string => {
   const dir = join(workDir, name)
   mkdirSync(dir)
-  copyFileSync(join(ROOT, `test/fixtures/released-clients/v${release}.ts`), join(dir, "program.ts"))
-  writeFileSync(join(dir, "package.json"), JSON.stringify({ type: "module" }))
-  writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({
-    compilerOptions: {
-      target: "ES2022",
-      module: "NodeNext",
-      moduleResolution: "NodeNext",
-      strict: true,
-      noEmit: true,
-      skipLibCheck: true,
-      types: ["node"],
-      typeRoots: [join(ROOT, "node_modules/@types")]
-    },
-    files: ["program.ts", "schema.d.ts"]
-  }))
+  writeClientProgram(dir, join(ROOT, `test/fixtures/released-clients/v${release}.ts`), "program.ts")
   return dir
 }
 

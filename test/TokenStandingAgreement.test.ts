@@ -23,23 +23,12 @@ import { Clock, Effect, type Layer, TestClock } from "effect"
 import { accessTokenHash, clientKey, type ClientKey, createService, dpopProof, targetOf } from "./support/ClientKeys.js"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { decodeJwt, request } from "./support/Http.js"
+import { randomOf } from "./support/SeededRandom.js"
 import { admin, ADMIN_TOKEN, makeTestServer, send, tokenRequest, type TestStorage } from "../src/testing.js"
 
 const ISSUER = "http://issuer.test"
 const FORM = "application/x-www-form-urlencoded"
 const RUNS = 16
-
-/** mulberry32: small, seeded, good enough to pick states. */
-const randomOf = (seed: number) => {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 interface Credential {
   readonly fields: Record<string, string>

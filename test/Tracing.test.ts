@@ -15,9 +15,9 @@ import {
   serverSettings,
   spansOf,
   startReceiver,
-  tokenAndCall,
-  waitFor
+  tokenAndCall
 } from "./support/TracedServer.js"
+import { waitFor } from "./support/OtlpSink.js"
 
 afterAll(removeTestDirs)
 
@@ -75,9 +75,9 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
       return done ? spans : undefined
     })
 
-    expect(receiver.exports[0]!.path).toBe("/v1/traces")
-    expect(receiver.exports[0]!.headers["content-type"]).toBe("application/json")
-    expect(receiver.exports[0]!.headers["x-collector-key"]).toBe("collector-secret")
+    expect(receiver.received[0]!.path).toBe("/v1/traces")
+    expect(receiver.received[0]!.headers["content-type"]).toBe("application/json")
+    expect(receiver.received[0]!.headers["x-collector-key"]).toBe("collector-secret")
     for (const span of spans) expect(span.resource["service.name"]).toBe("service-auth")
 
     // One span a token request: it continues the caller's trace, and carries what the grant did.
@@ -134,7 +134,7 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
 
     // A proxy's upstream (the receiver again, answering {}) continues the trace of the call: two spans.
     const proxied = await tokenAndCall(server.base, {}, { type: "proxy", url: `${receiver.endpoint}/upstream?key=upstream-key` })
-    const upstream = receiver.exports.find((e) => e.path.startsWith("/upstream"))!
+    const upstream = receiver.received.find((e) => e.path.startsWith("/upstream"))!
     const proxySpan = await waitFor("the proxy's span", () =>
       spansOf(receiver).find((s) =>
         s.name === "ServiceHandlers.proxy" && s.attributes["http.response.status_code"] === 200
@@ -155,7 +155,7 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
 
     // Nothing secret anywhere in what was exported: not the client secret (sent in the form and the
     // query string), the tokens, the admin token, nor the exporter's own header.
-    const payload = receiver.exports.filter((e) => e.path === "/v1/traces").map((e) => e.body.toString("utf8")).join("\n")
+    const payload = receiver.received.filter((e) => e.path === "/v1/traces").map((e) => e.body.toString("utf8")).join("\n")
     for (const secret of [credential.client_secret, token, again, ADMIN_TOKEN, "collector-secret", "upstream-key"]) {
       expect(payload.includes(secret)).toBe(false)
     }
@@ -203,7 +203,7 @@ describe("head sampling (OTEL_TRACES_SAMPLER=parentbased_traceidratio, OTEL_TRAC
       // A proxy's upstream continues the trace unsampled (W3C): a new trace when the caller sent
       // none, the caller's own trace id when it sent one, flagged 00 either way, a span id of ours.
       const proxied = await tokenAndCall(server.base, {}, { type: "proxy", url: `${receiver.endpoint}/upstream` })
-      const upstreamCalls = () => receiver.exports.filter((e) => e.path === "/upstream").map((e) => String(e.headers["traceparent"]))
+      const upstreamCalls = () => receiver.received.filter((e) => e.path === "/upstream").map((e) => String(e.headers["traceparent"]))
       expect(upstreamCalls()).toEqual([expect.stringMatching(/^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-00$/)])
       const callerSpanId = randomBytes(8).toString("hex")
       const proxiedCall = await fetch(`${server.base}/service/${proxied.profile}/prod/json/${proxied.service.uuid}`, {

@@ -14,9 +14,9 @@ import {
   serverSettings,
   sleep,
   startReceiver,
-  tokenAndCall,
-  waitFor
+  tokenAndCall
 } from "./support/TracedServer.js"
+import { waitFor } from "./support/OtlpSink.js"
 
 afterAll(removeTestDirs)
 
@@ -33,14 +33,14 @@ describe("OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", () => {
     try {
       await tokenAndCall(server.base)
       await sleep(300)
-      expect(receiver.exports).toHaveLength(0)
+      expect(receiver.received).toHaveLength(0)
       expect(await server.stop()).toBe(0)
-      expect(receiver.exports.length).toBeGreaterThan(0)
-      for (const e of receiver.exports) {
+      expect(receiver.received.length).toBeGreaterThan(0)
+      for (const e of receiver.received) {
         expect(e.path).toBe("/v1/traces")
         expect(e.headers["content-type"]).toBe("application/x-protobuf")
       }
-      const payload = Buffer.concat(receiver.exports.map((e) => e.body)).toString("latin1")
+      const payload = Buffer.concat(receiver.received.map((e) => e.body)).toString("latin1")
       for (const name of ["service-auth", "POST /oauth/token", "service_auth.handler.configured"]) {
         expect(payload).toContain(name)
       }
@@ -63,11 +63,11 @@ describe("OTEL_EXPORTER_OTLP_COMPRESSION=gzip with OTLP/JSON", () => {
     })
     try {
       await tokenAndCall(server.base)
-      const received = () => Buffer.concat(receiver.exports.map((e) => gunzipSync(e.body))).toString("utf8")
+      const received = () => Buffer.concat(receiver.received.map((e) => gunzipSync(e.body))).toString("utf8")
       const deadline = Date.now() + 10_000
       while (!received().includes("POST /service/") && Date.now() < deadline) await sleep(50)
       const names: Array<string> = []
-      for (const e of receiver.exports) {
+      for (const e of receiver.received) {
         expect(e.headers["content-type"]).toBe("application/json")
         expect(e.headers["content-encoding"]).toBe("gzip")
         expect(e.headers["x-collector-key"]).toBe("gzip-secret")
@@ -126,46 +126,29 @@ describe("an unreachable collector", () => {
   }, 120_000)
 })
 
+/** A server started with `env` (given the receiver's endpoint) takes a token and a call, stops cleanly, and sends the receiver nothing. */
+const expectNothingSent = async (env: (endpoint: string) => Record<string, string>) => {
+  const receiver = await startReceiver()
+  const server = await startServer({ ...serverSettings(), OTEL_BSP_SCHEDULE_DELAY: "100", ...env(receiver.endpoint) })
+  try {
+    await tokenAndCall(server.base)
+    await sleep(1_000)
+    expect(await server.stop()).toBe(0)
+    expect(receiver.received).toHaveLength(0)
+  } finally {
+    await server.stop()
+    await receiver.close()
+  }
+}
+
 describe("no OTLP endpoint", () => {
-  it("sends nothing, and leftover OTEL_ settings neither matter nor stop the start", async () => {
-    const receiver = await startReceiver()
-    const server = await startServer({
-      ...serverSettings(),
-      OTEL_EXPORTER_OTLP_PROTOCOL: "grpc",
-      OTEL_SERVICE_NAME: "leftover",
-      OTEL_BSP_SCHEDULE_DELAY: "100"
-    })
-    try {
-      await tokenAndCall(server.base)
-      await sleep(1_000)
-      expect(await server.stop()).toBe(0)
-      expect(receiver.exports).toHaveLength(0)
-    } finally {
-      await server.stop()
-      await receiver.close()
-    }
-  }, 120_000)
+  it("sends nothing, and leftover OTEL_ settings neither matter nor stop the start", () =>
+    expectNothingSent(() => ({ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc", OTEL_SERVICE_NAME: "leftover" })), 120_000)
 })
 
 describe("an endpoint, but traces turned off", () => {
-  it.each([{ OTEL_SDK_DISABLED: "true" }, { OTEL_TRACES_EXPORTER: "none" }])("%j: nothing is sent", async (off) => {
-    const receiver = await startReceiver()
-    const server = await startServer({
-      ...serverSettings(),
-      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
-      OTEL_BSP_SCHEDULE_DELAY: "100",
-      ...off
-    })
-    try {
-      await tokenAndCall(server.base)
-      await sleep(1_000)
-      expect(await server.stop()).toBe(0)
-      expect(receiver.exports).toHaveLength(0)
-    } finally {
-      await server.stop()
-      await receiver.close()
-    }
-  }, 120_000)
+  it.each([{ OTEL_SDK_DISABLED: "true" }, { OTEL_TRACES_EXPORTER: "none" }])("%j: nothing is sent", (off) =>
+    expectNothingSent((endpoint) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, ...off })), 120_000)
 })
 
 describe("start-up failures: one line, exit 1", () => {

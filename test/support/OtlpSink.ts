@@ -43,8 +43,10 @@ export const startOtlpSink = async (): Promise<OtlpSink> => {
     request.on("data", (chunk: Buffer) => chunks.push(chunk))
     request.on("end", () => {
       received.push({ path: request.url ?? "", headers: request.headers, body: Buffer.concat(chunks) })
-      response.writeHead(200, { "content-type": "application/json" })
-      response.end("{}")
+      // Answered in the request's own encoding: a protobuf exporter reads a protobuf answer.
+      const json = request.headers["content-type"] === "application/json"
+      response.writeHead(200, { "content-type": json ? "application/json" : "application/x-protobuf" })
+      response.end(json ? "{}" : undefined)
     })
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))

@@ -5,12 +5,12 @@
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
-import { createServer, type Server } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { expect } from "vitest"
 import { adminJson } from "./AdminFetch.js"
+import { type OtlpSink, startOtlpSink } from "./OtlpSink.js"
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 export const ADMIN_TOKEN = randomBytes(24).toString("base64url")
@@ -21,80 +21,10 @@ export const NO_OTEL = Object.fromEntries(
   Object.keys(process.env).filter((name) => name.startsWith("OTEL_")).map((name) => [name, ""])
 )
 
-export interface Export {
-  readonly path: string
-  readonly headers: Record<string, string | Array<string> | undefined>
-  readonly body: Buffer
-}
-
-/** An OTLP/HTTP receiver: keeps every POST, answers 200 in the request's own encoding. */
-export const startReceiver = async () => {
-  const exports: Array<Export> = []
-  const server: Server = createServer((request, response) => {
-    const chunks: Array<Buffer> = []
-    request.on("data", (chunk: Buffer) => chunks.push(chunk))
-    request.on("end", () => {
-      exports.push({ path: request.url ?? "", headers: request.headers, body: Buffer.concat(chunks) })
-      const json = request.headers["content-type"] === "application/json"
-      response.writeHead(200, { "content-type": json ? "application/json" : "application/x-protobuf" })
-      response.end(json ? "{}" : undefined)
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  const address = server.address()
-  const port = typeof address === "object" && address !== null ? address.port : 0
-  return {
-    endpoint: `http://127.0.0.1:${port}`,
-    exports,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve()))
-  }
-}
-
-export type Receiver = Awaited<ReturnType<typeof startReceiver>>
-
-export interface Span {
-  readonly traceId: string
-  readonly spanId: string
-  readonly parentSpanId?: string
-  readonly name: string
-  readonly kind: number
-  readonly attributes: Record<string, unknown>
-  readonly events: ReadonlyArray<{ readonly name: string; readonly attributes: Record<string, unknown> }>
-  readonly resource: Record<string, unknown>
-}
-
-type OtlpAttribute = { readonly key: string; readonly value: Record<string, unknown> }
-const attributesOf = (list: ReadonlyArray<OtlpAttribute> | undefined) =>
-  Object.fromEntries((list ?? []).map(({ key, value }) => [key, Object.values(value)[0]]))
-
-/** The spans of every JSON export received so far. */
-export const spansOf = (receiver: Receiver): Array<Span> =>
-  receiver.exports.filter((e) => e.path === "/v1/traces").flatMap((e) =>
-    (JSON.parse(e.body.toString("utf8")).resourceSpans as Array<any>).flatMap((resourceSpans) =>
-      (resourceSpans.scopeSpans as Array<any>).flatMap((scopeSpans) =>
-        (scopeSpans.spans as Array<any>).map((span) => ({
-          traceId: span.traceId,
-          spanId: span.spanId,
-          parentSpanId: span.parentSpanId,
-          name: span.name,
-          kind: span.kind,
-          attributes: attributesOf(span.attributes),
-          events: (span.events ?? []).map((event: any) => ({ name: event.name, attributes: attributesOf(event.attributes) })),
-          resource: attributesOf(resourceSpans.resource?.attributes)
-        }))
-      )
-    )
-  )
-
-export const waitFor = async <A>(what: string, check: () => A | undefined, timeoutMs = 15_000): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const found = check()
-    if (found !== undefined) return found
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(100)
-  }
-}
+/** The OTLP/HTTP receiver of these tests: the one sink every tracing test reads spans from. */
+export type Receiver = OtlpSink
+export const startReceiver = startOtlpSink
+export const spansOf = (receiver: Receiver) => receiver.spans()
 
 const dirs: Array<string> = []
 const dataDir = () => {

@@ -1,0 +1,14 @@
+/**
+ * A seeded random source for the property tests (mulberry32: small, and good enough to pick states):
+ * a failing run is replayed by its seed.
+ */
+export const randomOf = (seed: number) => {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
