@@ -113,8 +113,13 @@ export const cacheHitEvent = (span: Tracer.Span | undefined, name: string) => {
   if (span !== undefined && span.sampled) span.event(name, wallNanos(), { "cache.hit": true })
 }
 
-/** The upstream call's span below `parent`, started now (`upstreamSpanOptions` outside Effect). */
-export const startUpstreamSpan = (tracer: Tracer.Tracer, parent: Tracer.AnySpan, url: string): Tracer.Span => {
+/**
+ * The upstream call's span below `parent`, started now (`upstreamSpanOptions` outside Effect). Below
+ * a request that is not sampled it records nothing, so its attributes (a parse of the URL) are not
+ * worked out.
+ */
+export const startUpstreamSpan = (tracer: Tracer.Tracer, parent: Tracer.Span, url: string): Tracer.Span => {
+  if (!parent.sampled) return tracer.span(UPSTREAM_SPAN, Option.some(parent), Context.empty(), [], wallNanos(), "client")
   const options = upstreamSpanOptions(upstreamAttributes(url))
   const span = tracer.span(UPSTREAM_SPAN, Option.some(parent), options.context, [], wallNanos(), options.kind)
   annotateRequest(span, options.attributes)
