@@ -80,7 +80,9 @@ const startOnce = async (env) => {
   } finally {
     try {
       process.kill(-child.pid, "SIGTERM")
-    } catch {}
+    } catch {
+      // Already gone.
+    }
     await Promise.race([exit, new Promise((resolve) => setTimeout(resolve, 10_000))])
     if (!exited) process.kill(-child.pid, "SIGKILL")
   }

@@ -267,7 +267,9 @@ const helpOnTerminal = (args: string, columns: number, env: Readonly<Record<stri
     })
   })
 
+// eslint-disable-next-line no-control-regex
 const ANSI = /\x1b\[[0-9;]*m/
+// eslint-disable-next-line no-control-regex
 const stripAnsi = (text: string) => text.replace(/\x1b\[[0-9;]*m/g, "")
 
 describe("help that fits a terminal", () => {

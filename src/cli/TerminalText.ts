@@ -10,6 +10,7 @@
  */
 import { Console, Effect } from "effect"
 
+// eslint-disable-next-line no-control-regex
 const ANSI = /\x1b\[[0-9;]*m/g
 export const stripAnsi = (text: string): string => text.replace(ANSI, "")
 

@@ -8,6 +8,7 @@
 import { Schema } from "effect"
 
 /** C0 controls, DEL, C1 controls; with the `u` flag the second class matches only unpaired surrogates. */
+// eslint-disable-next-line no-control-regex
 const UNSTORABLE = /[\u0000-\u001f\u007f-\u009f]|[\ud800-\udfff]/u
 
 export const isStorableText = (value: string): boolean => !UNSTORABLE.test(value)

@@ -129,12 +129,14 @@ export const CONTENT_TYPES = [
 export const contentType = fc.option(
   fc.oneof(
     fc.constantFrom(...CONTENT_TYPES),
+    // eslint-disable-next-line no-control-regex
     fc.string({ maxLength: 60 }).map((s) => s.replace(/[\x00-\x08\x0a-\x1f\x7f]/g, "")).map(latin1)
   ),
   { nil: undefined }
 )
 
 /** Header values node:http will put on the wire: no CR/LF or other control characters. */
+// eslint-disable-next-line no-control-regex
 const headerSafe = (value: string) => latin1(value.replace(/[\x00-\x08\x0a-\x1f\x7f]/g, ""))
 
 /** Odd Authorization headers: unknown schemes, empty tokens, unicode, 10 KB Bearer tokens, bad base64. */
