@@ -24,6 +24,7 @@ export const PROCESS_FILES = [
   "ApiContract.test.ts",
   "CacheCoherence.test.ts",
   "Cli.test.ts",
+  "CliHelp.test.ts",
   "CliCredentials.test.ts",
   "CliNewcomer.test.ts",
   "CliPublicKey.test.ts",
@@ -60,7 +61,9 @@ export const PROCESS_FILES = [
   "Transfer.test.ts",
   "TransferIntrospection.test.ts",
   "TrustedProxies.test.ts",
-  "UpstreamGateway.test.ts",
+  "UpstreamAnswers.test.ts",
+  "UpstreamConcurrency.test.ts",
+  "UpstreamReceives.test.ts",
   "Versions.test.ts"
 ]
 const TEST_DIR = new URL("./test/", import.meta.url)

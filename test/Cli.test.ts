@@ -2,21 +2,15 @@
  * The admin CLI as an operator runs it: the built `dist/cli.mjs` (the package's bin) in a child
  * process, against one real server for the whole file (test/support/CliProcess.ts). Exit codes,
  * stdout and stderr are asserted as a script would read them. A credential's whole life is in
- * test/CliCredentials.test.ts, beside this file.
+ * test/CliCredentials.test.ts, beside this file; help on a terminal in test/CliHelp.test.ts; rotate's
+ * wait in test/CliRotateWait.test.ts.
  */
 import { randomUUID } from "node:crypto"
 import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { it as effect } from "@effect/vitest"
-import { Duration, Effect, Either, Fiber, Option, TestClock } from "effect"
 import { describe, expect, it } from "vitest"
-import type { AdminClientShape } from "../src/cli/AdminClient.js"
-import { ServerUnreachable } from "../src/cli/AdminClientErrors.js"
-import { commandPrefix } from "../src/cli/Output.js"
-import { waitUntilIdle } from "../src/cli/Rotation.js"
-import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import {
   ADMIN_TOKEN,
   type Run,
@@ -249,73 +243,6 @@ describe("service-auth admin CLI", () => {
   }, CLI_TEST_DEADLINE_MS)
 })
 
-/** `service-auth <args>` under a pseudo-terminal of `columns` columns (script(1)); everything it printed. */
-const helpOnTerminal = (args: string, columns: number, env: Readonly<Record<string, string>> = {}) =>
-  new Promise<{ code: number | null; output: string }>((resolve, reject) => {
-    const child = spawn("script", ["-qec", `stty cols ${columns} rows 50; ${process.execPath} ${CLI} ${args}`, "/dev/null"], {
-      cwd: ROOT,
-      env: { ...process.env, NO_COLOR: "", ...env },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let output = ""
-    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
-    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000)
-    child.once("error", reject)
-    child.once("close", (code) => {
-      clearTimeout(timer)
-      resolve({ code, output: output.replace(/\r\n/g, "\n") })
-    })
-  })
-
-// eslint-disable-next-line no-control-regex
-const ANSI = /\x1b\[[0-9;]*m/
-// eslint-disable-next-line no-control-regex
-const stripAnsi = (text: string) => text.replace(/\x1b\[[0-9;]*m/g, "")
-
-describe("help that fits a terminal", () => {
-  const SUBCOMMAND_HELP = ["credentials", "remove", "--help"]
-
-  it("piped: no colour, lines of at most 80 columns, the full command in usage, a description for everything", async () => {
-    for (const args of [["--help"], ["credentials"], SUBCOMMAND_HELP, ["services", "create", "--help"], ["rotate", "--help"]]) {
-      const run = await cli(args, { ADMIN_TOKEN: undefined })
-      expect(run.code, args.join(" ")).toBe(0)
-      expect(run.stdout, args.join(" ")).not.toMatch(ANSI)
-      const long = run.stdout.split("\n").filter((line) => line.length > 80)
-      expect(long, args.join(" ")).toEqual([])
-      for (const boilerplate of ["A user-defined piece of text", "A true or false value", "--wizard", "--completions", "--log-level"]) {
-        expect(run.stdout, `${args.join(" ")}: ${boilerplate}`).not.toContain(boilerplate)
-      }
-    }
-    const remove = await cli(SUBCOMMAND_HELP)
-    expect(remove.stdout).toContain("$ service-auth credentials remove [(-y, --yes)] [--url URL] [--json] <profile>\n")
-    expect(remove.stdout).toContain("<client-id>\n\n  The credential's client id (svc_...).")
-    expect(remove.stdout).toContain("Every command takes -h or --help")
-    const services = await cli(["services", "create", "--help"])
-    expect(services.stdout).toContain("$ service-auth services create [--auth-type oauth | none] [--name NAME]")
-  }, CLI_TEST_DEADLINE_MS)
-
-  it.skipIf(!HAS_SCRIPT)("on a terminal: colours unless NO_COLOR, lines wrapped to the terminal's width", async () => {
-    const wide = await helpOnTerminal(SUBCOMMAND_HELP.join(" "), 120)
-    expect(wide.code).toBe(0)
-    expect(wide.output).toMatch(ANSI)
-    expect(stripAnsi(wide.output)).toContain(
-      "$ service-auth credentials remove [(-y, --yes)] [--url URL] [--json] <profile> <environment> <service-uuid> <client-id>\n"
-    )
-    // The terminal's width is used, not a fixed 80 columns.
-    const wideLines = stripAnsi(wide.output).split("\n").map((line) => line.length)
-    expect(Math.max(...wideLines)).toBeGreaterThan(80)
-    expect(Math.max(...wideLines)).toBeLessThanOrEqual(120)
-    const narrow = await helpOnTerminal("--help", 60)
-    expect(narrow.output).toMatch(ANSI)
-    expect(stripAnsi(narrow.output).split("\n").filter((line) => line.length > 60)).toEqual([])
-    expect(stripAnsi(narrow.output)).toContain("  - credentials list [--expiring PERIOD] [--url URL]\n    [--json] [<profile>]")
-    const plain = await helpOnTerminal(SUBCOMMAND_HELP.join(" "), 120, { NO_COLOR: "1" })
-    expect(plain.code).toBe(0)
-    expect(plain.output).not.toMatch(ANSI)
-    expect(plain.output).toContain("$ service-auth credentials remove")
-  }, CLI_TEST_DEADLINE_MS)
-})
-
 /** Runs the CLI under a pseudo-terminal (script(1)) and answers its prompt with `answer`. */
 const onTerminal = (args: string, answer: string) =>
   new Promise<{ code: number | null; output: string }>((resolve, reject) => {
@@ -342,126 +269,3 @@ const onTerminal = (args: string, answer: string) =>
       resolve({ code, output })
     })
   })
-
-/**
- * rotate's wait, on Effect's TestClock against a scripted admin API: the old credential is removed
- * only once its last_used_at has been still for the whole --idle, however often it moved before.
- */
-describe("rotate's wait", () => {
-  const oldId = `svc_${"a".repeat(32)}` as ClientId
-  const newId = `svc_${"b".repeat(32)}` as ClientId
-  const created_at = new Date(0)
-
-  /** An admin API whose credential list is whatever `state` says when asked. */
-  const scripted = (state: { oldLastUsed: Date | null; old: boolean; fresh: boolean; down: boolean }) =>
-    ({
-      listCredentials: () =>
-        state.down
-          ? Effect.fail(new ServerUnreachable({ message: "connection refused" }))
-          : Effect.succeed({
-            credentials: [
-              ...(state.old ? [{ client_id: oldId, created_at, last_used_at: state.oldLastUsed }] : []),
-              ...(state.fresh ? [{ client_id: newId, created_at, last_used_at: null }] : [])
-            ]
-          })
-    }) as unknown as AdminClientShape
-
-  /** The wait, for an old credential last used at `lastUsed` (by default at the start: it was in use). */
-  const wait = (client: AdminClientShape, lastUsed: Date | null = new Date(0)) =>
-    waitUntilIdle({
-      client,
-      address: {
-        profile: "acme" as ProfileId,
-        environment: "production" as EnvironmentName,
-        uuid: "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10" as ServiceUuid
-      },
-      oldId,
-      newId,
-      lastUsed,
-      observedAt: 0,
-      idle: Duration.minutes(10),
-      poll: Duration.seconds(5),
-      keepBoth: (why) => `${why}; both credentials remain`
-    })
-
-  effect.effect("waits for --idle from the last move of last_used_at", () =>
-    Effect.gen(function*() {
-      const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
-      const fiber = yield* Effect.fork(wait(scripted(state)))
-      yield* TestClock.adjust("9 minutes")
-      state.oldLastUsed = new Date(9 * 60_000) // an application still uses the old secret
-      yield* TestClock.adjust("9 minutes")
-      expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true) // 18 min in, but only 9 still
-      yield* TestClock.adjust("2 minutes")
-      expect(yield* Fiber.join(fiber)).toBe("idle")
-    }))
-
-  effect.effect("a credential never used is removed once still for 2 minutes, not the whole idle", () =>
-    Effect.gen(function*() {
-      const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
-      const fiber = yield* Effect.fork(wait(scripted(state), null))
-      yield* TestClock.adjust("1 minute")
-      expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
-      yield* TestClock.adjust("1 minute")
-      expect(yield* Fiber.join(fiber)).toBe("idle")
-    }))
-
-  effect.effect("a credential never used that is used meanwhile waits the whole idle", () =>
-    Effect.gen(function*() {
-      const used = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
-      const watched = yield* Effect.fork(wait(scripted(used), null))
-      yield* TestClock.adjust("1 minute")
-      used.oldLastUsed = new Date(30_000) // a token request just before rotate looked, recorded late
-      yield* TestClock.adjust("5 minutes")
-      expect(Option.isNone(yield* Fiber.poll(watched))).toBe(true)
-      yield* TestClock.adjust("6 minutes")
-      expect(yield* Fiber.join(watched)).toBe("idle")
-    }))
-
-  it("the command to finish later is the one that runs here: npm run cli -- in a checkout", () => {
-    const before = process.env.npm_lifecycle_event
-    try {
-      process.env.npm_lifecycle_event = "cli"
-      expect(commandPrefix()).toBe("npm run cli --")
-      delete process.env.npm_lifecycle_event
-      expect(commandPrefix()).toBe("service-auth")
-    } finally {
-      if (before === undefined) delete process.env.npm_lifecycle_event
-      else process.env.npm_lifecycle_event = before
-    }
-  })
-
-  effect.effect("keeps counting through a few failed polls, and gives up after five in a row", () =>
-    Effect.gen(function*() {
-      const state = { oldLastUsed: new Date(0) as Date | null, old: true, fresh: true, down: true }
-      const fiber = yield* Effect.fork(Effect.either(wait(scripted(state))))
-      yield* TestClock.adjust("20 seconds") // four failures
-      state.down = false
-      yield* TestClock.adjust("10 minutes")
-      expect(yield* Fiber.join(fiber)).toEqual(Either.right("idle"))
-
-      state.down = true
-      const failing = yield* Effect.fork(Effect.either(wait(scripted(state))))
-      yield* TestClock.adjust("25 seconds")
-      const stopped = yield* Fiber.join(failing)
-      expect(Either.isLeft(stopped) && stopped.left.message).toBe("connection refused; both credentials remain")
-    }))
-
-  effect.effect("ends when the old credential is removed elsewhere, stops when the new one is", () =>
-    Effect.gen(function*() {
-      const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
-      const fiber = yield* Effect.fork(wait(scripted(state)))
-      yield* TestClock.adjust("1 minute")
-      state.old = false
-      yield* TestClock.adjust("5 seconds")
-      expect(yield* Fiber.join(fiber)).toBe("removed elsewhere")
-
-      const other = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
-      const stopping = yield* Effect.fork(Effect.either(wait(scripted(other))))
-      yield* TestClock.adjust("1 minute")
-      other.fresh = false
-      yield* TestClock.adjust("5 seconds")
-      const stopped = yield* Fiber.join(stopping)
-      expect(Either.isLeft(stopped) && stopped.left.message).toContain(`the new credential ${newId} was removed meanwhile`)
-    }))
-})

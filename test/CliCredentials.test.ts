@@ -92,7 +92,7 @@ describe("service-auth admin CLI", () => {
     expect((await cliJson(["credentials", "list", ...target(uuid)])).credentials.map((c: any) => c.client_id)).toEqual([
       second.client_id
     ])
-    // The wait itself is rotate's wait's (test/Cli.test.ts, on the TestClock); here, --force again.
+    // The wait itself is rotate's wait's (test/CliRotateWait.test.ts, on the TestClock); here, --force again.
     const again = await cli(["rotate", ...target(uuid), second.client_id, "--force", "--json"])
     expect(again.code, again.stderr).toBe(0)
     const third = JSON.parse(again.stdout)

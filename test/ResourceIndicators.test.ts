@@ -2,7 +2,7 @@
  * `resource` at `POST /oauth/token` (RFC 8707): the service's call URL names the target instead of
  * profile, environment and service_uuid, or as well as them when they agree; a generic client
  * (oauth4webapi) gets a token with it. Every invalid_target case, and where each stands in the order
- * of checks; requests without `resource` are unchanged (test/TokenEndpoint.test.ts).
+ * of checks; requests without `resource` are unchanged (test/TokenEndpointPrecedence.test.ts).
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, type Layer } from "effect"

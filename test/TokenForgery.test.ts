@@ -7,7 +7,7 @@
  * otherwise be accepted (a control test shows such a token, honestly signed, gets 200), so the
  * refusal can only come from the property under test.
  *
- * Servers are set up with `layer(...)`, not `it.layer(...)`: see test/ServiceCall.test.ts.
+ * Servers are set up with `layer(...)`, not `it.layer(...)`: see test/ServiceCallAuthorization.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
