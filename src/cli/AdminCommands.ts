@@ -89,8 +89,7 @@ const profilesCreate = Command.make("create", {
   lifetime: Options.text("credential-max-lifetime-days").pipe(
     Options.withPseudoName("DAYS"),
     Options.withDescription(
-      `Set the profile's policy (also on an existing profile): its new credentials expire within DAYS ` +
-        `(1-${MAX_LIFETIME_DAYS}); none removes it.`
+      `Set the profile's policy (also on an existing profile): its new credentials expire within DAYS (1-${MAX_LIFETIME_DAYS}); none removes it.`
     ),
     // The API's rule (1-3650, null removes): 0 is refused as there, so it cannot mean "none" here only.
     Options.mapEffect((text) => {
@@ -204,10 +203,7 @@ const servicesOf = Effect.fn("servicesOf")(function*(profile: ProfileId, environ
   return found.services
 })
 
-/**
- * The services as a table; the rate limit and DPoP columns only when a service has one, so a table
- * without them reads as before.
- */
+/** The services as a table; the rate limit and DPoP columns only when a service has one (else it reads as before). */
 const servicesTable = (services: ReadonlyArray<ServiceDocument>, empty: string) => {
   const limited = services.some((service) => service.rate_limit != null)
   const dpop = services.some((service) => service.require_dpop === true)
