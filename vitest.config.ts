@@ -28,6 +28,7 @@ export const PROCESS_FILES = [
   "CliCredentials.test.ts",
   "CliNewcomer.test.ts",
   "CliPublicKey.test.ts",
+  "CliServiceColumns.test.ts",
   "CliTokens.test.ts",
   "ClientErrors.test.ts",
   "DatabaseOutage.test.ts",

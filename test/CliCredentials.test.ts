@@ -187,7 +187,7 @@ describe("service-auth admin CLI", () => {
     // The policy and a rate limit from the command line too.
     const policy = await cliJson(["profiles", "create", profiles[0]!, "--credential-max-lifetime-days", "90"])
     expect(policy.credential_max_lifetime_days).toBe(90)
-    expect((await cliJson(["profiles", "create", profiles[0]!, "--credential-max-lifetime-days", "0"]))).not.toHaveProperty(
+    expect((await cliJson(["profiles", "create", profiles[0]!, "--credential-max-lifetime-days", "none"]))).not.toHaveProperty(
       "credential_max_lifetime_days"
     )
     // The upstream origins (the admin's decision): set, normalised, then removed with "".

@@ -11,6 +11,8 @@
  * the client is authenticated only once that verification succeeds.
  */
 import type { ClientSecretsShape } from "./ClientSecrets.js"
+import { isClientId } from "../domain/Identifiers.js"
+import { isKeyVerifier } from "../domain/KeyCredential.js"
 import { assertionApplies } from "./ClientAssertion.js"
 import type { ClientCredentials } from "./TokenForm.js"
 
@@ -47,3 +49,24 @@ export const authenticatedClient = <C extends StoredClient>(
   const matched = presented.clientSecret._tag === "Some" && matches(presented.clientSecret.value, credential?.secretHash)
   return matched ? credential : undefined
 }
+
+/**
+ * Why `authenticatedClient` authenticated nobody, for the debug log only: the answer's text is fixed
+ * (`Invalid client credentials`), since telling a caller without the key or secret which client ids
+ * exist, or what kind they are, would help guess them. Never the secret or the assertion.
+ */
+export const refusalReason = (presented: ClientCredentials, stored: StoredClient | undefined, nowMillis: number): string => {
+  if (stored === undefined) return "the client id names no live credential (unknown, deleted, or of another service)"
+  if (!clientIsLive(stored, nowMillis)) return `the credential expired at ${stored.expiresAt!.toISOString()}`
+  const key = isKeyVerifier(stored.secretHash)
+  if (presented.assertion !== undefined) {
+    if (!key) return "a client assertion was sent for a secret credential, which authenticates with its client secret only"
+    return "the client_assertion_type is not urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+  }
+  if (key) return "a client secret was sent for a key credential, which authenticates with private_key_jwt only"
+  return "the client secret does not match"
+}
+
+/** The debug log's line for a refused client; a client id not of our form is not written (it may be a pasted secret). */
+export const refusalLine = (clientId: string, reason: string): string =>
+  `client authentication of ${isClientId(clientId) ? clientId : "a client id not of the form svc_…"} refused: ${reason}`

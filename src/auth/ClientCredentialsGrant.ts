@@ -35,7 +35,7 @@ import { resourceAddress, type ServiceAddress, serviceAddress, spanAttributes } 
 import { tracerEnabled } from "../observability/Tracing.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
 import { type AssertionRefusal, ClientAssertions } from "./ClientAssertion.js"
-import { authenticatedClient } from "./ClientAuthentication.js"
+import { authenticatedClient, refusalLine, refusalReason } from "./ClientAuthentication.js"
 import { ClientSecrets, type ClientSecretsShape } from "./ClientSecrets.js"
 import { clientCredentials, formFields, NO_STORE, type TokenFields } from "./TokenForm.js"
 
@@ -72,9 +72,9 @@ export type TokenDecision =
   | { readonly _tag: "NeedsTarget"; readonly address: ServiceAddress; readonly clientId: Option.Option<ClientId> }
   /**
    * Authentication failed: take one of the pair's attempts (shared between instances), then answer
-   * `answer`, or 429 when none was left.
+   * `answer`, or 429 when none was left. `reason` is for the debug log (an assertion's verdict logs its own).
    */
-  | { readonly _tag: "Refuse"; readonly clientId: string; readonly answer: Answer }
+  | { readonly _tag: "Refuse"; readonly clientId: string; readonly answer: Answer; readonly reason?: string }
   /** Authenticated while failures of the pair are being counted: once they are, 429 if they filled the window, else `next`. */
   | { readonly _tag: "Settle"; readonly clientId: ClientId; readonly next: Authenticated }
   /** Authenticated: sign a token for it, recording the credential's use first when `recordUse` (its `last_used_at` is stale). */
@@ -211,9 +211,11 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
   if (Option.isNone(found) || found.value.authType !== "oauth") return notFound
 
   // Row 5: which client the request authenticates as (`ClientAuthentication`), as at revocation.
-  const credential = authenticatedClient(client.right, Option.getOrUndefined(found.value.credential), input.nowMillis, services.matches)
+  const stored = Option.getOrUndefined(found.value.credential)
+  const credential = authenticatedClient(client.right, stored, input.nowMillis, services.matches)
   if (credential === undefined) {
-    return { _tag: "Refuse", clientId: client.right.clientId, answer: failureAnswer(new InvalidClient({ basic })) }
+    const reason = refusalReason(client.right, stored, input.nowMillis)
+    return { _tag: "Refuse", clientId: client.right.clientId, answer: failureAnswer(new InvalidClient({ basic })), reason }
   }
   const next = issueOrBind(input, {
     _tag: "Issue",
@@ -310,6 +312,9 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
             case "Answer":
               return { _tag: "Answer", answer: decision.answer, result: decision.result } as const
             case "Refuse": {
+              if (decision.reason !== undefined) {
+                yield* Effect.logDebug(refusalLine(decision.clientId, decision.reason))
+              }
               const blocked = yield* limiter.recordFailure(decision.clientId, input.remoteAddress)
               const answer = Option.isSome(blocked) ? tooManyAttempts(blocked.value).answer : decision.answer
               return { _tag: "Answer", answer, result: "invalid_client" } as const

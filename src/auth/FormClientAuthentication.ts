@@ -16,7 +16,7 @@ import { CatalogueQueries } from "../storage/CatalogueQueries.js"
 import type { ClientCredential } from "../storage/CredentialRepo.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
 import { ClientAssertions } from "./ClientAssertion.js"
-import { authenticatedClient } from "./ClientAuthentication.js"
+import { authenticatedClient, refusalLine, refusalReason } from "./ClientAuthentication.js"
 import { ClientSecrets } from "./ClientSecrets.js"
 import { type ClientCredentials, NO_STORE } from "./TokenForm.js"
 
@@ -69,6 +69,10 @@ export class FormClientAuthentication extends Context.Tag("service-auth/FormClie
           if (!authenticated || !isClientId(clientId)) {
             // Told it is wrong only when it took one of the pair's attempts (AuthFailureLimiter); a
             // refused assertion says why when that reveals no secret (`ClientAssertion`).
+            if (credential === undefined) {
+              // An assertion's verdict logs its own reason (`ClientAssertion`).
+              yield* Effect.logDebug(refusalLine(clientId, refusalReason(presented, stored, nowMillis)))
+            }
             const over = yield* limiter.recordFailure(clientId, remoteAddress)
             const reason = verdict?._tag === "Refused" && verdict.refusal.disclosed ? verdict.refusal.reason : undefined
             return Either.left(

@@ -11,6 +11,7 @@ import { ProfileList } from "../api/AdminApi.js"
 import { AUDIT_PAGE_MAX, AuditEventPage } from "../domain/AuditEvents.js"
 import { type EnvironmentName, ProfileId } from "../domain/Identifiers.js"
 import { EnvironmentDocument, ProfileDocument, ServiceDocument } from "../domain/Models.js"
+import { MAX_LIFETIME_DAYS } from "../domain/Policies.js"
 import { AdminClient } from "./AdminClient.js"
 import { commandGroup } from "./CommandGroup.js"
 import { CommandFailed, connection, environmentArg, profileArg, runAdmin, serviceUuidArg } from "./CommandLine.js"
@@ -85,11 +86,22 @@ const profilesList = Command.make("list", { ...connection }, ({ json, url }) =>
 
 const profilesCreate = Command.make("create", {
   profile: profileArg,
-  lifetime: Options.integer("credential-max-lifetime-days").pipe(
+  lifetime: Options.text("credential-max-lifetime-days").pipe(
     Options.withPseudoName("DAYS"),
     Options.withDescription(
-      "Set the profile's policy (also on an existing profile): its new credentials expire within DAYS (1-3650); 0 removes it."
+      `Set the profile's policy (also on an existing profile): its new credentials expire within DAYS (1-${MAX_LIFETIME_DAYS}); none removes it.`
     ),
+    // The API's rule (1-3650, null removes): 0 is refused as there, so it cannot mean "none" here only.
+    Options.mapEffect((text) => {
+      if (text.trim() === "none") return Effect.succeed(null)
+      const days = /^\d+$/.test(text.trim()) ? Number(text.trim()) : Number.NaN
+      return days >= 1 && days <= MAX_LIFETIME_DAYS
+        ? Effect.succeed(days)
+        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
+          `--credential-max-lifetime-days must be a whole number of days from 1 to ${MAX_LIFETIME_DAYS}, not ` +
+            `${JSON.stringify(text)}; to remove the profile's policy: --credential-max-lifetime-days none`
+        )))
+    }),
     Options.optional
   ),
   origins: Options.text("upstream-origins").pipe(
@@ -105,11 +117,10 @@ const profilesCreate = Command.make("create", {
   runAdmin(
     url,
     Effect.gen(function*() {
-      const days = Option.getOrUndefined(lifetime)
       const list = Option.map(origins, (text) => text.split(",").map((origin) => origin.trim()).filter((origin) => origin !== ""))
       const answer = yield* (yield* AdminClient).putProfile(
         profile,
-        days === 0 ? null : days,
+        Option.getOrUndefined(lifetime),
         Option.match(list, { onNone: () => undefined, onSome: (listed) => (listed.length === 0 ? null : listed) })
       )
       yield* printResult(json, {
@@ -192,6 +203,25 @@ const servicesOf = Effect.fn("servicesOf")(function*(profile: ProfileId, environ
   return found.services
 })
 
+/** The services as a table; the rate limit and DPoP columns only when a service has one (else it reads as before). */
+const servicesTable = (services: ReadonlyArray<ServiceDocument>, empty: string) => {
+  const limited = services.some((service) => service.rate_limit != null)
+  const dpop = services.some((service) => service.require_dpop === true)
+  return table(
+    ["uuid", "name", "auth", ...(limited ? ["rate limit"] : []), ...(dpop ? ["dpop"] : []), "handler", "credentials"],
+    services.map((service) => [
+      service.uuid,
+      service.name === "" ? "-" : service.name,
+      service.auth_type,
+      ...(limited ? [service.rate_limit == null ? "-" : `${service.rate_limit.requests}/${service.rate_limit.per_seconds}s`] : []),
+      ...(dpop ? [service.require_dpop === true ? "required" : "-"] : []),
+      describeHandler(service.handler),
+      String(service.credentials.length)
+    ]),
+    empty
+  )
+}
+
 const servicesList = Command.make(
   "list",
   { profile: profileArg, environment: environmentArg, ...connection },
@@ -202,17 +232,7 @@ const servicesList = Command.make(
         const services = yield* servicesOf(profile, environment)
         yield* printResult(json, {
           json: { services: services.map((service) => Schema.encodeSync(ServiceDocument)(service)) },
-          text: table(
-            ["uuid", "name", "auth", "handler", "credentials"],
-            services.map((service) => [
-              service.uuid,
-              service.name === "" ? "-" : service.name,
-              service.auth_type,
-              describeHandler(service.handler),
-              String(service.credentials.length)
-            ]),
-            `no services in ${profile}/${environment}`
-          )
+          text: servicesTable(services, `no services in ${profile}/${environment}`)
         })
       })
     )

@@ -110,6 +110,33 @@ const missingArgument = (name: string) => {
   )
 }
 
+/** A key credential's kind as the list shows it: `kty` names Ed25519 `OKP`. */
+const KEY_TYPES: Record<string, string> = { RSA: "RSA key", EC: "EC P-256 key", OKP: "Ed25519 key" }
+
+/**
+ * A service's credentials as a table. The key column (secret, or the key type of a private_key_jwt
+ * credential) only when one is a key credential, and the introspection column only when one may
+ * introspect: a table without them reads as before.
+ */
+const credentialsTable = (credentials: typeof CredentialList.Type["credentials"], now: number) => {
+  const keys = credentials.some((c) => c.public_key !== undefined)
+  const introspects = credentials.some((c) => c.introspect_profiles !== undefined)
+  return table(
+    ["client id", ...(keys ? ["key"] : []), "created", "last used", "expires", ...(introspects ? ["introspects"] : [])],
+    credentials.map((credential) => [
+      credential.client_id,
+      ...(keys
+        ? [credential.public_key === undefined ? "secret" : KEY_TYPES[credential.public_key.kty] ?? credential.public_key.kty]
+        : []),
+      formatTime(credential.created_at),
+      formatLastUsed(credential.last_used_at),
+      formatExpiry(credential.expires_at, now),
+      ...(introspects ? [credential.introspect_profiles?.join(",") ?? "-"] : [])
+    ]),
+    "no credentials"
+  )
+}
+
 const credentialsList = Command.make(
   "list",
   {
@@ -149,29 +176,7 @@ const credentialsList = Command.make(
         const now = Date.now()
         yield* printResult(json, {
           json: Schema.encodeSync(CredentialList)(list),
-          // The column only when a credential may introspect: the table reads as before otherwise.
-          text: list.credentials.some((c) => c.introspect_profiles !== undefined)
-            ? table(
-              ["client id", "created", "last used", "expires", "introspects"],
-              list.credentials.map((credential) => [
-                credential.client_id,
-                formatTime(credential.created_at),
-                formatLastUsed(credential.last_used_at),
-                formatExpiry(credential.expires_at, now),
-                credential.introspect_profiles?.join(",") ?? "-"
-              ]),
-              "no credentials"
-            )
-            : table(
-              ["client id", "created", "last used", "expires"],
-              list.credentials.map((credential) => [
-                credential.client_id,
-                formatTime(credential.created_at),
-                formatLastUsed(credential.last_used_at),
-                formatExpiry(credential.expires_at, now)
-              ]),
-              "no credentials"
-            )
+          text: credentialsTable(list.credentials, now)
         })
       })
     )

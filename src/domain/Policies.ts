@@ -27,8 +27,10 @@ export type RateLimit = typeof RateLimit.Type
 
 /** The longest lifetime a profile's policy may set, in days (ten years). */
 export const MAX_LIFETIME_DAYS = 3650
+/** The rule, without the field's name: an answer names the field once, as its path (`DecodeFailure`). */
+const LIFETIME_RULE = `must be an integer from 1 to ${MAX_LIFETIME_DAYS} (days), or null to remove the policy`
 export const CredentialMaxLifetimeDays = Schema.Int.pipe(Schema.between(1, MAX_LIFETIME_DAYS, {
-  message: () => `credential_max_lifetime_days must be an integer from 1 to ${MAX_LIFETIME_DAYS}, or null`
+  message: () => LIFETIME_RULE
 })).annotations({
   description: "The longest lifetime of a new credential of the profile, in days (1-3650): one created without " +
     "expires_at gets it, one asking for more is refused."
@@ -61,7 +63,10 @@ const PROFILE_INPUT_DESCRIPTION = "`{}` (or no body), or the profile's credentia
   "the origins its proxy services may target."
 export const ProfileInput = emptyObjectOr(
   Schema.Struct({
-    credential_max_lifetime_days: Schema.optional(Schema.NullOr(CredentialMaxLifetimeDays)),
+    // A string or a fraction is told the rule too, not the union's "Expected number | null | undefined".
+    credential_max_lifetime_days: Schema.optional(
+      Schema.NullOr(CredentialMaxLifetimeDays).annotations({ message: () => ({ message: LIFETIME_RULE, override: true }) })
+    ),
     upstream_origins: Schema.optional(Schema.NullOr(UpstreamOrigins))
   }),
   ["credential_max_lifetime_days", "upstream_origins"],

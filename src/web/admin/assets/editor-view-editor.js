@@ -156,6 +156,8 @@ export function renderEditor() {
     else {
       el.value = value
       if (el.tagName === "SELECT") el.dispatchEvent(new Event("change"))
+      // What depends on a kept text (the key form's button) follows it as it does typing.
+      if (el.tagName === "TEXTAREA") el.dispatchEvent(new Event("input"))
     }
   }
   for (const el of document.querySelectorAll("[data-keep]")) if (!kept.has(el.id)) rendered.set(el, keptValue(el))

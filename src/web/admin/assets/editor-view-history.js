@@ -20,12 +20,20 @@ const ACTIONS = {
   "service.deleted": "Service deleted",
   "credential.added": "Credential added",
   "credential.removed": "Credential removed",
+  "credential.changed": "Credential's introspection permission changed",
   "credential.expired": "Credential expired",
   "profile.changed": "Profile settings changed",
   "key.rotated": "Signing key rotated",
   "admin_token.created": "Admin token created",
   "admin_token.revoked": "Admin token revoked",
   "token.revoked": "Token revoked by its client"
+}
+
+/** An action's label; one this page does not know yet in words too, never its raw name. */
+const actionLabel = (action) => {
+  if (ACTIONS[action]) return ACTIONS[action]
+  const words = String(action).replace(/[._]+/g, " ").trim()
+  return words.charAt(0).toUpperCase() + words.slice(1)
 }
 
 const historyPath = (profile, after) =>
@@ -74,13 +82,13 @@ function serviceText(event) {
 }
 
 function eventRow(event) {
-  const cause = event.details && event.details.cause ? ` (with ${ACTIONS[event.details.cause] || event.details.cause})` : ""
+  const cause = event.details && event.details.cause ? ` (with ${actionLabel(event.details.cause)})` : ""
   return h(
     "tr",
     null,
     h("td", { "data-label": "When" }, timeEl(event.time)),
     h("td", { "data-label": "Who" }, h("span", { title: `from ${event.source}` }, event.actor)),
-    h("td", { "data-label": "What" }, `${ACTIONS[event.action] || event.action}${cause}`),
+    h("td", { "data-label": "What" }, `${actionLabel(event.action)}${cause}`),
     h("td", { "data-label": "Environment" }, event.environment || "—"),
     h("td", { "data-label": "Service" }, serviceText(event)),
     h("td", { "data-label": "Client ID" }, event.client_id ? h("code", { class: "client-id" }, event.client_id) : "—")

@@ -34,18 +34,33 @@ export function keyAddForm(envName, service, atLimit, label) {
     spellcheck: "false",
     placeholder: '{"kty":"EC","crv":"P-256","x":"…","y":"…"}\nor\n-----BEGIN PUBLIC KEY-----\n…\n-----END PUBLIC KEY-----',
     "aria-describedby": id("hint"),
-    "data-keep": true
+    "data-keep": true,
+    oninput: () => whyDisabled()
   })
   const button = h(
     "button",
     {
       type: "submit",
       class: "btn",
-      disabled: atLimit,
+      disabled: true,
+      "aria-describedby": id("why"),
       "data-focus": `key-stage:${envName}:${service.uuid}`
     },
     "Stage key credential"
   )
+  // A disabled button says why beside it: the service is full, or nothing is pasted yet.
+  const why = h("p", { class: "hint", id: id("why") })
+  const whyDisabled = () => {
+    const empty = textarea.value.trim() === ""
+    button.disabled = atLimit || empty
+    why.textContent = atLimit
+      ? `This service holds ${MAX_CREDENTIALS} credentials, the most it may: remove one to add a key.`
+      : empty
+      ? "Paste a public key above to stage it."
+      : ""
+    why.hidden = !button.disabled
+  }
+  whyDisabled()
   const details = h(
     "details",
     { class: "key-add", id: id("add"), "data-keep": true },
@@ -65,7 +80,7 @@ export function keyAddForm(envName, service, atLimit, label) {
             "private_key_jwt, signing with the private key, which never leaves it. The credential has no secret."
         )
       ),
-      h("div", { class: "actions" }, button)
+      h("div", { class: "actions key-actions" }, button, why)
     )
   )
   return details

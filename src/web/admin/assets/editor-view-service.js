@@ -225,6 +225,7 @@ function pendingAddRow(add, index, total) {
         class: "expires-input",
         "aria-label": `Expiry of new credential${suffix}, in your local time (empty: the profile's policy, or never)`,
         title: "In your local time. Empty: the profile's credential lifetime, or never when it has none.",
+        "aria-describedby": `expires-hint-${add.key}`,
         value: add.expires_local ?? "",
         onchange: (e) => {
           const value = e.currentTarget.value
@@ -232,7 +233,9 @@ function pendingAddRow(add, index, total) {
           // The browser's local time, sent as RFC 3339 in UTC.
           add.expires_at = value === "" ? undefined : new Date(value).toISOString()
         }
-      })
+      }),
+      // Said on screen too, not only to a screen reader or on hover.
+      h("span", { class: "muted small block", id: `expires-hint-${add.key}` }, "Your local time; empty: the profile's policy, or never.")
     ),
     h(
       "td",
