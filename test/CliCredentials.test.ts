@@ -196,7 +196,7 @@ describe("service-auth admin CLI", () => {
     expect(await cliJson(["profiles", "create", profiles[0]!, "--upstream-origins", ""])).not.toHaveProperty("upstream_origins")
     const limited = await cliJson(["services", "create", profiles[0]!, "production", "--rate-limit", "100/60"])
     expect(limited.rate_limit).toEqual({ requests: 100, per_seconds: 60 })
-    // A bad value is a bad command line: exit 2, as the README says, naming what was given.
+    // A bad value is a bad command line: exit 2, as docs/operators.md says, naming what was given.
     for (const value of ["lots", "100"]) {
       const badLimit = await cli(["services", "create", profiles[0]!, "production", "--rate-limit", value])
       expect(badLimit.code, badLimit.stderr).toBe(2)

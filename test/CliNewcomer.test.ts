@@ -1,6 +1,6 @@
 /**
  * The CLI where a newcomer meets it, with the same steps and the same mistakes: the
- * README's command (`npm run --silent cli -- …`) runs the built CLI without rebuilding `dist/`;
+ * documented command (`npm run --silent cli -- …`) runs the built CLI without rebuilding `dist/`;
  * `--json` and `--url` go before or after the command; every parse error is one
  * `service-auth: <why> (see <command> --help)` line with exit 2; help has its title once, marks
  * the options that may be left out and names its environment variables; a self-signed

@@ -22,7 +22,7 @@ const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 
 /**
  * The longest any request may take while the database is away: the server's bound (1.5 s, the
- * README), plus a wide margin for a busy machine. A request that hangs takes far longer.
+ * operators' guide), plus a wide margin for a busy machine. A request that hangs takes far longer.
  */
 const OUTAGE_ANSWER_MS = 1_500 + 2_500
 /** Where a request is given up on as hung: well past OUTAGE_ANSWER_MS. */

@@ -1,5 +1,5 @@
 /**
- * What one client can hold, and what it can pass for (docs/contract.md §5, docs/operations.md):
+ * What one client can hold, and what it can pass for (docs/contract.md §5, docs/operators.md):
  * real servers, one with the default limits and one with short ones behind a trusted proxy.
  *
  * - a request whose headers or body do not arrive in time is answered 408 and its connection

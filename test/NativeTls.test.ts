@@ -1,5 +1,5 @@
 /**
- * Native TLS (TLS_CERT_FILE, TLS_KEY_FILE; docs/operations.md): the real server speaking HTTPS
+ * Native TLS (TLS_CERT_FILE, TLS_KEY_FILE; docs/operators.md): the real server speaking HTTPS
  * with certificates for localhost made here by the `openssl` command, checked by a client that
  * trusts only them.
  *

@@ -1,8 +1,8 @@
 /**
- * Every TypeScript block of the README compiles as written against this checkout: the blocks are
- * taken from README.md, written to a folder inside the repository and type-checked as one program
- * with the project's compiler settings. `rootDirs` lets a block's `./src/...` imports resolve as
- * they would from the repository's root, where a reader pastes them.
+ * Every TypeScript block of the README and of docs/integrators.md compiles as written against this
+ * checkout: the blocks are taken from those pages, written to a folder inside the repository and
+ * type-checked as one program with the project's compiler settings. `rootDirs` lets a block's
+ * `./src/...` imports resolve as they would from the repository's root, where a reader pastes them.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -14,22 +14,28 @@ const ROOT = fileURLToPath(new URL("../", import.meta.url))
 
 interface Block {
   readonly code: string
-  /** The README line of the block's first line of code. */
+  /** The page, and the line of the block's first line of code in it. */
+  readonly page: string
   readonly line: number
 }
 
-const readmeBlocks = (): ReadonlyArray<Block> => {
-  const readme = readFileSync(join(ROOT, "README.md"), "utf8")
-  return [...readme.matchAll(/^```ts\n([\s\S]*?)^```/gm)].map((match) => ({
-    code: match[1]!,
-    line: readme.slice(0, match.index).split("\n").length + 1
-  }))
-}
+/** The pages whose TypeScript blocks a reader pastes. */
+const PAGES = ["README.md", "docs/integrators.md"]
+
+const readmeBlocks = (): ReadonlyArray<Block> =>
+  PAGES.flatMap((page) => {
+    const text = readFileSync(join(ROOT, page), "utf8")
+    return [...text.matchAll(/^```ts\n([\s\S]*?)^```/gm)].map((match) => ({
+      code: match[1]!,
+      page,
+      line: text.slice(0, match.index).split("\n").length + 1
+    }))
+  })
 
 const dir = mkdtempSync(join(ROOT, ".readme-blocks-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-describe("README.md", () => {
+describe("README.md and docs/integrators.md", () => {
   it("every ```ts block compiles against src/ as written", () => {
     const blocks = readmeBlocks()
     // The embedding example (with a handler) and the test example at least.
@@ -55,7 +61,7 @@ describe("README.md", () => {
       const { line } = diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start)
       const where = index < 0
         ? `${diagnostic.file.fileName}:${line + 1}`
-        : `README.md line ${blocks[index]!.line + line} (block ${index + 1})`
+        : `${blocks[index]!.page} line ${blocks[index]!.line + line} (block ${index + 1})`
       return `${where}: ${message}`
     })
     expect(problems).toEqual([])

@@ -41,9 +41,11 @@ const walkThrough = () => blockUnder("Walk-through with curl")
 /** What follows the walk-through in the same shell, in the README's order. */
 const continued = () => [blockUnder("Scoped admin tokens"), blockUnder("Revocation, introspection, resource indicators")]
 
-/** The settings the README's configuration table documents: a reader may have exported them. */
-const documentedSettings = (): Set<string> =>
-  new Set([...README().matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((m) => m[1]!))
+/** The settings the configuration table (docs/operators.md) documents: a reader may have exported them. */
+const documentedSettings = (): Set<string> => {
+  const page = readFileSync(join(ROOT, "docs/operators.md"), "utf8")
+  return new Set([...page.matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((m) => m[1]!))
+}
 
 /**
  * The shell variables each block uses before any block up to it defines them (`NAME=`, `export

@@ -106,7 +106,7 @@ describe("start-up", () => {
       // Nothing of a loader is mapped into the server process either.
       const maps = readFileSync(`/proc/${server.serverPid()}/maps`, "utf8")
       expect(maps).not.toMatch(/esbuild|tsx/)
-      // glibc's mmap threshold is fixed (README), unless the environment sets one.
+      // glibc's mmap threshold is fixed (scripts/start.sh), unless the environment sets one.
       const environment = readFileSync(`/proc/${server.serverPid()}/environ`, "utf8").split("\0")
       expect(environment).toContain(`MALLOC_MMAP_THRESHOLD_=${process.env.MALLOC_MMAP_THRESHOLD_ ?? "131072"}`)
     } finally {

@@ -1,5 +1,5 @@
 /**
- * `service-auth export` and `import` (docs/operations.md), through the real processes: a server on
+ * `service-auth export` and `import` (docs/operators.md), through the real processes: a server on
  * an embedded data directory makes a credential and a token, `node dist/cli.mjs export` writes the
  * file, `import` loads it into a fresh PostgreSQL database, and a server there accepts both. Then
  * the refusals: a database in use, a file that exists, a target that is not empty, a conflicting

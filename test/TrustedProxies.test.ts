@@ -1,6 +1,6 @@
 /**
  * The client address behind proxies (TRUSTED_PROXIES, docs/contract.md §5 and
- * docs/operations.md): real servers, requests from 127.0.0.1 (the load balancer, trusted) and from
+ * docs/operators.md): real servers, requests from 127.0.0.1 (the load balancer, trusted) and from
  * 127.0.0.2 and another 127.x address (clients connecting directly), with forwarded addresses. On
  * PostgreSQL (TEST_DATABASE_URL) failure counts outlive a run by a minute, so the addresses that
  * fail are drawn at random.

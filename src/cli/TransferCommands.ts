@@ -1,6 +1,6 @@
 /**
  * `service-auth export --out FILE` and `service-auth import --in FILE`: a whole database to one
- * JSON file and back, working on the database itself (docs/operations.md), on the storage layers
+ * JSON file and back, working on the database itself (docs/operators.md), on the storage layers
  * and migrations the server uses. The embedded database must not be in use: its lock refuses while
  * a server runs on it. The file holds the keys, so it is written 0600 and never to a terminal.
  *

@@ -1,6 +1,6 @@
 /**
  * A whole database as one JSON document, and back (`service-auth export` / `import`,
- * docs/operations.md): every profile, environment, service and credential (secret digests: the
+ * docs/operators.md): every profile, environment, service and credential (secret digests: the
  * secrets themselves exist nowhere), the server keys (the credential digest key, and the signing key
  * of databases from before rotation), every signing key with its schedule times and the audit
  * trail, rows as stored (sealed keys stay sealed), so that a database moved from the embedded store

@@ -1,6 +1,6 @@
 /**
  * `service-auth import`: a checked export file written into a database in one transaction, all or
- * nothing, into an empty target or merged into one that holds data (docs/operations.md).
+ * nothing, into an empty target or merged into one that holds data (docs/operators.md).
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
