@@ -348,8 +348,8 @@ export const withReadCache = (
       revokeToken: (revocation, ...rest) => write(writeScopes.service(revocation.address))(writes.revokeToken(revocation, ...rest)),
       // Neither changes what the cache holds: introspection reads its permissions uncached, and an
       // expiry is decided against each cached entry's own `expiresAt`.
-      setIntrospectProfiles: writes.setIntrospectProfiles,
-      recordExpiries: writes.recordExpiries,
+      setIntrospectProfiles: (...args) => writes.setIntrospectProfiles(...args),
+      recordExpiries: (now) => writes.recordExpiries(now),
       dropCached: Effect.zipRight(Effect.sync(() => guard.invalidate()), guard.settle)
     },
     lastUse: {
