@@ -8,7 +8,7 @@
 import { Effect } from "effect"
 import { randomBytes } from "node:crypto"
 import { makeAuthFailureLimiter, MAX_TRACKED } from "../src/auth/AuthFailureLimiter.js"
-import { MAX_TRACKED_CREDENTIALS } from "../src/auth/CallUse.js"
+import { MAX_TRACKED_CREDENTIALS } from "../src/auth/CallLastUse.js"
 import { MAX_VERIFIED_TOKENS } from "../src/auth/TokenService.js"
 import { ExpiringEntries } from "../src/domain/ExpiringEntries.js"
 import { NAME_MAX_LENGTH } from "../src/domain/Limits.js"
@@ -69,7 +69,7 @@ kept.push(measure("verified tokens (TokenService)", MAX_VERIFIED_TOKENS, () => {
   return table
 }))
 
-kept.push(measure("last call notes (CallUse)", MAX_TRACKED_CREDENTIALS, () => {
+kept.push(measure("last call uses (CallLastUse)", MAX_TRACKED_CREDENTIALS, () => {
   const table = new ExpiringEntries<string, true>(MAX_TRACKED_CREDENTIALS)
   for (let i = 0; i < MAX_TRACKED_CREDENTIALS; i++) table.set(clientId(), true, Number.MAX_SAFE_INTEGER, 0)
   return table

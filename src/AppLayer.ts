@@ -9,11 +9,11 @@
  * live layers names each (`layerProfiles`, `layerDomain`).
  */
 import { HttpApiBuilder, HttpMiddleware, HttpRouter } from "@effect/platform"
-import { Layer } from "effect"
+import { Layer, type Redacted } from "effect"
 import { Api } from "./api/Api.js"
 import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
 import { AdminFailureLimiter, AuthFailureLimiter } from "./auth/AuthFailureLimiter.js"
-import { CallUse } from "./auth/CallUse.js"
+import { CallLastUse } from "./auth/CallLastUse.js"
 import { ClientAssertions } from "./auth/ClientAssertion.js"
 import { ClientCredentialsGrant } from "./auth/ClientCredentialsGrant.js"
 import { ClientSecrets } from "./auth/ClientSecrets.js"
@@ -49,7 +49,7 @@ import * as TokenHttp from "./http/TokenHttp.js"
 import * as WebHttp from "./http/WebHttp.js"
 import type { AdminTokenStore } from "./storage/AdminTokenStore.js"
 import type { AuditTrail } from "./storage/AuditTrail.js"
-import type { CatalogueServices } from "./storage/CatalogueServices.js"
+import type { CatalogueServices } from "./storage/Storage.js"
 import type { FailureCounts } from "./storage/FailureCounts.js"
 import { SeenJtis } from "./storage/SeenJtis.js"
 import type { ServerKeyStore } from "./keys/ServerKeyStore.js"
@@ -80,7 +80,7 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
         AuthFailureLimiter.layer,
         AdminFailureLimiter.layer,
         ClientAssertions.layer,
-        CallUse.layer,
+        CallLastUse.layer,
         RateLimits.layer,
         UpstreamGateway.layer,
         options.handlers ?? ServiceHandlers.layer
@@ -145,6 +145,32 @@ export type StorageServices =
   | ServerKeyStore
   | SigningKeyStore
   | FailureCounts
+
+/** Where an embedding program keeps its data: in memory, in an embedded database, or in PostgreSQL. */
+export type StorageChoice =
+  | { readonly kind: "memory" }
+  /** `dataDir` undefined: an embedded database in memory. */
+  | { readonly kind: "embedded"; readonly dataDir: string | undefined }
+  | { readonly kind: "postgres"; readonly url: Redacted.Redacted<string> }
+
+/**
+ * Every storage layer a server needs, for the storage chosen: the catalogue's narrow services
+ * (`CatalogueLookup`, `CatalogueQueries`, `CatalogueWrites`, `LastUse`), the audit trail, admin
+ * tokens, keys and failure counts, migrated where there is a database. A program swaps its storage
+ * here, in one line (`ServerOptions.storage`).
+ */
+export const storageLayer = (
+  choice: StorageChoice
+): Layer.Layer<StorageServices, Layer.Layer.Error<ReturnType<typeof Storage.layerPostgres>>> => {
+  switch (choice.kind) {
+    case "memory":
+      return Storage.layerMemory
+    case "embedded":
+      return Storage.layerEmbedded(choice.dataDir)
+    case "postgres":
+      return Storage.layerPostgres(choice.url)
+  }
+}
 
 /** What an embedding program chooses; everything else follows from `config`. */
 export interface ServerOptions<ES = never, RH = never> {

@@ -1,7 +1,9 @@
 /**
  * The public embedding API: what a program that runs service-auth inside itself imports. The whole
  * server (`layerServer`, with its options) to launch as `npm start` does; or its parts: the domain
- * layer, the HTTP API as a layer, the storage layers and the configuration. Handlers registered in
+ * layer, the HTTP API as a layer, the storage layers (each flow's narrow service: `CatalogueLookup`,
+ * `CatalogueQueries`, `CatalogueWrites`, `LastUse`...; all of them for one storage with
+ * `storageLayer`) and the configuration. Handlers registered in
  * code (`ServiceHandlers.layerWith`, keyed by the service's full address `profile/environment/uuid`)
  * take that one service's place. The admin API's typed client (`AdminClient`, `HttpApiClient` over
  * `Api`, the one the CLI uses) drives a server from another program. Tests import `testing.ts`.
@@ -17,6 +19,8 @@ export {
   layerServer,
   makeDomainLayer,
   type ServerOptions,
+  type StorageChoice,
+  storageLayer,
   type StorageServices
 } from "./AppLayer.js"
 export { ClientSecrets } from "./auth/ClientSecrets.js"
@@ -32,8 +36,9 @@ export { StartupError } from "./config/StartupError.js"
 export { BadGateway } from "./domain/Errors.js"
 export { type JsonObject, type ServiceCall, type ServiceHandler, ServiceHandlers } from "./gateway/ServiceHandlers.js"
 export { AdminTokenStore } from "./storage/AdminTokenStore.js"
+export { AuditTrail } from "./storage/AuditTrail.js"
 export { CatalogueLookup } from "./storage/CatalogueLookup.js"
 export { CatalogueQueries } from "./storage/CatalogueQueries.js"
 export { CatalogueWrites } from "./storage/CatalogueWrites.js"
-export { CredentialRepo } from "./storage/CredentialRepo.js"
+export { LastUse } from "./storage/LastUse.js"
 export * as Storage from "./storage/Storage.js"

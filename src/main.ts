@@ -18,7 +18,7 @@ import { checkPortFree, checkTls } from "./http/PortChecks.js"
 import * as Logging from "./observability/Logging.js"
 import { StartupError } from "./config/StartupError.js"
 import * as Tracing from "./observability/Tracing.js"
-import { PgliteWarmed } from "./storage/PgliteWarmed.js"
+import { PgliteWarmed } from "./storage/PgliteClient.js"
 import type { PgliteWarming } from "./storage/PgliteWarmup.js"
 
 /**

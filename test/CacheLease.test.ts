@@ -10,9 +10,9 @@ import { expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Option, TestClock } from "effect"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import { CacheLease, LEASE_MS, RENEW_EVERY_MS, RENEWAL_PATIENCE_MS, TRUST_MARGIN_MS } from "../src/catalogue/CacheLease.js"
-import type { CredentialRepoShape, ServiceRoute } from "../src/storage/CredentialRepo.js"
+import type { CatalogueReads, ServiceRoute } from "../src/storage/CatalogueLookup.js"
 import type { ServiceAddress } from "../src/domain/ServiceAddress.js"
-import { withReadCache } from "../src/catalogue/CredentialRepoCache.js"
+import { type CatalogueStore, withReadCache } from "../src/catalogue/CredentialRepoCache.js"
 
 const TRUST_MS = LEASE_MS - TRUST_MARGIN_MS
 
@@ -146,7 +146,7 @@ const CLIENT = Option.some("svc_0123456789abcdef0123456789abcdef" as ClientId)
 /** A repository whose one service route is `live` (switchable), counting its reads. */
 const countingRepo = (gate?: Deferred.Deferred<void>) => {
   const state = { reads: 0, live: true }
-  const repo = {
+  const reads = {
     findServiceRoute: () =>
       Effect.gen(function*() {
         state.reads++
@@ -154,11 +154,11 @@ const countingRepo = (gate?: Deferred.Deferred<void>) => {
         if (gate !== undefined) yield* Deferred.await(gate)
         return Option.some<ServiceRoute>({ authType: "oauth", handler: { type: "echo" }, credentialLive: live })
       })
-  } as unknown as CredentialRepoShape
-  return { state, repo }
+  }
+  return { state, repo: { reads } as unknown as CatalogueStore }
 }
 
-const routeIsLive = (repo: CredentialRepoShape) =>
+const routeIsLive = (repo: CatalogueReads) =>
   Effect.map(repo.findServiceRoute(ADDRESS, CLIENT), (route) => Option.getOrThrow(route).credentialLive)
 
 it.effect("the cache answers hits only while trusted, reads through and stores nothing while not", () =>
@@ -167,22 +167,22 @@ it.effect("the cache answers hits only while trusted, reads through and stores n
     const { repo, state } = countingRepo()
     const cached = withReadCache(repo, { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void })
 
-    yield* routeIsLive(cached)
-    yield* routeIsLive(cached)
+    yield* routeIsLive(cached.lookup)
+    yield* routeIsLive(cached.lookup)
     expect(state.reads).toBe(1)
-    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeDefined()
+    expect(cached.lookup.serviceRoute(ADDRESS, CLIENT)).toBeDefined()
 
     yield* advance(TRUST_MS)
-    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
-    yield* routeIsLive(cached)
-    yield* routeIsLive(cached)
+    expect(cached.lookup.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
+    yield* routeIsLive(cached.lookup)
+    yield* routeIsLive(cached.lookup)
     expect(state.reads).toBe(3)
 
     // Trusted again: the entry read while untrusted was not kept.
     lease.renewed(lease.renewalStarted())
-    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
+    expect(cached.lookup.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
     state.live = false
-    expect(yield* routeIsLive(cached)).toBe(false)
+    expect(yield* routeIsLive(cached.lookup)).toBe(false)
     expect(state.reads).toBe(4)
   }))
 
@@ -191,11 +191,11 @@ it.effect("an announced change empties the cache: the next request reads the del
     const lease = yield* renewedLease
     const { repo, state } = countingRepo()
     const cached = withReadCache(repo, { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void })
-    expect(yield* routeIsLive(cached)).toBe(true)
+    expect(yield* routeIsLive(cached.lookup)).toBe(true)
     state.live = false
-    expect(yield* routeIsLive(cached)).toBe(true) // still cached: nothing was announced
+    expect(yield* routeIsLive(cached.lookup)).toBe(true) // still cached: nothing was announced
     lease.announced(1n)
-    expect(yield* routeIsLive(cached)).toBe(false)
+    expect(yield* routeIsLive(cached.lookup)).toBe(false)
   }))
 
 it.effect("a read that began before a change was announced does not store its answer", () =>
@@ -204,15 +204,15 @@ it.effect("a read that began before a change was announced does not store its an
     const gate = yield* Deferred.make<void>()
     const { repo, state } = countingRepo(gate)
     const cached = withReadCache(repo, { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void })
-    const racing = yield* Effect.fork(routeIsLive(cached))
+    const racing = yield* Effect.fork(routeIsLive(cached.lookup))
     yield* Effect.yieldNow()
     // The deletion commits and is announced while the read is under way.
     state.live = false
     lease.announced(1n)
     yield* Deferred.succeed(gate, undefined)
     expect(yield* Fiber.join(racing)).toBe(true) // overlapping: either answer is correct
-    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
-    expect(yield* routeIsLive(cached)).toBe(false)
+    expect(cached.lookup.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
+    expect(yield* routeIsLive(cached.lookup)).toBe(false)
     expect(state.reads).toBe(2)
   }))
 
@@ -272,19 +272,19 @@ it.effect("a slow renewal answered before the trust's end keeps the cache; reads
     const lease = yield* renewedLease
     const { repo, state } = countingRepo()
     const cached = withReadCache(repo, { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void })
-    yield* routeIsLive(cached)
+    yield* routeIsLive(cached.lookup)
     expect(state.reads).toBe(1)
 
     yield* advance(RENEW_EVERY_MS)
     const ticket = lease.renewalStarted() // a starved machine: the answer waits
     yield* advance(RENEWAL_PATIENCE_MS + 1)
-    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
-    yield* routeIsLive(cached)
+    expect(cached.lookup.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
+    yield* routeIsLive(cached.lookup)
     expect(state.reads).toBe(2)
 
     lease.renewed(ticket)
-    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeDefined()
-    yield* routeIsLive(cached)
+    expect(cached.lookup.serviceRoute(ADDRESS, CLIENT)).toBeDefined()
+    yield* routeIsLive(cached.lookup)
     expect(state.reads).toBe(2)
   }))
 
@@ -298,7 +298,7 @@ it.effect("a change announced while a renewal is overdue is evicted from the kep
       settle: Effect.void,
       onScopedChange: lease.onScopedChange
     })
-    expect(yield* routeIsLive(cached)).toBe(true)
+    expect(yield* routeIsLive(cached.lookup)).toBe(true)
     const ticket = lease.renewalStarted()
     yield* advance(RENEWAL_PATIENCE_MS + 1)
     // The deletion commits and is announced, with its scope, while the renewal waits.
@@ -306,7 +306,7 @@ it.effect("a change announced while a renewal is overdue is evicted from the kep
     expect(lease.announced(0n, [[ADDRESS.profile, ADDRESS.environment, ADDRESS.uuid]])).toBe(true)
     lease.renewed(ticket)
     expect(lease.generation()).toBeTypeOf("number")
-    expect(yield* routeIsLive(cached)).toBe(false)
+    expect(yield* routeIsLive(cached.lookup)).toBe(false)
     expect(state.reads).toBe(2)
   }))
 
@@ -315,18 +315,18 @@ it.effect("a slow renewal answered after the trust's end does not bring the cach
     const lease = yield* renewedLease
     const { repo, state } = countingRepo()
     const cached = withReadCache(repo, { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void })
-    yield* routeIsLive(cached)
+    yield* routeIsLive(cached.lookup)
     yield* advance(RENEW_EVERY_MS)
     const ticket = lease.renewalStarted()
     yield* advance(TRUST_MS)
     lease.renewed(ticket)
-    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
-    yield* routeIsLive(cached)
+    expect(cached.lookup.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
+    yield* routeIsLive(cached.lookup)
     expect(state.reads).toBe(2)
     lease.renewed(lease.renewalStarted())
     // Trusted again, emptied: the entry from before is gone, the one read now is stored.
-    expect(cached.peek?.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
+    expect(cached.lookup.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
     state.live = false
-    expect(yield* routeIsLive(cached)).toBe(false)
+    expect(yield* routeIsLive(cached.lookup)).toBe(false)
     expect(state.reads).toBe(3)
   }))

@@ -14,14 +14,14 @@ import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/d
 import { CacheLease } from "../src/catalogue/CacheLease.js"
 import { CatalogueMemory } from "../src/catalogue/CatalogueMemory.js"
 import { announcedScopes, parseAnnouncement } from "../src/catalogue/CatalogueScope.js"
-import * as CatalogueServices from "../src/storage/CatalogueServices.js"
-import { CredentialRepo, type CredentialRepoShape, type TokenTarget } from "../src/storage/CredentialRepo.js"
-import { UsageRecord } from "../src/storage/UsageRecord.js"
+import type { CatalogueReads, TokenTarget } from "../src/storage/CatalogueLookup.js"
+import { Catalogue, storeOf, type WholeCatalogue, wholeOf } from "./support/Catalogue.js"
 import { type ServiceAddress } from "../src/domain/ServiceAddress.js"
 import { localGuard, withReadCache } from "../src/catalogue/CredentialRepoCache.js"
-import * as LastUsedWrites from "../src/storage/LastUsedWrites.js"
+import { LastUse, makeLastUseBatch } from "../src/storage/LastUse.js"
+import { CallLastUse } from "../src/auth/CallLastUse.js"
 import * as PgliteClient from "../src/storage/PgliteClient.js"
-import * as Migrations from "../src/storage/Migrations.js"
+import { type CatalogueServices, migrationsLayer } from "../src/storage/Storage.js"
 import { embeddedStorage, memoryStorage } from "./support/Databases.js"
 import { TEST_ACTOR } from "../src/testing.js"
 
@@ -51,18 +51,18 @@ const countingRepo = () => {
     deleteProfile: (profile: string) => Effect.sync(() => deleted.add(profile)).pipe(Effect.as(true)),
     putProfile: () => Effect.succeed(true),
     recordUse: () => Effect.void
-  } as unknown as CredentialRepoShape
+  }
   return { reads, deleted, repo }
 }
 
-const target = (repo: CredentialRepoShape, at: ServiceAddress, clientId: ClientId = CLIENT) =>
+const target = (repo: CatalogueReads, at: ServiceAddress, clientId: ClientId = CLIENT) =>
   repo.findTokenTarget(at, Option.some(clientId))
 
 describe("per-entity eviction", () => {
   it.effect("a write in profile A leaves profile B's entries cached, and evicts A's", () =>
     Effect.gen(function*() {
       const { reads, deleted, repo } = countingRepo()
-      const cached = withReadCache(repo, localGuard())
+      const cached = wholeOf(withReadCache(storeOf(repo), localGuard()))
       yield* target(cached, address("a"))
       yield* target(cached, address("b"))
       deleted.add("a")
@@ -87,7 +87,7 @@ describe("per-entity eviction", () => {
       lease.renewed(lease.renewalStarted())
       lease.versionRead(5n)
       const { repo, deleted } = countingRepo()
-      const cached = withReadCache(repo, { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void, onScopedChange: lease.onScopedChange })
+      const cached = wholeOf(withReadCache(storeOf(repo), { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void, onScopedChange: lease.onScopedChange }))
       const held = (profile: string) => cached.peek?.tokenTarget(address(profile), Option.some(CLIENT)) !== undefined
       yield* target(cached, address("a"))
       yield* target(cached, address("b"))
@@ -128,7 +128,7 @@ describe("memory bounds", () => {
   it.effect("unknown names fill only the negative store, one entry evicted at a time; live answers stay", () =>
     Effect.gen(function*() {
       const { repo } = countingRepo()
-      const cached = withReadCache(repo, localGuard(), false, { live: 100, negative: 50 })
+      const cached = wholeOf(withReadCache(storeOf(repo), localGuard(), false, { live: 100, negative: 50 }))
       for (let i = 0; i < 20; i++) yield* target(cached, address(`live${i}`))
       for (let i = 0; i < 500; i++) {
         yield* target(cached, address("a", `0${randomUUID().slice(1)}`)) // unknown services
@@ -172,7 +172,7 @@ const ENV = "production" as EnvironmentName
 const clientId = () => `svc_${randomUUID().replaceAll("-", "")}` as ClientId
 
 /** A new profile with an oauth echo service and one credential, written through the repository. */
-const givenCredential = (repo: CredentialRepoShape) =>
+const givenCredential = (repo: WholeCatalogue) =>
   Effect.gen(function*() {
     const profile = `p${randomUUID().slice(0, 8)}` as ProfileId
     const at = { profile, environment: ENV, uuid: randomUUID() as ServiceUuid }
@@ -186,12 +186,12 @@ const givenCredential = (repo: CredentialRepoShape) =>
   })
 
 /** The cached path over a store: the same on the embedded database and on memory (the in-process test server's). */
-const cachedStore = (storage: Layer.Layer<CredentialRepo, unknown>) =>
+const cachedStore = (storage: Layer.Layer<CatalogueServices, unknown>) =>
   // As the server runs when it exports no traces (with them, uses are recorded in Effect, in spans).
   layer(storage.pipe(Layer.locally(FiberRef.currentTracerEnabled, false), Layer.orDie), { timeout: 180_000 })((it) => {
     it.effect("a service created and given credentials is in memory at its first use, and its deletion is seen at once", () =>
       Effect.gen(function*() {
-        const repo = yield* CredentialRepo
+        const repo = yield* Catalogue
         const { profile, at, id, now } = yield* givenCredential(repo)
         // Reloaded in the background after the write: wait for it (a generous deadline).
         for (let i = 0; i < 200 && repo.peek?.tokenTarget(at, Option.some(id)) === undefined; i++) {
@@ -209,14 +209,14 @@ const cachedStore = (storage: Layer.Layer<CredentialRepo, unknown>) =>
 
     it.effect("a use recorded synchronously (recordUseSync) is in the cached entry at once and in the database after a flush", () =>
       Effect.gen(function*() {
-        const repo = yield* CredentialRepo
+        const repo = yield* Catalogue
         const { at, id } = yield* givenCredential(repo)
         const held = Option.getOrThrow(yield* repo.findTokenTarget(at, Option.some(id)))
         expect(Option.getOrThrow(held.credential).lastUsedAt).toBeNull()
 
         const used = new Date("2026-03-01T10:00:00Z")
         expect(repo.recordUseSync).toBeDefined()
-        repo.recordUseSync!(id, used)
+        repo.recordUseSync(id, used)
         const cachedNow = repo.peek?.tokenTarget(at, Option.some(id))
         expect(cachedNow !== undefined && Option.isSome(cachedNow) && Option.getOrThrow(cachedNow.value.credential).lastUsedAt).toEqual(used)
         // An admin read flushes first, so it shows the use.
@@ -234,18 +234,23 @@ describe("memory storage, behind the same cache", () => {
 })
 
 describe("spans", () => {
-  it.scoped("with spans (traces exported) a use is recorded by recordUse, in its span, never synchronously", () =>
+  it.scoped("with spans (traces exported) a call's use is recorded by recordUse, in its span, never synchronously", () =>
     Effect.gen(function*() {
-      const noted: Array<string> = []
-      const repo = { recordUse: () => Effect.void, recordUseSync: (id: ClientId) => void noted.push(id) } as unknown as CredentialRepoShape
-      const usageRecord = (traced: boolean) =>
-        Effect.map(CatalogueServices.make(Effect.succeed(repo), Effect.sync(localGuard)), (services) => Context.get(services, UsageRecord))
+      const synchronous: Array<string> = []
+      const inEffect: Array<string> = []
+      const lastUse = Layer.succeed(LastUse, {
+        recordUse: (id) => Effect.sync(() => void inEffect.push(id)),
+        recordUseSync: (id) => void synchronous.push(id)
+      })
+      const callLastUse = (traced: boolean) =>
+        Effect.map(Layer.build(Layer.provide(CallLastUse.layer, lastUse)), (built) => Context.get(built, CallLastUse))
           .pipe(Effect.locally(FiberRef.currentTracerEnabled, traced))
-      expect((yield* usageRecord(true)).recordUseSync).toBeUndefined()
-      const untraced = yield* usageRecord(false)
-      expect(untraced.recordUseSync).toBeDefined()
-      untraced.recordUseSync!(CLIENT, new Date())
-      expect(noted).toEqual([CLIENT])
+      ;(yield* callLastUse(true)).recordCallUse(CLIENT, 0)
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+      expect(inEffect).toEqual([CLIENT])
+      expect(synchronous).toEqual([])
+      ;(yield* callLastUse(false)).recordCallUse(CLIENT, 0)
+      expect(synchronous).toEqual([CLIENT])
     }))
 })
 
@@ -259,23 +264,23 @@ describe("the catalogue load", () => {
             pages.push(limit)
             return [{ ...address("loaded"), authType: "oauth", handler: { type: "echo" }, credentials: [{ clientId: CLIENT, secretHash: "h", lastUsedAt: null }] }]
           })
-      } as unknown as CredentialRepoShape
-      const cached = withReadCache(repo, localGuard())
+      }
+      const cached = withReadCache(storeOf(repo), localGuard())
       yield* Effect.forkScoped(cached.maintain)
       for (let i = 0; i < 20; i++) yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
       expect(pages).toEqual([])
       // The first hot read (the fast lane's peek, here) starts it; the entry is then held.
-      expect(cached.peek?.tokenTarget(address("loaded"), Option.some(CLIENT))).toBeUndefined()
-      for (let i = 0; i < 400 && cached.peek?.tokenTarget(address("loaded"), Option.some(CLIENT)) === undefined; i++) {
+      expect(cached.lookup.tokenTarget(address("loaded"), Option.some(CLIENT))).toBeUndefined()
+      for (let i = 0; i < 400 && cached.lookup.tokenTarget(address("loaded"), Option.some(CLIENT)) === undefined; i++) {
         yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 25)))
       }
       expect(pages.length).toBe(1)
-      expect(cached.peek?.tokenTarget(address("loaded"), Option.some(CLIENT))).toBeDefined()
+      expect(cached.lookup.tokenTarget(address("loaded"), Option.some(CLIENT))).toBeDefined()
     }))
 })
 
 describe("last_used_at in batches", () => {
-  layer(Migrations.layer.pipe(Layer.provideMerge(PgliteClient.layer({ dataDir: undefined }))), { timeout: 180_000 })((it) => {
+  layer(migrationsLayer.pipe(Layer.provideMerge(PgliteClient.layer({ dataDir: undefined }))), { timeout: 180_000 })((it) => {
     it.scoped("notes are written together by one flush, not before; the latest note wins", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
@@ -284,7 +289,7 @@ describe("last_used_at in batches", () => {
           yield* sql`INSERT INTO credentials (client_id, profile, environment, service_uuid, secret_hash, created_at)
                      VALUES (${id}, 'p', 'e', 'u', 'h', ${new Date()})`
         }
-        const writes = yield* LastUsedWrites.make(sql)
+        const writes = yield* makeLastUseBatch(sql)
         const t1 = new Date("2026-01-01T00:00:00Z")
         const t2 = new Date("2026-01-01T00:01:00Z")
         for (const id of ids) writes.recordUse(id, t1)
@@ -310,14 +315,14 @@ describe("last_used_at in batches", () => {
         const t2 = new Date("2026-01-01T00:05:00Z")
         yield* sql`INSERT INTO credentials (client_id, profile, environment, service_uuid, secret_hash, created_at)
                    VALUES (${id}, 'p', 'e', 'u', 'h', ${new Date()})`
-        const writes = yield* LastUsedWrites.make(sql)
+        const writes = yield* makeLastUseBatch(sql)
         // A service call noted late, after a token request's later note.
         writes.recordUse(id, t2)
         writes.recordUse(id, t1)
         expect(writes.pendingUse(id)).toEqual(t2)
         yield* writes.flush
         // Another instance's batch, older than what is written.
-        const other = yield* LastUsedWrites.make(sql)
+        const other = yield* makeLastUseBatch(sql)
         other.recordUse(id, t1)
         yield* other.flush
         const rows = yield* sql<{ last_used_at: Date }>`SELECT last_used_at FROM credentials WHERE client_id = ${id}`

@@ -13,9 +13,11 @@ import { randomUUID } from "node:crypto"
 import pg from "pg"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import { LEASE_MS } from "../src/catalogue/CacheLease.js"
-import { CredentialRepo } from "../src/storage/CredentialRepo.js"
+import { CatalogueQueries } from "../src/storage/CatalogueQueries.js"
+import { CatalogueWrites } from "../src/storage/CatalogueWrites.js"
+import { LastUse } from "../src/storage/LastUse.js"
 import { type ServiceAddress } from "../src/domain/ServiceAddress.js"
-import { CATALOGUE_CHANNEL } from "../src/storage/CredentialRepoSql.js"
+import { CATALOGUE_CHANNEL } from "../src/storage/CatalogueWritesSql.js"
 import {
   describeWithPostgres,
   embeddedStorage,
@@ -51,7 +53,7 @@ const fixture = () => {
 
 /** Each step of a service's life, and how many changes it must count at least. */
 const lifeOfAService = Effect.gen(function*() {
-  const repo = yield* CredentialRepo
+  const repo = yield* CatalogueWrites
   const { address, profile } = fixture()
   const id = clientId()
   const steps: Array<readonly [string, Effect.Effect<unknown, unknown>]> = [
@@ -72,7 +74,7 @@ describe("catalogue version on the embedded database", () => {
   layer(embeddedStorage())((it) => {
     it.effect("embedded: every catalogue write counts exactly one change; failures and last_used_at none", () =>
       Effect.gen(function*() {
-        const repo = yield* CredentialRepo
+        const repo = yield* CatalogueWrites
         for (const [name, step] of yield* lifeOfAService) {
           const before = yield* version
           yield* step
@@ -87,7 +89,7 @@ describe("catalogue version on the embedded database", () => {
         expect(Either.isLeft(yield* Effect.either(
           repo.putService(address, { name: "x", auth_type: "oauth", handler: { type: "echo" } }, "create", now, TEST_ACTOR)
         ))).toBe(true)
-        yield* repo.recordUse(clientId(), now)
+        yield* (yield* LastUse).recordUse(clientId(), now)
         expect(yield* version).toBe(before)
       }))
   })
@@ -124,7 +126,7 @@ describeWithPostgres("catalogue version on PostgreSQL", () => {
     it.effect("a write waits for a live lease that has not caught up, until it runs out; an acknowledged lease costs no wait", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
-        const repo = yield* CredentialRepo
+        const repo = yield* CatalogueWrites
         const laggard = `test-${randomUUID()}`
         // Another instance whose lease is valid for 800 ms and that acknowledges nothing.
         yield* sql`INSERT INTO cache_leases (instance_id, expires_at, acked_version)
@@ -152,7 +154,7 @@ describeWithPostgres("catalogue version on PostgreSQL", () => {
         console.log(`a write waited ${waited} ms for an 800 ms lease behind it, ${unwaited} ms for an acknowledged one`)
         expect(loggedUnwaited.filter((line) => line.includes(WAITED_OUT_A_LEASE))).toEqual([])
         yield* sql`DELETE FROM cache_leases WHERE instance_id = ${laggard}`
-        expect(Option.isNone(yield* repo.getProfile(profile))).toBe(true)
+        expect(Option.isNone(yield* (yield* CatalogueQueries).getProfile(profile))).toBe(true)
       }))
   })
 })

@@ -12,7 +12,8 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Either, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
-import { CredentialRepo } from "../src/storage/CredentialRepo.js"
+import { CatalogueQueries } from "../src/storage/CatalogueQueries.js"
+import { CatalogueWrites } from "../src/storage/CatalogueWrites.js"
 import { type ServiceAddress } from "../src/domain/ServiceAddress.js"
 import { describeWithPostgres, isolatedPostgresStorage } from "./support/Databases.js"
 import { admin, type JsonResponse, makeTestServer, TEST_ACTOR, uniqueName } from "../src/testing.js"
@@ -108,7 +109,7 @@ describeWithPostgres("the two-credential limit under concurrency (PostgreSQL)", 
     (it) => {
       it.effect("20 concurrent additions in the repository: exactly 2 succeed, 18 fail with CredentialLimitExceeded", () =>
         Effect.gen(function*() {
-          const repo = yield* CredentialRepo
+          const repo = yield* CatalogueWrites
           const { services: [service] } = yield* givenServices(1)
           const { address } = service!
           const ids = Array.from({ length: 20 }, newClientId)
@@ -136,7 +137,7 @@ describeWithPostgres("the two-credential limit under concurrency (PostgreSQL)", 
           if (retried) expect(succeeded.length).toBeLessThanOrEqual(2)
           else expect(succeeded).toHaveLength(2)
           expect(failures).toEqual(Array.from({ length: 20 - succeeded.length }, () => "CredentialLimitExceeded"))
-          const stored = Option.getOrThrow(yield* repo.getService(address))
+          const stored = Option.getOrThrow(yield* (yield* CatalogueQueries).getService(address))
           expectListedAfter(stored.credentials.map((c) => c.client_id), succeeded)
         }))
 

@@ -10,8 +10,8 @@ import { layerDomainTest } from "../src/AppLayer.js"
 import { FastLane, layer as fastLaneLayer } from "../src/http/FastLane.js"
 import { localGuard } from "../src/catalogue/CredentialRepoCache.js"
 import { CatalogueLookup } from "../src/storage/CatalogueLookup.js"
-import * as CatalogueServices from "../src/storage/CatalogueServices.js"
-import * as CredentialRepoMemory from "../src/storage/CredentialRepoMemory.js"
+import * as CatalogueInMemory from "../src/storage/CatalogueInMemory.js"
+import * as Storage from "../src/storage/Storage.js"
 import { FailureCounts } from "../src/storage/FailureCounts.js"
 import { ServerKeyStore } from "../src/keys/ServerKeyStore.js"
 import { bodyAlreadyRead } from "../src/http/RequestBody.js"
@@ -19,7 +19,7 @@ import { rawRequest } from "./support/Http.js"
 
 /** A catalogue whose cache "holds" every service, and throws when asked for it. */
 const throwingPeek = Layer.scopedContext(
-  Effect.map(CatalogueServices.make(CredentialRepoMemory.make, Effect.sync(localGuard)), (services) =>
+  Effect.map(Storage.makeCatalogue(Effect.map(CatalogueInMemory.make, ({ store }) => store), Effect.sync(localGuard)), (services) =>
     Context.add(services, CatalogueLookup, {
       ...Context.get(services, CatalogueLookup),
       tokenTarget: () => {

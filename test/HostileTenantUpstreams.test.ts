@@ -13,7 +13,8 @@ import { afterAll, describe, expect, it, layer } from "@effect/vitest"
 import { Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
 import type { EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
-import { CredentialRepo } from "../src/storage/CredentialRepo.js"
+import { CatalogueLookup } from "../src/storage/CatalogueLookup.js"
+import { CatalogueWrites } from "../src/storage/CatalogueWrites.js"
 import { lookup } from "node:dns/promises"
 import * as NodeHttp from "node:http"
 import type { AddressInfo } from "node:net"
@@ -308,8 +309,8 @@ describeWithPostgres("two instances on one PostgreSQL database", () => {
   it.scoped("an admin removing a profile's origin is seen by the other instance's cached route on its next call", () =>
     Effect.gen(function*() {
       const url = Redacted.make(TEST_DATABASE_URL!)
-      const first = Context.get(yield* Layer.build(Storage.layerPostgres(url)), CredentialRepo)
-      const second = Context.get(yield* Layer.build(Storage.layerPostgres(url)), CredentialRepo)
+      const first = Context.get(yield* Layer.build(Storage.layerPostgres(url)), CatalogueWrites)
+      const second = Context.get(yield* Layer.build(Storage.layerPostgres(url)), CatalogueLookup)
       const address = { profile: uniqueName("shared") as ProfileId, environment: "prod" as EnvironmentName, uuid: randomUUID() as ServiceUuid }
       const actor = { name: "admin", source: "test" }
       yield* first.putProfile(address.profile, new Date(), actor, undefined, [ORIGIN])

@@ -4,10 +4,10 @@
  * driven here by TestClock), so a server under steady load levels off.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Metric, MetricLabel, TestClock } from "effect"
+import { Effect, FiberRef, Layer, Metric, MetricLabel, TestClock } from "effect"
 import { generateKeyPairSync } from "node:crypto"
 import { makeAuthFailureLimiter } from "../src/auth/AuthFailureLimiter.js"
-import { CallUse } from "../src/auth/CallUse.js"
+import { CallLastUse } from "../src/auth/CallLastUse.js"
 import { ExpiringEntries, sweepPeriodically } from "../src/domain/ExpiringEntries.js"
 import type { ClientId } from "../src/domain/Identifiers.js"
 import { makeRateLimits, RateLimits } from "../src/gateway/RateLimits.js"
@@ -15,7 +15,7 @@ import { makeUpstreamAssertions, REUSE_SECONDS } from "../src/gateway/UpstreamAs
 import { FORGET_AFTER_MS, makeUpstreamGuard } from "../src/gateway/UpstreamGuard.js"
 import { LABEL_SET_COUNTS, recordDuration, recordServiceCall, requestDuration, UNMATCHED_ROUTE } from "../src/observability/ServiceMetrics.js"
 import { LocalIds } from "../src/storage/SeenJtis.js"
-import { UsageRecord } from "../src/storage/UsageRecord.js"
+import { LastUse } from "../src/storage/LastUse.js"
 
 const address = { profile: "p", environment: "e", uuid: "u" } as never
 
@@ -116,18 +116,19 @@ describe("tables of the layers", () => {
   it.scoped("a credential's last call note leaves after a resolution, and a new call is noted again", () =>
     Effect.gen(function*() {
       const recorded: Array<string> = []
-      const usage = Layer.succeed(UsageRecord, {
+      const usage = Layer.succeed(LastUse, {
         recordUse: () => Effect.void,
         recordUseSync: (clientId, at) => void recorded.push(`${clientId}@${at.getTime()}`)
       })
-      const callUse = yield* Effect.provide(CallUse, yield* Layer.build(Layer.provide(CallUse.layer, usage)))
-      callUse.noteCall("svc_a" as ClientId, 0)
-      callUse.noteCall("svc_a" as ClientId, 30_000)
-      callUse.noteCall("svc_b" as ClientId, 0)
+      // As the server runs when it exports no traces: uses recorded synchronously.
+      const callUse = yield* Effect.provide(CallLastUse, yield* Layer.build(Layer.provide(CallLastUse.layer, usage).pipe(Layer.locally(FiberRef.currentTracerEnabled, false))))
+      callUse.recordCallUse("svc_a" as ClientId, 0)
+      callUse.recordCallUse("svc_a" as ClientId, 30_000)
+      callUse.recordCallUse("svc_b" as ClientId, 0)
       expect(recorded).toEqual(["svc_a@0", "svc_b@0"])
       expect(callUse.tracked()).toBe(2)
       // A resolution later both notes have expired: a call is noted again, and the other note goes.
-      callUse.noteCall("svc_a" as ClientId, 60_000)
+      callUse.recordCallUse("svc_a" as ClientId, 60_000)
       expect(recorded).toEqual(["svc_a@0", "svc_b@0", "svc_a@60000"])
       expect(callUse.tracked()).toBe(1)
     }))

@@ -9,7 +9,8 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Either, type Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import type { EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
-import { CredentialRepo } from "../src/storage/CredentialRepo.js"
+import { CatalogueQueries } from "../src/storage/CatalogueQueries.js"
+import { CatalogueWrites } from "../src/storage/CatalogueWrites.js"
 import { exportDatabase } from "../src/transfer/ExportDatabase.js"
 import { type ExportDocument, parseExport } from "../src/transfer/ExportFile.js"
 import { importDatabase } from "../src/transfer/ImportDatabase.js"
@@ -37,11 +38,12 @@ const onlyProfile = (document: ExportDocument, profile: string, dropField: boole
   }
 })
 
-const suite = (storage: Layer.Layer<CredentialRepo | SqlClient.SqlClient, unknown>) =>
+const suite = (storage: Layer.Layer<CatalogueWrites | CatalogueQueries | SqlClient.SqlClient, unknown>) =>
   layer(storage, { excludeTestServices: true, timeout: 60_000 })((it) => {
     it.effect("the file carries require_dpop; an import restores it; an older file reads false", () =>
       Effect.gen(function*() {
-        const repo = yield* CredentialRepo
+        const repo = yield* CatalogueWrites
+        const queries = yield* CatalogueQueries
         const profile = uniqueName("transfer") as ProfileId
         const environment = "production" as EnvironmentName
         const strict = { profile, environment, uuid: randomUUID() as ServiceUuid }
@@ -56,8 +58,8 @@ const suite = (storage: Layer.Layer<CredentialRepo | SqlClient.SqlClient, unknow
         expect(rows.map((row) => [row.name, row.require_dpop])).toEqual([["strict", true], ["plain", false]])
 
         const flags = Effect.gen(function*() {
-          const strictDoc = Option.getOrThrow(yield* repo.getService(strict))
-          const plainDoc = Option.getOrThrow(yield* repo.getService(plain))
+          const strictDoc = Option.getOrThrow(yield* queries.getService(strict))
+          const plainDoc = Option.getOrThrow(yield* queries.getService(plain))
           return [strictDoc.require_dpop, "require_dpop" in plainDoc]
         })
         for (const [dropField, expected] of [[false, [true, false]], [true, [undefined, false]]] as const) {

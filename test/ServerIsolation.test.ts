@@ -11,7 +11,7 @@ import { ServedOpenApi } from "../src/http/ServedOpenApi.js"
 import { startRequestSpan } from "../src/http/LaneTrace.js"
 import * as TracingOtlp from "../src/observability/TracingOtlp.js"
 import type { TracingSettings } from "../src/observability/TracingSettings.js"
-import { PgliteWarmed } from "../src/storage/PgliteWarmed.js"
+import { PgliteWarmed } from "../src/storage/PgliteClient.js"
 import { makeTestServer } from "../src/testing.js"
 import { startOtlpSink } from "./support/OtlpSink.js"
 

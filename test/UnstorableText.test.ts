@@ -12,8 +12,8 @@ import { Context, Effect, FastCheck as fc, Layer, Logger } from "effect"
 import { AdminTokenStore } from "../src/storage/AdminTokenStore.js"
 import { AuditTrail } from "../src/storage/AuditTrail.js"
 import { localGuard } from "../src/catalogue/CredentialRepoCache.js"
-import * as CatalogueServices from "../src/storage/CatalogueServices.js"
-import * as CredentialRepoMemory from "../src/storage/CredentialRepoMemory.js"
+import * as CatalogueInMemory from "../src/storage/CatalogueInMemory.js"
+import * as Storage from "../src/storage/Storage.js"
 import { FailureCounts } from "../src/storage/FailureCounts.js"
 import { ServerKeyStore } from "../src/keys/ServerKeyStore.js"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
@@ -319,18 +319,21 @@ describe("an unexpected storage failure", () => {
   const failingStorage = Layer.mergeAll(
     AdminTokenStore.layerMemory.pipe(Layer.provideMerge(Layer.scopedContext(
       Effect.gen(function*() {
-        const { auditTrail, repo } = yield* CredentialRepoMemory.makeWithAuditTrail
+        const { auditTrail, store } = yield* CatalogueInMemory.make
         const failing = Effect.succeed({
-          ...repo,
-          putService: () =>
+          ...store,
+          writes: {
+            ...store.writes,
+            putService: () =>
             Effect.die(
               new SqlError({
                 cause: Object.assign(new Error(`invalid byte sequence for encoding "UTF8": ${INPUT}`), { code: "22021" }),
                 message: "Failed to execute statement"
               })
             )
+          }
         })
-        return Context.add(yield* CatalogueServices.make(failing, Effect.sync(localGuard)), AuditTrail, auditTrail)
+        return Context.add(yield* Storage.makeCatalogue(failing, Effect.sync(localGuard)), AuditTrail, auditTrail)
       })
     ))),
     ServerKeyStore.layerMemory,

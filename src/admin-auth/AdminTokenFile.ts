@@ -13,7 +13,7 @@ import { describeFileError, StartupError } from "../config/StartupError.js"
 
 export const ADMIN_TOKEN_FILE = "admin-token"
 
-export interface StoredAdminToken {
+export interface DataDirAdminToken {
   readonly token: Redacted.Redacted<string>
   /** The file's absolute path, for the start-up line. */
   readonly path: string
@@ -51,7 +51,7 @@ const create = (path: string, token: string): boolean => {
   }
 }
 
-export const loadOrCreateAdminToken = (dataDir: string): Effect.Effect<StoredAdminToken, StartupError> =>
+export const loadOrCreateAdminToken = (dataDir: string): Effect.Effect<DataDirAdminToken, StartupError> =>
   Effect.gen(function*() {
     const path = resolve(join(dataDir, ADMIN_TOKEN_FILE))
     yield* Effect.try({
@@ -59,7 +59,7 @@ export const loadOrCreateAdminToken = (dataDir: string): Effect.Effect<StoredAdm
       catch: (error) => new StartupError({ message: `cannot use DATA_DIR ${dataDir}: ${describeFileError(error)}` })
     })
     return yield* Effect.try({
-      try: (): StoredAdminToken => {
+      try: (): DataDirAdminToken => {
         const existing = read(path)
         if (existing === undefined) {
           const created = create(path, randomBytes(32).toString("base64url"))

@@ -31,8 +31,8 @@ export const JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type
 
 /** How far ahead an assertion's `exp` may be. */
 export const ASSERTION_MAX_LIFETIME_SECONDS = 300
-/** How far ahead `iat` and `nbf` may be (the client's clock running fast). */
-export const CLOCK_SKEW_SECONDS = 10
+/** How far ahead of ours a client assertion's `iat` and `nbf` may be (the client's clock running fast). */
+export const ASSERTION_CLOCK_SKEW_SECONDS = 10
 
 /**
  * Whether an assertion may be verified against this credential at all: it is a JWT bearer assertion
@@ -125,8 +125,8 @@ const claimsRefusal = (
   for (const [name, value] of [["iat", iat], ["nbf", nbf]] as const) {
     if (value === undefined) continue
     if (typeof value !== "number") return told(`the assertion's ${name} must be a number`)
-    if (value > now + CLOCK_SKEW_SECONDS) {
-      return told(`the assertion's ${name} is more than ${CLOCK_SKEW_SECONDS} seconds ahead (is the client's clock fast?)`)
+    if (value > now + ASSERTION_CLOCK_SKEW_SECONDS) {
+      return told(`the assertion's ${name} is more than ${ASSERTION_CLOCK_SKEW_SECONDS} seconds ahead (is the client's clock fast?)`)
     }
   }
   if (typeof jti !== "string" || jti === "") return told("the assertion has no jti")

@@ -28,9 +28,8 @@ import { type ClientId, isClientId } from "../domain/Identifiers.js"
 import { lastUseIsStale } from "../domain/LastUse.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import type { TokenResult } from "../observability/ServiceMetrics.js"
-import { CatalogueLookup } from "../storage/CatalogueLookup.js"
-import type { TokenTarget } from "../storage/CredentialRepo.js"
-import { UsageRecord } from "../storage/UsageRecord.js"
+import { CatalogueLookup, type TokenTarget } from "../storage/CatalogueLookup.js"
+import { LastUse } from "../storage/LastUse.js"
 import { resourceAddress, type ServiceAddress, serviceAddress, spanAttributes } from "../domain/ServiceAddress.js"
 import { tracerEnabled } from "../observability/Tracing.js"
 import { AuthFailureLimiter } from "./AuthFailureLimiter.js"
@@ -258,7 +257,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
     ClientCredentialsGrant,
     Effect.gen(function*() {
       const lookup = yield* CatalogueLookup
-      const usage = yield* UsageRecord
+      const lastUse = yield* LastUse
       const secrets = yield* ClientSecrets
       const limiter = yield* AuthFailureLimiter
       const assertions = yield* ClientAssertions
@@ -321,7 +320,7 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
             }
             case "Issue": {
               if (traced) yield* Effect.annotateCurrentSpan(spanAttributes(decision.address, Option.some(decision.clientId)))
-              if (decision.recordUse) yield* usage.recordUse(decision.clientId, new Date(input.nowMillis))
+              if (decision.recordUse) yield* lastUse.recordUse(decision.clientId, new Date(input.nowMillis))
               return { _tag: "Sign", clientId: decision.clientId, address: decision.address, jkt } as const
             }
           }

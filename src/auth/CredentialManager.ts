@@ -12,7 +12,7 @@ import type { CredentialChange, NewCredential, NewKeyCredential, SaveProfileResu
 import { currentDate } from "../domain/Time.js"
 import { CatalogueQueries } from "../storage/CatalogueQueries.js"
 import { CatalogueWrites } from "../storage/CatalogueWrites.js"
-import type { StoredChange } from "../storage/CredentialRepo.js"
+import type { StoredChange } from "../storage/CatalogueWrites.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
 import { ClientSecrets } from "./ClientSecrets.js"
 

@@ -1,6 +1,6 @@
 /**
  * The signing-key schedule, computed from stored times alone so that every instance sharing a
- * database agrees on it at any moment (given clocks within `CLOCK_SKEW_SECONDS`), with no message
+ * database agrees on it at any moment (given clocks within `INSTANCE_CLOCK_SKEW_SECONDS`), with no message
  * between them: keys in `active_from` order (then in the order they were added), each one
  *
  * - `next` before its `active_from` (published, verifies, does not sign yet);
@@ -9,12 +9,12 @@
  *   `retires_at` = `superseded_at` + the token lifetime + the tolerated clock skew;
  * - `retired` after that: listed by the admin API, gone from the JWKS, never verifies.
  */
-import { CLOCK_SKEW_SECONDS, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
+import { INSTANCE_CLOCK_SKEW_SECONDS, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 
 export type KeyStatus = "next" | "active" | "retiring" | "retired"
 
 /** How long a superseded key keeps verifying: its last token's lifetime plus the tolerated skew. */
-export const RETIRE_AFTER_MILLIS = (TOKEN_LIFETIME_SECONDS + CLOCK_SKEW_SECONDS) * 1000
+export const RETIRE_AFTER_MILLIS = (TOKEN_LIFETIME_SECONDS + INSTANCE_CLOCK_SKEW_SECONDS) * 1000
 
 export interface ScheduledTimes {
   readonly kid: string

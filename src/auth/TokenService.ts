@@ -23,7 +23,7 @@ import { InsufficientScope, InvalidToken } from "../domain/Errors.js"
 import { ClientId } from "../domain/Identifiers.js"
 import { sha256Base64url } from "../domain/Sha256.js"
 import { type ServiceAddress, servicePath } from "../domain/ServiceAddress.js"
-import { CLOCK_SKEW_SECONDS, SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
+import { INSTANCE_CLOCK_SKEW_SECONDS, SERVICE_CALL_SCOPE, TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import { KeyService } from "./KeyService.js"
 import { SIGNING_ALGORITHM } from "./SigningKeyMaterial.js"
 
@@ -258,11 +258,11 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         if (Either.isLeft(signed)) return Either.left(signed.left)
         const { claims } = signed.right
         const now = Math.floor(nowMillis / 1000)
-        if (claims.nbf !== undefined && claims.nbf > now + CLOCK_SKEW_SECONDS) {
+        if (claims.nbf !== undefined && claims.nbf > now + INSTANCE_CLOCK_SKEW_SECONDS) {
           return Either.left(invalid("The access token is not yet valid"))
         }
         if (now >= claims.exp) return Either.left(invalid("The access token expired"))
-        if (claims.iat > now + CLOCK_SKEW_SECONDS) return Either.left(invalid("The access token is not yet valid"))
+        if (claims.iat > now + INSTANCE_CLOCK_SKEW_SECONDS) return Either.left(invalid("The access token is not yet valid"))
         if (!claims.scope.split(" ").includes(SERVICE_CALL_SCOPE)) {
           return Either.left(
             new InsufficientScope({ description: `The access token lacks the ${SERVICE_CALL_SCOPE} scope` })

@@ -10,7 +10,7 @@
  * Pure and allocation-free: the gateway's fast path calls it on every call.
  */
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
-import type { ServiceRoute } from "../storage/CredentialRepo.js"
+import type { ServiceRoute } from "../storage/CatalogueLookup.js"
 import type { AccessTokenClaims } from "./TokenService.js"
 
 /**

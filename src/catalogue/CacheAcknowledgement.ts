@@ -2,7 +2,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Clock, Effect, Schema } from "effect"
 import { LEASE_MS } from "./CacheLease.js"
-import { parseFailureIsDefect } from "../storage/Rows.js"
+import { parseFailureIsDefect } from "../storage/StorageErrors.js"
 
 const BehindRow = Schema.Struct({ behind: Schema.Number })
 

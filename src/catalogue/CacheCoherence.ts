@@ -17,8 +17,8 @@ import pg from "pg"
 import { CacheLease, LEASE_MS, RENEW_EVERY_MS } from "./CacheLease.js"
 import { type CatalogueScope, parseAnnouncement } from "./CatalogueScope.js"
 import type { CacheGuard } from "./CredentialRepoCache.js"
-import { CATALOGUE_CHANNEL, SCOPES_CHANNEL } from "../storage/CredentialRepoSql.js"
-import { parseFailureIsDefect } from "../storage/Rows.js"
+import { CATALOGUE_CHANNEL, SCOPES_CHANNEL } from "../storage/CatalogueWritesSql.js"
+import { parseFailureIsDefect } from "../storage/StorageErrors.js"
 
 /** Where instances announce that they have dropped their cache for a version (payload: their id). */
 const ACK_CHANNEL = "service_auth_cache_ack"

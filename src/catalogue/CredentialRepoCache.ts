@@ -32,7 +32,16 @@ import type { ClientId } from "../domain/Identifiers.js"
 import { laterUse } from "../domain/LastUse.js"
 import { CatalogueMemory, MAX_LIVE_ENTRIES, MAX_NEGATIVE_ENTRIES } from "./CatalogueMemory.js"
 import { type CatalogueScope, writeScopes } from "./CatalogueScope.js"
-import { type CachedCatalogue, type CredentialRepoShape, type LiveService, revokedSet, type ServiceRoute, type TokenTarget } from "../storage/CredentialRepo.js"
+import {
+  type CatalogueLookupShape,
+  type CatalogueReads,
+  revokedSet,
+  type ServiceRoute,
+  type TokenTarget
+} from "../storage/CatalogueLookup.js"
+import type { CatalogueQueriesShape, LiveService } from "../storage/CatalogueQueries.js"
+import type { CatalogueStoreWrites, CatalogueWritesShape } from "../storage/CatalogueWrites.js"
+import type { LastUseShape } from "../storage/LastUse.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 
 /** Says whether, and from which generation on, cached entries may be used. */
@@ -70,7 +79,20 @@ const MAX_PENDING_RELOADS = 10_000
 
 type Answer = Option.Option<TokenTarget> | Option.Option<ServiceRoute>
 
-export interface CachedRepo extends CachedCatalogue {
+/** A store of the catalogue (SQL or memory) as the cache wraps it: each flow's part apart. */
+export interface CatalogueStore {
+  readonly reads: CatalogueReads
+  readonly queries: CatalogueQueriesShape
+  readonly writes: CatalogueStoreWrites
+  readonly lastUse: LastUseShape
+}
+
+/** The store behind its cache: the hot reads answered from memory when held, writes evicting what they change. */
+export interface CachedCatalogue {
+  readonly lookup: CatalogueLookupShape
+  readonly queries: CatalogueQueriesShape
+  readonly writes: CatalogueWritesShape
+  readonly lastUse: LastUseShape
   /** Loads the live catalogue, then reloads what writes evict; runs as long as the cache (fork it). */
   readonly maintain: Effect.Effect<never>
 }
@@ -89,14 +111,15 @@ const routeIsLive = (route: Option.Option<ServiceRoute>) => Option.isSome(route)
  * cache answered (only when traces are exported: a hit must cost next to nothing).
  */
 export const withReadCache = (
-  repo: CredentialRepoShape,
+  store: CatalogueStore,
   guard: CacheGuard,
   traced = false,
   capacities: { readonly live: number; readonly negative: number } = {
     live: MAX_LIVE_ENTRIES,
     negative: MAX_NEGATIVE_ENTRIES
   }
-): CachedRepo => {
+): CachedCatalogue => {
+  const { lastUse, queries, reads, writes } = store
   let heldGeneration: number | undefined = undefined
   /** Generations held so far: every one after the first empties a cache that was loaded. */
   let generationsHeld = 0
@@ -194,7 +217,7 @@ export const withReadCache = (
   /** Loads a scope (the whole catalogue when undefined), page by page; false when it had to stop. */
   const load = (scope: CatalogueScope | undefined) =>
     Effect.gen(function*() {
-      const liveServices = repo.liveServices
+      const liveServices = queries.liveServices
       let after: ServiceAddress | undefined = undefined
       while (true) {
         const startedAt = usable()
@@ -303,37 +326,45 @@ export const withReadCache = (
 
   /** A use recorded synchronously, and in the credential's entry, where the repository can. */
   const recordUseSync = (clientId: ClientId, now: Date) => {
-    repo.recordUseSync(clientId, now)
+    lastUse.recordUseSync(clientId, now)
     recordUseHeld(clientId, now)
   }
 
   return {
-    ...repo,
-    putProfile: (profile, now, actor, lifetimeDays, upstreamOrigins) =>
-      write(writeScopes.profilePolicy(profile, upstreamOrigins))(repo.putProfile(profile, now, actor, lifetimeDays, upstreamOrigins)),
-    deleteProfile: (profile, ...rest) => deletion(writeScopes.profile(profile))(repo.deleteProfile(profile, ...rest)),
-    putEnvironment: (profile, environment, ...rest) =>
-      write(writeScopes.created())(repo.putEnvironment(profile, environment, ...rest)),
-    deleteEnvironment: (profile, environment, ...rest) =>
-      deletion(writeScopes.environment(profile, environment))(repo.deleteEnvironment(profile, environment, ...rest)),
-    putService: (address, ...rest) => write(writeScopes.service(address))(repo.putService(address, ...rest)),
-    deleteService: (address, ...rest) => deletion(writeScopes.service(address))(repo.deleteService(address, ...rest)),
-    applyCredentialChanges: (profile, changes, ...rest) =>
-      write(writeScopes.credentials(profile, changes))(repo.applyCredentialChanges(profile, changes, ...rest)),
-    // A revocation changes its service's routes: evicted here, and by every instance before the answer.
-    revokeToken: (revocation, ...rest) => write(writeScopes.service(revocation.address))(repo.revokeToken(revocation, ...rest)),
-    recordUse: (clientId, now) => Effect.tap(repo.recordUse(clientId, now), () => Effect.sync(() => recordUseHeld(clientId, now))),
-    findTokenTarget: (address, clientId) => {
-      const key = targetKey(address, clientId)
-      return cached("findTokenTarget", key, () => repo.findTokenTarget(address, clientId), (mark, value) => storeTarget(mark, key, address, value))
+    queries,
+    writes: {
+      putProfile: (profile, now, actor, lifetimeDays, upstreamOrigins) =>
+        write(writeScopes.profilePolicy(profile, upstreamOrigins))(writes.putProfile(profile, now, actor, lifetimeDays, upstreamOrigins)),
+      deleteProfile: (profile, ...rest) => deletion(writeScopes.profile(profile))(writes.deleteProfile(profile, ...rest)),
+      putEnvironment: (profile, environment, ...rest) =>
+        write(writeScopes.created())(writes.putEnvironment(profile, environment, ...rest)),
+      deleteEnvironment: (profile, environment, ...rest) =>
+        deletion(writeScopes.environment(profile, environment))(writes.deleteEnvironment(profile, environment, ...rest)),
+      putService: (address, ...rest) => write(writeScopes.service(address))(writes.putService(address, ...rest)),
+      deleteService: (address, ...rest) => deletion(writeScopes.service(address))(writes.deleteService(address, ...rest)),
+      applyCredentialChanges: (profile, changes, ...rest) =>
+        write(writeScopes.credentials(profile, changes))(writes.applyCredentialChanges(profile, changes, ...rest)),
+      // A revocation changes its service's routes: evicted here, and by every instance before the answer.
+      revokeToken: (revocation, ...rest) => write(writeScopes.service(revocation.address))(writes.revokeToken(revocation, ...rest)),
+      // Neither changes what the cache holds: introspection reads its permissions uncached, and an
+      // expiry is decided against each cached entry's own `expiresAt`.
+      setIntrospectProfiles: (...args) => writes.setIntrospectProfiles(...args),
+      recordExpiries: (now) => writes.recordExpiries(now),
+      dropCached: Effect.zipRight(Effect.sync(() => guard.invalidate()), guard.settle)
     },
-    findServiceRoute: (address, clientId) => {
-      const key = routeKey(address, clientId)
-      return cached("findServiceRoute", key, () => repo.findServiceRoute(address, clientId), (mark, value) => storeRoute(mark, key, address, value))
+    lastUse: {
+      recordUse: (clientId, now) => Effect.tap(lastUse.recordUse(clientId, now), () => Effect.sync(() => recordUseHeld(clientId, now))),
+      recordUseSync
     },
-    recordUseSync,
-    dropCached: Effect.zipRight(Effect.sync(() => guard.invalidate()), guard.settle),
-    peek: {
+    lookup: {
+      findTokenTarget: (address, clientId) => {
+        const key = targetKey(address, clientId)
+        return cached("findTokenTarget", key, () => reads.findTokenTarget(address, clientId), (mark, value) => storeTarget(mark, key, address, value))
+      },
+      findServiceRoute: (address, clientId) => {
+        const key = routeKey(address, clientId)
+        return cached("findServiceRoute", key, () => reads.findServiceRoute(address, clientId), (mark, value) => storeRoute(mark, key, address, value))
+      },
       epoch: () => {
         if (!inUse) firstUse()
         return usable()

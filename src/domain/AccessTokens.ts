@@ -8,4 +8,4 @@ export const SERVICE_CALL_SCOPE = "service:call"
  * Clock skew tolerated between instances: a token whose `iat` (or `nbf`) is at most this far in the
  * future verifies. A superseded signing key is kept this much longer than its last token's lifetime.
  */
-export const CLOCK_SKEW_SECONDS = 60
+export const INSTANCE_CLOCK_SKEW_SECONDS = 60

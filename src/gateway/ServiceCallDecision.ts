@@ -9,7 +9,7 @@
  * One indexed read per request finds the service and tells whether the token's credential is still
  * live and which of its tokens its client revoked, so a deletion or a revocation acknowledged by any
  * instance is refused by every instance on the next request.
- * A call let through with a token is a use of its credential (`noteCall`, docs/contract.md §3).
+ * A call let through with a token is a use of its credential (`recordCallUse`, docs/contract.md §3).
  */
 import { Either, Option } from "effect"
 import { type AccessTokenClaims } from "../auth/TokenService.js"
@@ -19,7 +19,7 @@ import type { ClientId } from "../domain/Identifiers.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import { type AuthorizationHeader, isMultiple, MULTIPLE_AUTHORIZATION, parseAuthorization } from "../auth/AuthorizationHeader.js"
 import { parseJson } from "../domain/Json.js"
-import type { ServiceRoute } from "../storage/CredentialRepo.js"
+import type { ServiceRoute } from "../storage/CatalogueLookup.js"
 import { type ServiceAddress, serviceAddress } from "../domain/ServiceAddress.js"
 import { asDpopRefusal, boundTokenAsBearer, dpopChallenge, dpopRequired, proofMissing, unboundTokenAsDpop } from "./DPoPBinding.js"
 import { type JsonObject } from "./ServiceHandlers.js"
@@ -89,8 +89,8 @@ export interface ServiceCallServices {
   readonly isForService: (claims: AccessTokenClaims, address: ServiceAddress) => boolean
   /** The catalogue's answer; undefined when it must be read from storage. */
   readonly serviceRoute: (address: ServiceAddress, clientId: Option.Option<ClientId>) => Option.Option<ServiceRoute> | undefined
-  /** A call let through with a token: a use of its credential (`CallUse`), noted in memory. */
-  readonly noteCall: (clientId: ClientId, nowMillis: number) => void
+  /** A call let through with a token: a use of its credential (`CallLastUse`), recorded in memory. */
+  readonly recordCallUse: (clientId: ClientId, nowMillis: number) => void
   /** Counts a call to a service with a rate limit (`RateLimits`). */
   readonly admit: RateLimitsShape["admit"]
 }
@@ -178,10 +178,10 @@ export const decideServiceCall = (input: ServiceCallInput, services: ServiceCall
 
 /**
  * The last step of a call let through (directly, or once its DPoP proof verified): the service's
- * rate limit for this client (`RateLimits`), then the call is a use of its credential (`noteCall`).
+ * rate limit for this client (`RateLimits`), then the call is a use of its credential (`recordCallUse`).
  */
 export const admitCall = (
-  services: Pick<ServiceCallServices, "admit" | "noteCall">,
+  services: Pick<ServiceCallServices, "admit" | "recordCallUse">,
   input: ServiceCallInput,
   call: Omit<ServiceCallAllowed, "_tag" | "rateHeaders">
 ): Extract<ServiceCallDecision, { readonly _tag: "Answer" | "Call" }> => {
@@ -192,7 +192,7 @@ export const admitCall = (
     if (!verdict.allowed) return { _tag: "Answer", answer: verdict.answer }
     rateHeaders = verdict.headers
   }
-  if (call.caller !== null) services.noteCall(call.caller as ClientId, input.nowMillis)
+  if (call.caller !== null) services.recordCallUse(call.caller as ClientId, input.nowMillis)
   return { _tag: "Call", ...call, rateHeaders }
 }
 

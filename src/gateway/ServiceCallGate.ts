@@ -5,7 +5,7 @@
  * its services and hands it what remains.
  */
 import { Context, Effect, Layer } from "effect"
-import { CallUse } from "../auth/CallUse.js"
+import { CallLastUse } from "../auth/CallLastUse.js"
 import { TokenService } from "../auth/TokenService.js"
 import { errorAnswer } from "../domain/Answer.js"
 import { CatalogueLookup } from "../storage/CatalogueLookup.js"
@@ -40,7 +40,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
     Effect.gen(function*() {
       const lookup = yield* CatalogueLookup
       const tokens = yield* TokenService
-      const { noteCall } = yield* CallUse
+      const { recordCallUse } = yield* CallLastUse
       const verifyProof = makeProofVerifier(yield* SeenJtis)
       const { issuer } = yield* AppConfig
       const { admit } = yield* RateLimits
@@ -50,7 +50,7 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
         isUnknownKey: tokens.isUnknownKey,
         isForService: tokens.isForService,
         serviceRoute: lookup.serviceRoute,
-        noteCall,
+        recordCallUse,
         admit
       }
 

@@ -10,7 +10,7 @@ import { AppConfig } from "../config/AppConfig.js"
 import { upstreamStanding } from "../domain/UpstreamPolicy.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 import { CatalogueQueries } from "../storage/CatalogueQueries.js"
-import type { LiveService } from "../storage/CredentialRepo.js"
+import type { LiveService } from "../storage/CatalogueQueries.js"
 
 const PAGE = 500
 

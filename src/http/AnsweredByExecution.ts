@@ -7,7 +7,7 @@ import type { HttpServerRequest } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect, FiberRef } from "effect"
 import type { Answer } from "../domain/Answer.js"
-import { toServerResponse } from "./Answer.js"
+import { toServerResponse } from "./WriteAnswer.js"
 
 export const answeredByExecution = FiberRef.unsafeMake(false)
 

@@ -5,7 +5,7 @@
  */
 import type { HttpServerResponse } from "@effect/platform"
 import type { ServiceError } from "../domain/Errors.js"
-import { toServerResponse } from "./Answer.js"
+import { toServerResponse } from "./WriteAnswer.js"
 import { errorAnswer } from "../domain/Answer.js"
 
 export const errorResponse = (

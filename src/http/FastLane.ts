@@ -17,7 +17,7 @@ import { Context, Effect, Either, Layer } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { AppConfig } from "../config/AppConfig.js"
 import type { Answer } from "../domain/Answer.js"
-import { writeAnswer } from "./Answer.js"
+import { writeAnswer } from "./WriteAnswer.js"
 import { HotEndpoints } from "./HotEndpoints.js"
 import { mediaTypeOf, rememberBody } from "./RequestBody.js"
 

@@ -16,8 +16,9 @@ import { SIGNATURE_ATTRIBUTES, TokenService } from "../auth/TokenService.js"
 import { type Answer, errorAnswer } from "../domain/Answer.js"
 import { type InvalidRequest, type PayloadTooLarge, wireOf } from "../domain/Errors.js"
 import { spanAttributes } from "../domain/ServiceAddress.js"
-import { UsageRecord } from "../storage/UsageRecord.js"
+import { LastUse } from "../storage/LastUse.js"
 import { recordTokenRequest, tokenResultOf } from "../observability/ServiceMetrics.js"
+import { tracerEnabled } from "../observability/Tracing.js"
 import { clientAddress } from "./ClientAddress.js"
 import type { ExecutionKit } from "./ExecutionKit.js"
 import { annotateRequest, laneRequestSpan } from "./LaneTrace.js"
@@ -47,9 +48,10 @@ export const makeTokenExecution = (kit: ExecutionKit) =>
   Effect.gen(function*() {
     const grants = yield* ClientCredentialsGrant
     const tokens = yield* TokenService
-    // `last_used_at` recorded synchronously where storage can (a catalogue spread over many credentials
-    // makes most token requests some credential's first in a minute); otherwise in Effect.
-    const { recordUseSync } = yield* UsageRecord
+    // `last_used_at` recorded synchronously (a catalogue spread over many credentials makes most token
+    // requests some credential's first in a minute); where traces are exported, in Effect, in its span.
+    const { recordUseSync } = yield* LastUse
+    const recordsInSpan = yield* tracerEnabled
     const { tracer, run, below, cacheSpanned, record } = kit
 
     const execute: TokenExecutionShape = ({ request, form, nowMillis, started }, answered, failed) => {
@@ -84,7 +86,7 @@ export const makeTokenExecution = (kit: ExecutionKit) =>
       }
       if (
         decision._tag === "Issue" &&
-        (!decision.recordUse || (recordUseSync !== undefined && (recordUseSync(decision.clientId, new Date(nowMillis)), true)))
+        (!decision.recordUse || (!recordsInSpan && (recordUseSync(decision.clientId, new Date(nowMillis)), true)))
       ) {
         // All in memory: only the signature remains.
         annotateRequest(span, spanAttributes(decision.address, Option.some(decision.clientId)))

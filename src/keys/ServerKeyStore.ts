@@ -7,8 +7,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import type { StorageUnavailable } from "../domain/Errors.js"
-import { parseFailureIsDefect } from "../storage/Rows.js"
-import { storageOperation } from "../storage/StorageErrors.js"
+import { parseFailureIsDefect, storageOperation } from "../storage/StorageErrors.js"
 
 const KeyName = Schema.String
 const ValueRow = Schema.Struct({ value: Schema.String })

@@ -8,8 +8,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Context, Effect, Either, Layer, Option, Schema } from "effect"
 import type { StorageUnavailable } from "../domain/Errors.js"
-import { parseFailureIsDefect } from "../storage/Rows.js"
-import { storageOperation } from "../storage/StorageErrors.js"
+import { parseFailureIsDefect, storageOperation } from "../storage/StorageErrors.js"
 
 export const PublicRsaJwk = Schema.Struct({ kty: Schema.Literal("RSA"), n: Schema.String, e: Schema.String })
 export type PublicRsaJwk = typeof PublicRsaJwk.Type

@@ -15,9 +15,8 @@ import { AdminRole } from "../domain/AdminRoles.js"
 import type { AuditEvent } from "../domain/AuditEvents.js"
 import type { StorageUnavailable } from "../domain/Errors.js"
 import { AuditTrail, insertAuditEvents } from "./AuditTrail.js"
-import { catalogueWriteWith } from "./CredentialRepoSql.js"
-import { parseFailureIsDefect } from "./Rows.js"
-import { storageOperation } from "./StorageErrors.js"
+import { catalogueWriteWith } from "./CatalogueWritesSql.js"
+import { parseFailureIsDefect, storageOperation } from "./StorageErrors.js"
 
 /** The digest of an admin token: hex SHA-256 (`TokenDigest`), never the token. */
 export const StoredAdminToken = Schema.Struct({

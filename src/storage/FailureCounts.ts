@@ -10,8 +10,7 @@
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Context, Effect, Layer, Option, Schema } from "effect"
-import { parseFailureIsDefect } from "./Rows.js"
-import { storageOperation } from "./StorageErrors.js"
+import { parseFailureIsDefect, storageOperation } from "./StorageErrors.js"
 
 const WindowRow = Schema.Struct({ count: Schema.Int, reset_at: Schema.DateFromSelf })
 const Failure = Schema.Struct({ pair: Schema.String, now: Schema.Number, windowMs: Schema.Number })

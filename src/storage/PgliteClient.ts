@@ -11,14 +11,43 @@ import { SqlClient, SqlError } from "@effect/sql"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { PgClient } from "@effect/sql-pg"
 import type { PGlite } from "@electric-sql/pglite"
-import { Effect, Layer, Stream } from "effect"
+import { Context, Effect, Layer, Option, Stream } from "effect"
 import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { execFile } from "node:child_process"
 import { pathToFileURL } from "node:url"
-import { takeWarmed } from "./PgliteWarmed.js"
-import { pgliteDist } from "./PgliteWarmup.js"
+import { type PgliteWarming, pgliteDist, warmedOptions } from "./PgliteWarmup.js"
 import { PrivateNodeFs } from "../datadir/PrivateNodeFs.js"
+
+/**
+ * What the entry warmed of PGlite (`PgliteWarmup`), handed to the server it starts: the first
+ * embedded database the server opens takes it (the memory is PGlite's from then on); any later one,
+ * and a server given nothing (tests, the CLI), lets PGlite load its files itself.
+ */
+export type WarmedOptions = Awaited<ReturnType<typeof warmedOptions>>
+
+export class PgliteWarmed extends Context.Tag("service-auth/PgliteWarmed")<
+  PgliteWarmed,
+  { readonly take: () => Promise<WarmedOptions> }
+>() {
+  static readonly layer = (warming: PgliteWarming | undefined) =>
+    Layer.sync(PgliteWarmed, () => {
+      let left = warming
+      return {
+        take: () => {
+          const taken = left
+          left = undefined
+          return taken === undefined ? Promise.resolve({}) : warmedOptions(taken)
+        }
+      }
+    })
+}
+
+/** The options to open PGlite with: what was warmed for this server, if anything is left. */
+export const takeWarmed: Effect.Effect<() => Promise<WarmedOptions>> = Effect.map(
+  Effect.serviceOption(PgliteWarmed),
+  Option.match({ onNone: () => () => Promise.resolve({}), onSome: (warmed) => warmed.take })
+)
 
 const statementError = (cause: unknown) => new SqlError.SqlError({ cause, message: "Failed to execute statement" })
 

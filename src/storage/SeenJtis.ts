@@ -23,11 +23,11 @@
  * - **Memory** (no `SqlClient`): this process's own memory, bounded (the oldest goes when full).
  */
 import { sweepPeriodically } from "../domain/ExpiringEntries.js"
-import { SqlClient } from "@effect/sql"
-import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import type { StorageUnavailable } from "../domain/Errors.js"
 import { sha256Base64url } from "../domain/Sha256.js"
-import { storageOperation } from "./StorageErrors.js"
+import { parseFailureIsDefect, storageOperation } from "./StorageErrors.js"
 
 export interface SeenJtisShape {
   /**
@@ -131,21 +131,36 @@ const makeLocal = (max: number = LOCAL_MAX) => Effect.gen(function*() {
   } satisfies SeenJtisShape
 })
 
+const ClaimRequest = Schema.Struct({ key: Schema.String, expiresAt: Schema.DateFromSelf, now: Schema.DateFromSelf })
+const ClaimedRow = Schema.Struct({ key: Schema.String })
+/** An unexpired id read back at start: its key and when it expires, in epoch milliseconds. */
+const UnexpiredRow = Schema.Struct({ key: Schema.String, until: Schema.Union(Schema.Number, Schema.NumberFromString) })
+
 /** The one statement that claims an id in `seen_jtis`: true when it was new (or its row had expired). */
-const claimInTable = (sql: SqlClient.SqlClient) =>
-(key: string, expiresAtMillis: number, nowMillis: number): Effect.Effect<boolean, StorageUnavailable> => {
-  const expiresAt = new Date(expiresAtMillis)
-  const now = new Date(nowMillis)
-  // One claim in a hundred also purges what has expired: the table stays small, claims stay one statement.
-  const statement = Math.random() < 0.01
-    ? sql<{ readonly key: string }>`WITH purged AS (DELETE FROM seen_jtis WHERE expires_at <= ${now})
+const claimInTable = (sql: SqlClient.SqlClient) => {
+  const claim = SqlSchema.findAll({
+    Request: ClaimRequest,
+    Result: ClaimedRow,
+    execute: ({ expiresAt, key, now }) =>
+      sql`INSERT INTO seen_jtis (key, expires_at) VALUES (${key}, ${expiresAt})
+        ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at WHERE seen_jtis.expires_at <= ${now}
+        RETURNING key`
+  })
+  const purgeAndClaim = SqlSchema.findAll({
+    Request: ClaimRequest,
+    Result: ClaimedRow,
+    execute: ({ expiresAt, key, now }) =>
+      sql`WITH purged AS (DELETE FROM seen_jtis WHERE expires_at <= ${now})
         INSERT INTO seen_jtis (key, expires_at) VALUES (${key}, ${expiresAt})
         ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at WHERE seen_jtis.expires_at <= ${now}
         RETURNING key`
-    : sql<{ readonly key: string }>`INSERT INTO seen_jtis (key, expires_at) VALUES (${key}, ${expiresAt})
-        ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at WHERE seen_jtis.expires_at <= ${now}
-        RETURNING key`
-  return storageOperation(Effect.map(statement, (rows) => rows.length === 1))
+  })
+  return (key: string, expiresAtMillis: number, nowMillis: number): Effect.Effect<boolean, StorageUnavailable> => {
+    const request = { key, expiresAt: new Date(expiresAtMillis), now: new Date(nowMillis) }
+    // One claim in a hundred also purges what has expired: the table stays small, claims stay one statement.
+    const statement = Math.random() < 0.01 ? purgeAndClaim(request) : claim(request)
+    return statement.pipe(Effect.map((rows) => rows.length === 1), parseFailureIsDefect, storageOperation)
+  }
 }
 
 /** Shared by every instance: the table decides each claim. */
@@ -170,10 +185,15 @@ export const makeSoleWriter = (sql: SqlClient.SqlClient, max: number = SOLE_WRIT
 
     const startedAt = new Date()
     yield* storageOperation(sql`DELETE FROM seen_jtis WHERE expires_at <= ${startedAt}`)
-    const rows = yield* storageOperation(sql<{ readonly key: string; readonly until: number }>`
-      SELECT key, (extract(epoch FROM expires_at) * 1000)::float8 AS until
-      FROM seen_jtis WHERE expires_at > ${startedAt} ORDER BY expires_at`)
-    for (const row of rows) local.add(row.key, Number(row.until), startedAt.getTime())
+    const unexpired = SqlSchema.findAll({
+      Request: Schema.DateFromSelf,
+      Result: UnexpiredRow,
+      execute: (now) =>
+        sql`SELECT key, (extract(epoch FROM expires_at) * 1000)::float8 AS until
+          FROM seen_jtis WHERE expires_at > ${now} ORDER BY expires_at`
+    })
+    const rows = yield* unexpired(startedAt).pipe(parseFailureIsDefect, storageOperation)
+    for (const row of rows) local.add(row.key, row.until, startedAt.getTime())
 
     const unwritten = (key: string, nowMillis: number) => {
       const until = pending.get(key)
@@ -187,7 +207,7 @@ export const makeSoleWriter = (sql: SqlClient.SqlClient, max: number = SOLE_WRIT
 
     const write = (batch: ReadonlyArray<readonly [string, number]>, nowMillis: number) =>
       Effect.gen(function*() {
-        // One parameter, whatever the batch's size, on both drivers (as LastUsedWrites does).
+        // One parameter, whatever the batch's size, on both drivers (as the last uses are written, `LastUse`).
         const rows = JSON.stringify(batch.map(([key, until]) => ({ key, expires_at: new Date(until).toISOString() })))
         yield* sql`INSERT INTO seen_jtis (key, expires_at)
           SELECT v.key, v.expires_at FROM json_to_recordset(${rows}::json) AS v(key text, expires_at timestamptz)
@@ -218,7 +238,7 @@ export const makeSoleWriter = (sql: SqlClient.SqlClient, max: number = SOLE_WRIT
       )
     })
 
-    // The cadence is housekeeping on the real clock (as LastUsedWrites'): a TestClock moved by years
+    // The cadence is housekeeping on the real clock (as the last uses'): a TestClock moved by years
     // would otherwise run one flush per tenth of a second of them. A flush under way is finished,
     // never cut, when the scope ends; the finalizer (run before the loop is interrupted) writes the rest.
     yield* Effect.sleep(FLUSH_EVERY).pipe(

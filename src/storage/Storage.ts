@@ -2,24 +2,38 @@
  * The storage a process runs on: PostgreSQL when DATABASE_URL is set, otherwise embedded PGlite
  * persisted in DATA_DIR; migrations are applied before anything else touches the database.
  * `layerMemory` is the in-process store for unit tests and embedding. Each provides the audit trail
- * next to the repository that records in it.
+ * next to the catalogue that records in it, and the catalogue as narrow services, one per flow's
+ * need, over one store behind its read cache: the hot read (`CatalogueLookup`), the writes
+ * (`CatalogueWrites`), the other reads (`CatalogueQueries`) and the last use (`LastUse`).
  */
-import type { SqlClient } from "@effect/sql"
+import { Migrator, SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Schedule, type Scope } from "effect"
+import { readdir, readFile } from "node:fs/promises"
+import { join } from "node:path"
+import { PACKAGE_ROOT } from "../config/PackageRoot.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { AdminTokenStore } from "./AdminTokenStore.js"
 import * as AuditTrail from "./AuditTrail.js"
-import * as CatalogueServices from "./CatalogueServices.js"
 import * as CacheCoherence from "../catalogue/CacheCoherence.js"
-import { localGuard } from "../catalogue/CredentialRepoCache.js"
-import * as CredentialRepoMemory from "./CredentialRepoMemory.js"
-import * as CredentialRepoSql from "./CredentialRepoSql.js"
+import {
+  type CacheGuard,
+  type CachedCatalogue,
+  type CatalogueStore,
+  localGuard,
+  withReadCache
+} from "../catalogue/CredentialRepoCache.js"
+import { tracerEnabled } from "../observability/Tracing.js"
+import * as CatalogueInMemory from "./CatalogueInMemory.js"
+import { CatalogueLookup } from "./CatalogueLookup.js"
+import { CatalogueQueries } from "./CatalogueQueries.js"
+import * as CatalogueSql from "./CatalogueSql.js"
+import { CatalogueWrites } from "./CatalogueWrites.js"
+import { LastUse } from "./LastUse.js"
 import * as EmbeddedTemplate from "../datadir/EmbeddedTemplate.js"
 import { lockDataDir } from "../datadir/DataDirLock.js"
 import { FailureCounts } from "./FailureCounts.js"
 import { SoleWriter } from "./SeenJtis.js"
-import * as Migrations from "./Migrations.js"
 import * as PgliteClient from "./PgliteClient.js"
 import { makeDataDirPrivate, tightenDataDir } from "../datadir/PrivateDataDir.js"
 import { StartupError } from "../config/StartupError.js"
@@ -27,8 +41,133 @@ import { STORAGE_TIMEOUT } from "./StorageErrors.js"
 import { ServerKeyStore } from "../keys/ServerKeyStore.js"
 import { SigningKeyStore } from "../keys/SigningKeyStore.js"
 
+export type CatalogueServices = CatalogueLookup | CatalogueWrites | CatalogueQueries | LastUse
+
+/**
+ * Each operation of the store in a span `CredentialRepo.<operation>` (the names dashboards know),
+ * below the cache's own spans (its SQL statements are spans of their own below it). Only where
+ * traces are exported.
+ */
+const storeSpans = ({ lastUse, queries, reads, writes }: CatalogueStore): CatalogueStore => {
+  const span = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.withSpan(effect, `CredentialRepo.${operation}`, { captureStackTrace: false })
+  return {
+    reads: {
+      findTokenTarget: (...args) => span("findTokenTarget")(reads.findTokenTarget(...args)),
+      findServiceRoute: (...args) => span("findServiceRoute")(reads.findServiceRoute(...args))
+    },
+    queries: {
+      ping: span("ping")(queries.ping),
+      countCatalogue: span("countCatalogue")(queries.countCatalogue),
+      countExpiring: (...args) => span("countExpiring")(queries.countExpiring(...args)),
+      credentialLifetime: (...args) => span("credentialLifetime")(queries.credentialLifetime(...args)),
+      upstreamOrigins: (...args) => span("upstreamOrigins")(queries.upstreamOrigins(...args)),
+      liveServices: (...args) => span("liveServices")(queries.liveServices(...args)),
+      listProfiles: span("listProfiles")(queries.listProfiles),
+      getProfile: (...args) => span("getProfile")(queries.getProfile(...args)),
+      getService: (...args) => span("getService")(queries.getService(...args)),
+      findClientCredential: (...args) => span("findClientCredential")(queries.findClientCredential(...args))
+    },
+    writes: {
+      putProfile: (...args) => span("putProfile")(writes.putProfile(...args)),
+      deleteProfile: (...args) => span("deleteProfile")(writes.deleteProfile(...args)),
+      putEnvironment: (...args) => span("putEnvironment")(writes.putEnvironment(...args)),
+      deleteEnvironment: (...args) => span("deleteEnvironment")(writes.deleteEnvironment(...args)),
+      putService: (...args) => span("putService")(writes.putService(...args)),
+      deleteService: (...args) => span("deleteService")(writes.deleteService(...args)),
+      applyCredentialChanges: (...args) => span("applyCredentialChanges")(writes.applyCredentialChanges(...args)),
+      setIntrospectProfiles: (...args) => span("setIntrospectProfiles")(writes.setIntrospectProfiles(...args)),
+      revokeToken: (...args) => span("revokeToken")(writes.revokeToken(...args)),
+      recordExpiries: (...args) => span("recordExpiries")(writes.recordExpiries(...args))
+    },
+    lastUse: {
+      // The span's name from before the operation was renamed: what dashboards already know.
+      recordUse: (...args) => span("touchCredential")(lastUse.recordUse(...args)),
+      recordUseSync: lastUse.recordUseSync
+    }
+  }
+}
+
+/** The narrow services over one cached catalogue. */
+export const servicesOf = (catalogue: CachedCatalogue): Context.Context<CatalogueServices> =>
+  Context.make(CatalogueLookup, catalogue.lookup).pipe(
+    Context.add(CatalogueWrites, catalogue.writes),
+    Context.add(CatalogueQueries, catalogue.queries),
+    Context.add(LastUse, catalogue.lastUse)
+  )
+
+/**
+ * The store behind its read cache, which loads the live catalogue in the background (misses read
+ * the store meanwhile) for as long as the scope lasts; when traces are exported (read as this is
+ * made), with a span for each store operation and each cache read.
+ */
+export const makeCatalogue = <E, R, EG, RG>(
+  store: Effect.Effect<CatalogueStore, E, R>,
+  guard: Effect.Effect<CacheGuard, EG, RG>
+): Effect.Effect<Context.Context<CatalogueServices>, E | EG, R | RG | Scope.Scope> =>
+  Effect.gen(function*() {
+    const traced = yield* tracerEnabled
+    const made = yield* store
+    const cached = withReadCache(traced ? storeSpans(made) : made, yield* guard, traced)
+    yield* Effect.forkScoped(cached.maintain)
+    return servicesOf(cached)
+  })
+
+/**
+ * Migrations: `migrations/NNNN_name.sql` applied in order with `@effect/sql`'s `Migrator`.
+ * `PgMigrator`'s file-system loader only imports `.js`/`.ts` modules, so this loader reads the SQL
+ * files itself and runs each one through the simple query protocol (a file may hold several statements).
+ */
+export const MIGRATIONS_DIRECTORY = join(PACKAGE_ROOT, "migrations")
+
+const MIGRATION_FILE = /^(\d+)_([A-Za-z0-9_-]+)\.sql$/
+
+export const sqlFileLoader = (directory: string): Migrator.Loader =>
+  Effect.tryPromise({
+    try: () => readdir(directory),
+    catch: (cause) =>
+      new Migrator.MigrationError({ reason: "import-error", message: `Cannot read ${directory}: ${cause}` })
+  }).pipe(
+    Effect.map((files) =>
+      files
+        .flatMap((file) => {
+          const match = MIGRATION_FILE.exec(file)
+          return match === null ? [] : [[Number(match[1]), match[2]!, file] as const]
+        })
+        .sort(([a], [b]) => a - b)
+        .map(([id, name, file]): Migrator.ResolvedMigration => [
+          id,
+          name,
+          Effect.promise(() => readFile(`${directory}/${file}`, "utf8")).pipe(
+            Effect.map((text) =>
+              Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text).unprepared)
+            )
+          )
+        ])
+    )
+  )
+
+/** Where the migrator records the migrations applied (bookkeeping, never exported). */
+export const MIGRATIONS_TABLE = "service_auth_migrations"
+
+const runMigrator = Migrator.make({})
+
+/**
+ * Brings the schema up to date. Instances starting together on one database serialise on the
+ * migrator's table lock; the one that loses the race to create that table retries.
+ */
+export const migrate = runMigrator({
+  loader: sqlFileLoader(MIGRATIONS_DIRECTORY),
+  table: MIGRATIONS_TABLE
+}).pipe(
+  Effect.retry({ times: 5, schedule: Schedule.spaced("200 millis") }),
+  Effect.withSpan("Migrations.migrate")
+)
+
+export const migrationsLayer = Layer.effectDiscard(migrate)
+
 /** Repositories over whatever `SqlClient` is provided, after migrating it. */
-const sqlRepos = <E, R>(repo: Layer.Layer<CatalogueServices.CatalogueServices, E, R>, failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>) =>
+const sqlRepos = <E, R>(repo: Layer.Layer<CatalogueServices, E, R>, failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>) =>
   Layer.mergeAll(
     repo,
     AuditTrail.layerSql,
@@ -37,7 +176,7 @@ const sqlRepos = <E, R>(repo: Layer.Layer<CatalogueServices.CatalogueServices, E
     SigningKeyStore.layerSql,
     failureCounts
   ).pipe(
-    Layer.provideMerge(Migrations.layer)
+    Layer.provideMerge(migrationsLayer)
   )
 
 /**
@@ -46,13 +185,13 @@ const sqlRepos = <E, R>(repo: Layer.Layer<CatalogueServices.CatalogueServices, E
  */
 const layerSqlReposCoherent = (url: Redacted.Redacted<string>) =>
   sqlRepos(
-    Layer.scopedContext(CatalogueServices.make(CredentialRepoSql.make, CacheCoherence.make(url))),
+    Layer.scopedContext(makeCatalogue(CatalogueSql.make, CacheCoherence.make(url))),
     FailureCounts.layerSql
   )
 
 /** With the hot reads cached and failures counted locally: only for a database this process alone writes. */
 const layerSqlReposCached = sqlRepos(
-  Layer.scopedContext(CatalogueServices.make(CredentialRepoSql.make, Effect.sync(localGuard))),
+  Layer.scopedContext(makeCatalogue(CatalogueSql.make, Effect.sync(localGuard))),
   FailureCounts.layerLocal
 )
 
@@ -167,15 +306,15 @@ export const layerEmbedded = (dataDir: string | undefined) =>
  * work on the database itself (`export`, `import`), on the same clients and migrations as the server.
  */
 export const layerMigrated = <E, R>(client: Layer.Layer<SqlClient.SqlClient, E, R>) =>
-  Migrations.layer.pipe(Layer.provideMerge(client))
+  migrationsLayer.pipe(Layer.provideMerge(client))
 
 /**
  * The in-memory repository and its audit trail, behind the same read cache as the embedded
  * database's (one process owns it): tests on memory run production's cached path.
  */
 const layerMemoryRepo = Layer.scopedContext(Effect.gen(function*() {
-  const { auditTrail, repo } = yield* CredentialRepoMemory.makeWithAuditTrail
-  const services = yield* CatalogueServices.make(Effect.succeed(repo), Effect.sync(localGuard))
+  const { auditTrail, store } = yield* CatalogueInMemory.make
+  const services = yield* makeCatalogue(Effect.succeed(store), Effect.sync(localGuard))
   return Context.add(services, AuditTrail.AuditTrail, auditTrail)
 }))
 

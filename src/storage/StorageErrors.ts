@@ -5,7 +5,7 @@
  * logged, answered 500 without detail, never leaked into a response body.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, Option } from "effect"
+import { Duration, Effect, Option, ParseResult } from "effect"
 import { StorageUnavailable } from "../domain/Errors.js"
 
 /** SQLSTATE classes that mean "the database is not there right now". */
@@ -63,3 +63,18 @@ export const withStorageTimeout = <A, E, R>(effect: Effect.Effect<A, E, R>): Eff
 export const storageOperation = <A, E, R>(
   effect: Effect.Effect<A, E | SqlError, R>
 ): Effect.Effect<A, Exclude<E, SqlError> | StorageUnavailable, R> => withStorageTimeout(refineSqlError(effect))
+
+/**
+ * What a statement answers, read through a schema: decoded, never cast. Repositories read rows with
+ * `SqlSchema` (`findAll`, `findOne`, `single`, `void`) and the row's schema. Both drivers
+ * (node-postgres and PGlite) return `timestamptz` as a `Date` and `jsonb` parsed, so the schemas say
+ * exactly that. A row that does not match is a bug in a statement or a schema: `parseFailureIsDefect`
+ * makes it a defect at the repository's edge (logged, 500), never a client's error.
+ */
+export const parseFailureIsDefect = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.catchIf(
+    effect,
+    (error): error is Extract<E, ParseResult.ParseError> => error instanceof ParseResult.ParseError,
+    Effect.die
+  )
+

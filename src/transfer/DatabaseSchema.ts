@@ -5,8 +5,8 @@
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
-import { MIGRATIONS_TABLE } from "../storage/Migrations.js"
-import { parseFailureIsDefect } from "../storage/Rows.js"
+import { MIGRATIONS_TABLE } from "../storage/Storage.js"
+import { parseFailureIsDefect } from "../storage/StorageErrors.js"
 import { TABLE_ROWS } from "./ExportRows.js"
 
 /** Tables whose rows stay where they are, and why moving them would be wrong or useless. */

@@ -3,7 +3,7 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { isSealed } from "../auth/KeyEncryption.js"
 import { importSigningKey, SIGNING_KEY_NAME } from "../auth/SigningKeyMaterial.js"
-import { parseFailureIsDefect } from "../storage/Rows.js"
+import { parseFailureIsDefect } from "../storage/StorageErrors.js"
 import { serverKeyValue } from "../keys/ServerKeyStore.js"
 import type { ExportedTables } from "./ExportRows.js"
 

@@ -1,17 +1,21 @@
 /**
- * The statements of `CredentialRepoSql` that answer rows, each declared with `SqlSchema`: what it
- * is given and the schema of its rows, so that rows are decoded, never cast. Both drivers
- * (node-postgres and PGlite) return `timestamptz` as a `Date` and `jsonb` parsed, as the row schemas
- * say. A row that does not match is a bug: the repository makes it a defect (`parseFailureIsDefect`).
+ * The statements of the SQL catalogue (`CatalogueSql`, `CatalogueWritesSql`) that answer rows, each
+ * declared with `SqlSchema`: what it is given and the schema of its rows, so that rows are decoded,
+ * never cast. Both drivers (node-postgres and PGlite) return `timestamptz` as a `Date` and `jsonb`
+ * parsed, as the row schemas say. A row that does not match is a bug: the store makes it a defect
+ * (`parseFailureIsDefect`). Below them, what the store answers made from its rows: service documents
+ * with their live credentials for the admin API (fields set to their default left out, so that a
+ * document reads as it did before the field existed), and the live services of a page for the cache.
  */
 import { type SqlClient, SqlSchema } from "@effect/sql"
 import { Schema } from "effect"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import { AuthType } from "../domain/Models.js"
-import { StoredHandler } from "../domain/Handlers.js"
+import { answeredHandler, StoredHandler } from "../domain/Handlers.js"
+import { AuthType, type CredentialInfo, type ServiceDocument, withPublicKey } from "../domain/Models.js"
 import { RateLimit } from "../domain/Policies.js"
+import { type LiveService, withIntrospection } from "./CatalogueQueries.js"
 
-export const ServiceRow = Schema.Struct({
+export const ServiceDocumentRow = Schema.Struct({
   environment: EnvironmentName,
   uuid: ServiceUuid,
   name: Schema.String,
@@ -20,9 +24,9 @@ export const ServiceRow = Schema.Struct({
   rate_limit: Schema.NullOr(RateLimit),
   require_dpop: Schema.Boolean
 })
-export type ServiceRow = typeof ServiceRow.Type
+export type ServiceDocumentRow = typeof ServiceDocumentRow.Type
 
-export const CredentialRow = Schema.Struct({
+export const CredentialDocumentRow = Schema.Struct({
   environment: EnvironmentName,
   service_uuid: ServiceUuid,
   client_id: ClientId,
@@ -33,7 +37,7 @@ export const CredentialRow = Schema.Struct({
   expires_at: Schema.NullOr(Schema.DateFromSelf),
   introspect_profiles: Schema.NullOr(Schema.Array(ProfileId))
 })
-export type CredentialRow = typeof CredentialRow.Type
+export type CredentialDocumentRow = typeof CredentialDocumentRow.Type
 
 const ProfileRow = Schema.Struct({ profile: ProfileId, created_at: Schema.DateFromSelf })
 /** A profile's origins (jsonb, parsed by both drivers); null: none. */
@@ -172,13 +176,13 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
   }),
   profileServices: SqlSchema.findAll({
     Request: ProfileKey,
-    Result: ServiceRow,
+    Result: ServiceDocumentRow,
     execute: (profile) =>
       sql`SELECT environment, uuid, name, auth_type, handler, rate_limit, require_dpop FROM services WHERE profile = ${profile} ORDER BY position`
   }),
   profileCredentials: SqlSchema.findAll({
     Request: ProfileKey,
-    Result: CredentialRow,
+    Result: CredentialDocumentRow,
     execute: (profile) =>
       sql`SELECT environment, service_uuid, client_id, secret_hash, created_at, last_used_at, expires_at, introspect_profiles
           FROM credentials
@@ -186,14 +190,14 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
   }),
   serviceRows: SqlSchema.findAll({
     Request: AddressKey,
-    Result: ServiceRow,
+    Result: ServiceDocumentRow,
     execute: ({ environment, profile, uuid }) =>
       sql`SELECT environment, uuid, name, auth_type, handler, rate_limit, require_dpop FROM services
           WHERE profile = ${profile} AND environment = ${environment} AND uuid = ${uuid}`
   }),
   serviceCredentials: SqlSchema.findAll({
     Request: AddressKey,
-    Result: CredentialRow,
+    Result: CredentialDocumentRow,
     execute: ({ environment, profile, uuid }) =>
       sql`SELECT environment, service_uuid, client_id, secret_hash, created_at, last_used_at, expires_at, introspect_profiles
           FROM credentials
@@ -272,3 +276,59 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
         ORDER BY p.profile, p.environment, p.uuid`
   })
 })
+
+const toCredentialInfo = (row: CredentialDocumentRow): CredentialInfo =>
+  withIntrospection(
+    withPublicKey({ client_id: row.client_id, created_at: row.created_at, expires_at: row.expires_at, last_used_at: row.last_used_at }, row.secret_hash),
+    row.introspect_profiles
+  )
+
+/** Each service with its credentials (all rows of one profile, or of one service). */
+export const servicesWithCredentials = (
+  services: ReadonlyArray<ServiceDocumentRow>,
+  credentials: ReadonlyArray<CredentialDocumentRow>
+): Array<ServiceDocument> =>
+  services.map((service) => ({
+    uuid: service.uuid,
+    name: service.name,
+    auth_type: service.auth_type,
+    handler: answeredHandler(service.handler),
+    ...(service.rate_limit === null ? {} : { rate_limit: service.rate_limit }),
+    ...(service.require_dpop ? { require_dpop: true } : {}),
+    credentials: credentials
+      .filter((c) => c.environment === service.environment && c.service_uuid === service.uuid)
+      .map(toCredentialInfo)
+  }))
+
+/** Rows in address order, one per live credential (or one with none), grouped by service. */
+export const liveServicesOf = (rows: ReadonlyArray<typeof LiveRow.Type>): Array<LiveService> => {
+  const services: Array<LiveService & { credentials: Array<LiveService["credentials"][number]> }> = []
+  for (const row of rows) {
+    let last = services[services.length - 1]
+    if (last === undefined || last.profile !== row.profile || last.environment !== row.environment || last.uuid !== row.uuid) {
+      last = {
+        profile: row.profile,
+        environment: row.environment,
+        uuid: row.uuid,
+        authType: row.auth_type,
+        handler: row.handler,
+        rateLimit: row.rate_limit,
+        requireDpop: row.require_dpop,
+        upstreamApproved: row.upstream_approved,
+        upstreamOrigins: row.upstream_origins,
+        credentials: []
+      }
+      services.push(last)
+    }
+    if (row.client_id !== null && row.secret_hash !== null) {
+      last.credentials.push({
+        clientId: row.client_id,
+        secretHash: row.secret_hash,
+        lastUsedAt: row.last_used_at,
+        revoked: row.revoked ?? [],
+        expiresAt: row.expires_at
+      })
+    }
+  }
+  return services
+}

@@ -1,31 +1,35 @@
 /**
- * `CredentialRepo` on SQL: PostgreSQL through `@effect/sql-pg`, or embedded PGlite through
- * `PgliteClient`; the statements are the same.
+ * The catalogue's writes on SQL (`CatalogueWrites`): PostgreSQL or embedded PGlite, the same
+ * statements. Each runs in one transaction opened by `catalogueWriteWith`, records its audit events
+ * in it, and announces what it changed to every instance when it commits.
  *
  * The two-credential limit holds under concurrency because a save first locks the rows of the
  * services it touches (`FOR UPDATE`, in a fixed order so two saves never deadlock), then reads their
- * live credentials, checks, and writes, all in one transaction.
+ * live credentials, checks, and writes, all in one transaction. A revocation is a write of the
+ * token's service, so that the coherence protocol carries it to every instance's cache exactly as it
+ * carries a credential's deletion (docs/cache-coherence.md). Expiry itself needs no write: only its
+ * audit event is written, once: the sweep's UPDATE takes each row only while `expiry_recorded` is
+ * false, so of two instances sweeping at once, the second finds nothing left to record.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect, Either, Option } from "effect"
+import { type SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Either, Option, Schema } from "effect"
 import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, NotFound } from "../domain/Errors.js"
-import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import { laterUse } from "../domain/LastUse.js"
-import { insertAuditEvents } from "./AuditTrail.js"
-import { expiryOperations } from "./CredentialExpirySql.js"
-import { credentialEvents, deletionEvents, profileEvent, serviceEvent } from "./CatalogueEvents.js"
-import { checkCredentialChanges, serviceKey } from "./CredentialChanges.js"
+import type { EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { announcedScopes, type CatalogueScope, writeScopes } from "../catalogue/CatalogueScope.js"
-import type { CredentialRepoShape } from "./CredentialRepo.js"
-import { liveServicesOf, servicesWithCredentials } from "./CredentialRepoDocuments.js"
-import { type ServiceAddress } from "../domain/ServiceAddress.js"
-import { credentialStatements } from "./CredentialRepoStatements.js"
-import * as LastUsedWrites from "./LastUsedWrites.js"
-import { revocationOperations } from "./TokenRevocationsSql.js"
-import { introspectionOperations } from "./CredentialIntrospection.js"
-import { parseFailureIsDefect } from "./Rows.js"
-import { storageOperation } from "./StorageErrors.js"
+import {
+  credentialEvents,
+  deletionEvents,
+  expiryEvents,
+  insertAuditEvents,
+  introspectionEvent,
+  profileEvent,
+  revocationEvent,
+  serviceEvent
+} from "./AuditTrail.js"
+import { credentialStatements } from "./CatalogueStatements.js"
+import { type CatalogueStoreWrites, checkCredentialChanges, introspectProfilesOf, serviceKey } from "./CatalogueWrites.js"
+import { parseFailureIsDefect, storageOperation } from "./StorageErrors.js"
 
 /** The channel on which committed catalogue changes are announced, with the new version. */
 export const CATALOGUE_CHANNEL = "service_auth_cache"
@@ -53,35 +57,25 @@ export const catalogueWriteWith = (sql: SqlClient.SqlClient, scopes?: ReadonlyAr
     sql.withTransaction
   )
 
-export const make = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
+const ExpiredRow = Schema.Struct({
+  profile: Schema.String,
+  environment: Schema.String,
+  service_uuid: Schema.String,
+  client_id: Schema.String,
+  expires_at: Schema.DateFromSelf
+})
+export const makeWritesSql = (sql: SqlClient.SqlClient): CatalogueStoreWrites => {
   const record = insertAuditEvents(sql)
-  const lastUsed = yield* LastUsedWrites.make(sql)
-  /** The stored `last_used_at`, or the later time noted and not yet written. */
-  const notedOver = (clientId: ClientId, stored: Date | null) => {
-    const noted = lastUsed.pendingUse(clientId)
-    return noted === undefined ? stored : laterUse(stored, noted)
-  }
-
   const catalogueWrite = (scopes: ReadonlyArray<CatalogueScope>) => catalogueWriteWith(sql, scopes)
-
-  const {
-    countRows,
-    environmentNames,
-    liveClientIds,
-    livePage,
-    profileCreatedAt,
-    profileCredentials,
-    profileRows,
-    profileServices,
-    profileUpstreamOrigins,
-    serviceCredentials,
-    serviceRoute,
-    serviceRows,
-    tokenTarget,
-    tombstone
-  } = credentialStatements(sql)
-
+  const { liveClientIds, tombstone } = credentialStatements(sql)
+  const due = SqlSchema.findAll({
+    Request: Schema.DateFromSelf,
+    Result: ExpiredRow,
+    execute: (now) =>
+      sql`UPDATE credentials SET expiry_recorded = true
+          WHERE deleted_at IS NULL AND expires_at IS NOT NULL AND expires_at <= ${now} AND NOT expiry_recorded
+          RETURNING profile, environment, service_uuid, client_id, expires_at`
+  })
   /** Tombstones the live credentials under a deleted item; answers them, for the audit trail. */
   const tombstoneCredentials = (now: Date, profile: ProfileId, environment?: EnvironmentName, uuid?: ServiceUuid) =>
     tombstone({
@@ -94,51 +88,7 @@ export const make = Effect.gen(function*() {
       Effect.map((rows) => [...rows].sort((a, b) => (a.client_id < b.client_id ? -1 : 1)))
     )
 
-  /** The address and client id of a hot read, as its statement takes them. */
-  const lookup = (address: ServiceAddress, clientId: Option.Option<ClientId>) => ({
-    profile: address.profile,
-    environment: address.environment,
-    uuid: address.uuid,
-    client_id: Option.getOrElse(clientId, () => "")
-  })
-
-  const repo: CredentialRepoShape = {
-    ...expiryOperations(sql),
-    ping: storageOperation(Effect.asVoid(sql`SELECT 1`)),
-
-    // The counts are one row always: none would be a bug in the statement, as a row of another shape.
-    countCatalogue: countRows(undefined).pipe(
-      parseFailureIsDefect,
-      Effect.catchTag("NoSuchElementException", Effect.die),
-      storageOperation
-    ),
-
-    listProfiles: profileRows(undefined).pipe(parseFailureIsDefect, storageOperation),
-
-    // The uses noted so far are written first, outside the read's transaction: the flush waits for
-    // batches already on their way, which on the embedded database's one connection could not be
-    // written while the transaction held it.
-    getProfile: (profile) =>
-      Effect.gen(function*() {
-        const found = yield* profileCreatedAt(profile)
-        if (Option.isNone(found)) return Option.none()
-        const environments = yield* environmentNames(profile)
-        const services = yield* profileServices(profile)
-        const credentials = yield* profileCredentials(profile)
-        const lifetime = found.value.credential_max_lifetime_days
-        const origins = found.value.upstream_origins
-        return Option.some({
-          profile,
-          created_at: found.value.created_at,
-          ...(lifetime === null ? {} : { credential_max_lifetime_days: lifetime }),
-          ...(origins === null ? {} : { upstream_origins: origins }),
-          environments: environments.map(({ name }) => ({
-            name,
-            services: servicesWithCredentials(services.filter((s) => s.environment === name), credentials)
-          }))
-        })
-      }).pipe(sql.withTransaction, (read) => Effect.zipRight(lastUsed.flush, read), parseFailureIsDefect, storageOperation),
-
+  return {
     putProfile: (profile, now, actor, lifetimeDays, upstreamOrigins) =>
       Effect.gen(function*() {
         const origins = upstreamOrigins == null ? null : JSON.stringify(upstreamOrigins)
@@ -166,13 +116,6 @@ export const make = Effect.gen(function*() {
         yield* record([profileEvent(actor, now, "profile.created", profile, lifetimeDays, upstreamOrigins)])
         return true
       }).pipe(catalogueWrite(writeScopes.profilePolicy(profile, upstreamOrigins)), storageOperation),
-
-    upstreamOrigins: (profile) =>
-      profileUpstreamOrigins(profile).pipe(
-        Effect.map(Option.map((row) => row.upstream_origins)),
-        parseFailureIsDefect,
-        storageOperation
-      ),
 
     // Each delete first locks what a concurrent save locks (the profile, or the services), so a
     // credential added concurrently is either committed before the tombstones are written, or its
@@ -213,14 +156,6 @@ export const make = Effect.gen(function*() {
         yield* record(deletionEvents(actor, now, { action: "environment.deleted", profile, environment }, removed))
         return true
       }).pipe(catalogueWrite(writeScopes.environment(profile, environment)), storageOperation),
-
-    getService: (address) =>
-      Effect.gen(function*() {
-        const services = yield* serviceRows(address)
-        if (services.length === 0) return Option.none()
-        const credentials = yield* serviceCredentials(address)
-        return Option.fromNullable(servicesWithCredentials(services, credentials)[0])
-      }).pipe(sql.withTransaction, (read) => Effect.zipRight(lastUsed.flush, read), parseFailureIsDefect, storageOperation),
 
     putService: (address, fields, mode, now, actor) =>
       Effect.gen(function*() {
@@ -313,59 +248,40 @@ export const make = Effect.gen(function*() {
         yield* record(credentialEvents(actor, now, profile, changes, options?.save === true))
       }).pipe(catalogueWrite(writeScopes.credentials(profile, changes)), storageOperation),
 
-    findTokenTarget: (address, clientId) =>
-      tokenTarget(lookup(address, clientId))
-        .pipe(
-          parseFailureIsDefect,
-          Effect.map((found) =>
-            found.pipe(Option.map((row) => ({
-              authType: row.auth_type,
-              requireDpop: row.require_dpop,
-              credential: row.client_id === null || row.secret_hash === null
-                ? Option.none()
-                : Option.some({
-                  clientId: row.client_id,
-                  secretHash: row.secret_hash,
-                  lastUsedAt: notedOver(row.client_id, row.last_used_at),
-                  expiresAt: row.expires_at
-                })
-            })))
-          ),
-          storageOperation
-        ),
+    revokeToken: (revocation, now, actor) =>
+      Effect.gen(function*() {
+        // Kept until the token's own expiry: older rows are of tokens refused anyway.
+        yield* sql`DELETE FROM revoked_tokens WHERE expires_at <= ${now}`
+        const inserted = yield* sql`
+          INSERT INTO revoked_tokens (jti, client_id, expires_at)
+          VALUES (${revocation.jti}, ${revocation.clientId}, ${revocation.expiresAt})
+          ON CONFLICT (jti) DO NOTHING RETURNING jti`
+        if (inserted.length === 0) return false
+        yield* record([revocationEvent(actor, now, revocation)])
+        return true
+      }).pipe(catalogueWrite(writeScopes.service(revocation.address)), storageOperation),
 
-    ...revocationOperations(sql, catalogueWrite, record),
-    ...introspectionOperations(sql, record),
+    setIntrospectProfiles: (address, clientId, profiles, now, actor) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const next = introspectProfilesOf(profiles)
+        const text = next === null ? null : JSON.stringify(next)
+        const live = yield* sql`SELECT client_id FROM credentials
+          WHERE client_id = ${clientId} AND profile = ${address.profile} AND environment = ${address.environment}
+            AND service_uuid = ${address.uuid} AND deleted_at IS NULL FOR UPDATE`
+        if (live.length === 0) return Option.none()
+        // jsonb compares by value: the same list changes nothing and records nothing.
+        const changed = yield* sql`UPDATE credentials SET introspect_profiles = ${text}::jsonb
+          WHERE client_id = ${clientId} AND introspect_profiles IS DISTINCT FROM ${text}::jsonb RETURNING client_id`
+        if (changed.length === 0) return Option.some(false)
+        yield* record([introspectionEvent(actor, now, address, clientId, next)])
+        return Option.some(true)
+      })).pipe(storageOperation),
 
-    recordUse: (clientId, now) => Effect.sync(() => lastUsed.recordUse(clientId, now)),
-    recordUseSync: lastUsed.recordUse,
-
-    liveServices: (scope, after, limit) =>
-      livePage({
-        ...(scope === undefined ? {} : { scope }),
-        ...(after === undefined ? {} : { after: { profile: after.profile, environment: after.environment, uuid: after.uuid } }),
-        limit
-      }).pipe(parseFailureIsDefect, Effect.map(liveServicesOf), storageOperation),
-
-    findServiceRoute: (address, clientId) =>
-      serviceRoute(lookup(address, clientId))
-        .pipe(
-          parseFailureIsDefect,
-          Effect.map((found) =>
-            found.pipe(Option.map((row) => ({
-              authType: row.auth_type,
-              handler: row.handler,
-              credentialLive: Option.isSome(clientId) && row.credential_live,
-              credentialExpiresAt: row.credential_expires_at === null ? null : row.credential_expires_at.getTime(),
-              rateLimit: row.rate_limit,
-              requireDpop: row.require_dpop,
-              upstreamApproved: row.upstream_approved,
-              upstreamOrigins: row.upstream_origins,
-              ...(row.revoked.length === 0 ? {} : { revokedTokens: new Set(row.revoked) })
-            })))
-          ),
-          storageOperation
-        )
+    recordExpiries: (now) =>
+      Effect.gen(function*() {
+        const expired = yield* due(now).pipe(parseFailureIsDefect)
+        yield* record(expiryEvents(now, expired))
+        return expired.length
+      }).pipe(sql.withTransaction, storageOperation)
   }
-  return repo
-})
+}

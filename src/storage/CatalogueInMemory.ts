@@ -1,8 +1,9 @@
 /**
- * In-memory `CredentialRepo` for unit tests and embedding, served behind the same read cache as the
- * SQL one (`Storage.layerMemory`), so that tests run production's cached path. Every operation is one synchronous step,
- * so each is atomic under Effect's cooperative scheduling, like a transaction; its audit events are
- * appended in that same step, to the log of the `AuditTrail` made with it (`makeWithAuditTrail`).
+ * The catalogue in memory, for unit tests and embedding: each flow's part over one set of maps,
+ * served behind the same read cache as the SQL store (`Storage.layerMemory`), so that tests run
+ * production's cached path. Every operation is one synchronous step, so each is atomic under
+ * Effect's cooperative scheduling, like a transaction; its audit events are appended in that same
+ * step, to the log of the `AuditTrail` made with it.
  */
 import { Effect, Either, Option } from "effect"
 import { auditEvent } from "../domain/AuditEvents.js"
@@ -11,21 +12,14 @@ import type { ClientId, EnvironmentName, ProfileId } from "../domain/Identifiers
 import { laterUse } from "../domain/LastUse.js"
 import { type CredentialInfo, type ServiceDocument, withPublicKey } from "../domain/Models.js"
 import { answeredHandler } from "../domain/Handlers.js"
-import { makeMemoryLog } from "./AuditTrail.js"
-import {
-  credentialEvents,
-  deletionEvents,
-  expiryEvents,
-  profileEvent,
-  type RemovedCredential,
-  revocationEvent,
-  serviceEvent
-} from "./CatalogueEvents.js"
-import { checkCredentialChanges, serviceKey, type ServiceSnapshot } from "./CredentialChanges.js"
-import { covers } from "../catalogue/CatalogueScope.js"
-import { type CredentialRepoShape, type LiveService, revokedSet, type ServiceFields } from "./CredentialRepo.js"
 import { compareAddresses, type ServiceAddress } from "../domain/ServiceAddress.js"
-import { type IntrospectingCredential, setInMemory, withIntrospection } from "./CredentialIntrospection.js"
+import { covers } from "../catalogue/CatalogueScope.js"
+import type { CatalogueStore } from "../catalogue/CredentialRepoCache.js"
+import * as Events from "./AuditTrail.js"
+import { type CatalogueReads, revokedSet } from "./CatalogueLookup.js"
+import { type CatalogueQueriesShape, type LiveService, withIntrospection } from "./CatalogueQueries.js"
+import { type CatalogueStoreWrites, checkCredentialChanges, introspectProfilesOf, serviceKey, type ServiceFields } from "./CatalogueWrites.js"
+import type { LastUseShape } from "./LastUse.js"
 
 interface StoredService extends ServiceFields {
   readonly uuid: ServiceAddress["uuid"]
@@ -33,8 +27,11 @@ interface StoredService extends ServiceFields {
   readonly order: number
 }
 
-interface StoredCredential extends IntrospectingCredential {
+interface StoredCredential {
+  readonly clientId: ClientId
+  readonly profile: ProfileId
   readonly environment: EnvironmentName
+  readonly serviceUuid: ServiceAddress["uuid"]
   readonly secretHash: string
   readonly createdAt: Date
   readonly order: number
@@ -42,6 +39,7 @@ interface StoredCredential extends IntrospectingCredential {
   lastUsedAt: Date | null
   deletedAt: Date | null
   expiryRecorded: boolean
+  introspectProfiles: ReadonlyArray<ProfileId> | null
 }
 
 interface StoredProfile {
@@ -59,9 +57,9 @@ const sameFields = (a: ServiceFields, b: ServiceFields) =>
 
 const byName = <A>(a: [string, A], b: [string, A]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)
 
-/** The repository and the audit trail it records its changes in. */
-export const makeWithAuditTrail = Effect.sync(() => {
-  const log = makeMemoryLog()
+/** The store and the audit trail it records its changes in. */
+export const make = Effect.sync(() => {
+  const log = Events.makeMemoryLog()
   const profiles = new Map<ProfileId, StoredProfile>()
   const credentials = new Map<string, StoredCredential>()
   /** Revoked tokens by `jti`: their client id and when they expire. */
@@ -91,7 +89,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
 
   /** Tombstones the live credentials that match; answers them, for the audit trail. */
   const tombstone = (now: Date, matches: (c: StoredCredential) => boolean) => {
-    const removed: Array<RemovedCredential> = []
+    const removed: Array<Events.RemovedCredential> = []
     for (const credential of credentials.values()) {
       if (credential.deletedAt === null && matches(credential)) {
         credential.deletedAt = now
@@ -135,9 +133,40 @@ export const makeWithAuditTrail = Effect.sync(() => {
   })
 
   const DAY_MS = 86_400_000
-  const repo: CredentialRepoShape = {
-    ping: Effect.void,
+  const reads: CatalogueReads = {
+    findTokenTarget: (address, clientId) =>
+      Effect.sync(() =>
+        Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => ({
+          authType: service.auth_type,
+          requireDpop: service.require_dpop === true,
+          credential: Option.flatMapNullable(clientId, (id) => liveCredential(address, id)).pipe(
+            Option.map((c) => ({ clientId: c.clientId, secretHash: c.secretHash, lastUsedAt: c.lastUsedAt, expiresAt: c.expiresAt }))
+          )
+        })))
+      ),
+    findServiceRoute: (address, clientId) =>
+      Effect.sync(() =>
+        Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => {
+          const revokedTokens = Option.isNone(clientId)
+            ? undefined
+            : revokedSet([...revoked].filter(([, token]) => token.clientId === clientId.value).map(([jti]) => jti))
+          const credential = Option.isSome(clientId) ? liveCredential(address, clientId.value) : undefined
+          return {
+            authType: service.auth_type,
+            handler: service.handler,
+            credentialLive: credential !== undefined,
+            credentialExpiresAt: credential?.expiresAt?.getTime() ?? null,
+            rateLimit: service.rate_limit ?? null,
+            requireDpop: service.require_dpop === true,
+            upstreamApproved: service.upstream_approved === true, upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
+            ...(revokedTokens === undefined ? {} : { revokedTokens })
+          }
+        }))
+      )
+  }
 
+  const queries: CatalogueQueriesShape = {
+    ping: Effect.void,
     countExpiring: (now) =>
       Effect.sync(() => {
         const expiring = (days: number) =>
@@ -147,27 +176,9 @@ export const makeWithAuditTrail = Effect.sync(() => {
           ).length
         return { within7d: expiring(7), within30d: expiring(30) }
       }),
-
-    recordExpiries: (now) =>
-      Effect.sync(() => {
-        const expired = [...credentials.values()].filter((c) =>
-          c.deletedAt === null && c.expiresAt !== null && c.expiresAt <= now && !c.expiryRecorded
-        )
-        for (const credential of expired) credential.expiryRecorded = true
-        log.append(expiryEvents(now, expired.map((c) => ({
-          profile: c.profile,
-          environment: c.environment,
-          service_uuid: c.serviceUuid,
-          client_id: c.clientId,
-          expires_at: c.expiresAt!
-        }))))
-        return expired.length
-      }),
-
     credentialLifetime: (profile) =>
       Effect.sync(() => Option.map(Option.fromNullable(profiles.get(profile)), (stored) => stored.lifetimeDays)),
     upstreamOrigins: (profile) => Effect.sync(() => Option.map(Option.fromNullable(profiles.get(profile)), (stored) => stored.upstreamOrigins)),
-
     countCatalogue: Effect.sync(() => {
       const environments = [...profiles.values()].flatMap((profile) => [...profile.environments.values()])
       return {
@@ -177,11 +188,9 @@ export const makeWithAuditTrail = Effect.sync(() => {
         credentials: [...credentials.values()].filter((credential) => credential.deletedAt === null).length
       }
     }),
-
     listProfiles: Effect.sync(() =>
       [...profiles.entries()].sort(byName).map(([profile, stored]) => ({ profile, created_at: stored.createdAt }))
     ),
-
     getProfile: (profile) =>
       Effect.sync(() =>
         Option.fromNullable(profiles.get(profile)).pipe(Option.map((stored) => ({
@@ -197,31 +206,76 @@ export const makeWithAuditTrail = Effect.sync(() => {
           }))
         })))
       ),
+    getService: (address) =>
+      Effect.sync(() =>
+        Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => serviceDocument(address, service)))
+      ),
+    liveServices: (scope, after, limit) =>
+      Effect.sync(() =>
+        [...profiles].flatMap(([profile, stored]) =>
+          [...stored.environments].flatMap(([environment, { services }]) =>
+            [...services.values()].map((service) => ({ address: { profile, environment, uuid: service.uuid }, service }))
+          )
+        )
+          .filter(({ address: a }) =>
+            (scope === undefined || covers(scope, a.profile, a.environment, a.uuid)) && (after === undefined || compareAddresses(after, a) < 0)
+          )
+          .sort((a, b) => compareAddresses(a.address, b.address))
+          .slice(0, limit)
+          .map(({ address, service }) => liveService(address, service))
+      ),
+    findClientCredential: (clientId) =>
+      Effect.sync(() => {
+        const credential = credentials.get(clientId)
+        return credential === undefined || credential.deletedAt !== null
+          ? Option.none()
+          : Option.some({
+            address: { profile: credential.profile, environment: credential.environment, uuid: credential.serviceUuid },
+            secretHash: credential.secretHash,
+            expiresAt: credential.expiresAt,
+            introspectProfiles: credential.introspectProfiles
+          })
+      })
+  }
 
+  const writes: CatalogueStoreWrites = {
+    recordExpiries: (now) =>
+      Effect.sync(() => {
+        const expired = [...credentials.values()].filter((c) =>
+          c.deletedAt === null && c.expiresAt !== null && c.expiresAt <= now && !c.expiryRecorded
+        )
+        for (const credential of expired) credential.expiryRecorded = true
+        log.append(Events.expiryEvents(now, expired.map((c) => ({
+          profile: c.profile,
+          environment: c.environment,
+          service_uuid: c.serviceUuid,
+          client_id: c.clientId,
+          expires_at: c.expiresAt!
+        }))))
+        return expired.length
+      }),
     putProfile: (profile, now, actor, lifetimeDays, upstreamOrigins) =>
       Effect.sync(() => {
         const existing = profiles.get(profile)
         if (existing === undefined) {
           profiles.set(profile, { createdAt: now, lifetimeDays: lifetimeDays ?? null, upstreamOrigins: upstreamOrigins ?? null, environments: new Map() })
-          log.append([profileEvent(actor, now, "profile.created", profile, lifetimeDays, upstreamOrigins)])
+          log.append([Events.profileEvent(actor, now, "profile.created", profile, lifetimeDays, upstreamOrigins)])
           return true
         }
         const lifetime = lifetimeDays !== undefined && existing.lifetimeDays !== lifetimeDays ? lifetimeDays : undefined
         const origins = upstreamOrigins !== undefined && JSON.stringify(existing.upstreamOrigins) !== JSON.stringify(upstreamOrigins) ? upstreamOrigins : undefined
         if (lifetime === undefined && origins === undefined) return false
         Object.assign(existing, lifetime === undefined ? {} : { lifetimeDays: lifetime }, origins === undefined ? {} : { upstreamOrigins: origins })
-        log.append([profileEvent(actor, now, "profile.changed", profile, lifetime, origins)])
+        log.append([Events.profileEvent(actor, now, "profile.changed", profile, lifetime, origins)])
         return false
       }),
-
     deleteProfile: (profile, now, actor) =>
       Effect.sync(() => {
         if (!profiles.delete(profile)) return false
         const removed = tombstone(now, (c) => c.profile === profile)
-        log.append(deletionEvents(actor, now, { action: "profile.deleted", profile }, removed))
+        log.append(Events.deletionEvents(actor, now, { action: "profile.deleted", profile }, removed))
         return true
       }),
-
     putEnvironment: (profile, environment, now, actor) =>
       Effect.suspend(() => {
         const stored = profiles.get(profile)
@@ -231,20 +285,13 @@ export const makeWithAuditTrail = Effect.sync(() => {
         log.append([auditEvent(actor, now, { action: "environment.created", profile, environment })])
         return Effect.succeed(true)
       }),
-
     deleteEnvironment: (profile, environment, now, actor) =>
       Effect.sync(() => {
         if (!profiles.get(profile)?.environments.delete(environment)) return false
         const removed = tombstone(now, (c) => c.profile === profile && c.environment === environment)
-        log.append(deletionEvents(actor, now, { action: "environment.deleted", profile, environment }, removed))
+        log.append(Events.deletionEvents(actor, now, { action: "environment.deleted", profile, environment }, removed))
         return true
       }),
-
-    getService: (address) =>
-      Effect.sync(() =>
-        Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => serviceDocument(address, service)))
-      ),
-
     putService: (address, fields, mode, now, actor) =>
       Effect.suspend((): Effect.Effect<boolean, NotFound | Conflict> => {
         const profile = profiles.get(address.profile)
@@ -261,21 +308,19 @@ export const makeWithAuditTrail = Effect.sync(() => {
           createdAt: existing?.createdAt ?? now,
           order: existing?.order ?? sequence++
         })
-        if (existing === undefined) log.append([serviceEvent(actor, now, "service.created", address, fields)])
-        else if (!sameFields(existing, fields)) log.append([serviceEvent(actor, now, "service.changed", address, fields)])
+        if (existing === undefined) log.append([Events.serviceEvent(actor, now, "service.created", address, fields)])
+        else if (!sameFields(existing, fields)) log.append([Events.serviceEvent(actor, now, "service.changed", address, fields)])
         return Effect.succeed(existing === undefined)
       }),
-
     deleteService: (address, now, actor) =>
       Effect.sync(() => {
         if (!environmentOf(address.profile, address.environment)?.services.delete(address.uuid)) return false
         const removed = tombstone(now, (c) =>
           c.profile === address.profile && c.environment === address.environment && c.serviceUuid === address.uuid)
         const { environment, profile, uuid: service_uuid } = address
-        log.append(deletionEvents(actor, now, { action: "service.deleted", profile, environment, service_uuid }, removed))
+        log.append(Events.deletionEvents(actor, now, { action: "service.deleted", profile, environment, service_uuid }, removed))
         return true
       }),
-
     applyCredentialChanges: (profile, changes, now, actor, options) =>
       Effect.suspend(() => {
         if (!profiles.has(profile)) return Effect.fail(new NotFound({ description: "Profile not found" }))
@@ -287,7 +332,7 @@ export const makeWithAuditTrail = Effect.sync(() => {
             serviceOf(address) === undefined ? undefined : liveCredentialsOf(address).map((c) => c.clientId)
           )
         }
-        const checked = checkCredentialChanges(snapshot as ServiceSnapshot, changes)
+        const checked = checkCredentialChanges(snapshot, changes)
         if (Either.isLeft(checked)) return Effect.fail(checked.left)
         // Like the SQL primary key: a client id, live or tombstoned, is never reused.
         const added = changes.flatMap((c) => (c.op === "add_credential" ? [c.client_id] : []))
@@ -316,83 +361,35 @@ export const makeWithAuditTrail = Effect.sync(() => {
             introspectProfiles: null
           })
         }
-        log.append(credentialEvents(actor, now, profile, changes, options?.save === true))
+        log.append(Events.credentialEvents(actor, now, profile, changes, options?.save === true))
         return Effect.void
       }),
-
-    findTokenTarget: (address, clientId) =>
-      Effect.sync(() =>
-        Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => ({
-          authType: service.auth_type,
-          requireDpop: service.require_dpop === true,
-          credential: Option.flatMapNullable(clientId, (id) => liveCredential(address, id)).pipe(
-            Option.map((c) => ({ clientId: c.clientId, secretHash: c.secretHash, lastUsedAt: c.lastUsedAt, expiresAt: c.expiresAt }))
-          )
-        })))
-      ),
-
-    recordUse: (clientId, now) => Effect.sync(() => recordUseSync(clientId, now)),
-    recordUseSync,
-
-    liveServices: (scope, after, limit) =>
-      Effect.sync(() =>
-        [...profiles].flatMap(([profile, stored]) =>
-          [...stored.environments].flatMap(([environment, { services }]) =>
-            [...services.values()].map((service) => ({ address: { profile, environment, uuid: service.uuid }, service }))
-          )
-        )
-          .filter(({ address: a }) =>
-            (scope === undefined || covers(scope, a.profile, a.environment, a.uuid)) && (after === undefined || compareAddresses(after, a) < 0)
-          )
-          .sort((a, b) => compareAddresses(a.address, b.address))
-          .slice(0, limit)
-          .map(({ address, service }) => liveService(address, service))
-      ),
-
-    findServiceRoute: (address, clientId) =>
-      Effect.sync(() =>
-        Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => {
-          const revokedTokens = Option.isNone(clientId)
-            ? undefined
-            : revokedSet([...revoked].filter(([, token]) => token.clientId === clientId.value).map(([jti]) => jti))
-          const credential = Option.isSome(clientId) ? liveCredential(address, clientId.value) : undefined
-          return {
-            authType: service.auth_type,
-            handler: service.handler,
-            credentialLive: credential !== undefined,
-            credentialExpiresAt: credential?.expiresAt?.getTime() ?? null,
-            rateLimit: service.rate_limit ?? null,
-            requireDpop: service.require_dpop === true,
-            upstreamApproved: service.upstream_approved === true, upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
-            ...(revokedTokens === undefined ? {} : { revokedTokens })
-          }
-        }))
-      ),
-
-    findClientCredential: (clientId) =>
+    setIntrospectProfiles: (address, clientId, profiles, now, actor) =>
       Effect.sync(() => {
-        const credential = credentials.get(clientId)
-        return credential === undefined || credential.deletedAt !== null
-          ? Option.none()
-          : Option.some({
-            address: { profile: credential.profile, environment: credential.environment, uuid: credential.serviceUuid },
-            secretHash: credential.secretHash,
-            expiresAt: credential.expiresAt,
-            introspectProfiles: credential.introspectProfiles
-          })
+        const credential = liveCredential(address, clientId)
+        if (credential === undefined) return Option.none()
+        const next = introspectProfilesOf(profiles)
+        // The same list changes nothing and records nothing (SQL's jsonb compares by value).
+        if (JSON.stringify(credential.introspectProfiles ?? []) === JSON.stringify(next ?? [])) return Option.some(false)
+        credential.introspectProfiles = next
+        log.append([Events.introspectionEvent(actor, now, address, clientId, next)])
+        return Option.some(true)
       }),
-    setIntrospectProfiles: (address, clientId, ...rest) => Effect.sync(() => setInMemory(credentials.get(clientId), address, ...rest, log.append)),
     revokeToken: (revocation, now, actor) =>
       Effect.sync(() => {
         for (const [jti, token] of revoked) if (token.expiresAt <= now) revoked.delete(jti)
         if (revoked.has(revocation.jti)) return false
         revoked.set(revocation.jti, { clientId: revocation.clientId, expiresAt: revocation.expiresAt })
-        log.append([revocationEvent(actor, now, revocation)])
+        log.append([Events.revocationEvent(actor, now, revocation)])
         return true
       })
   }
-  return { repo, auditTrail: log.trail }
-})
 
-/** The repository alone (its audit trail then unread). */
-export const make = Effect.map(makeWithAuditTrail, ({ repo }) => repo)
+  const lastUse: LastUseShape = {
+    recordUse: (clientId, now) => Effect.sync(() => recordUseSync(clientId, now)),
+    recordUseSync
+  }
+
+  const store: CatalogueStore = { reads, queries, writes, lastUse }
+  return { store, auditTrail: log.trail }
+})

@@ -1,22 +1,45 @@
 /**
- * `last_used_at`, written in batches: a token request or a service call records its credential's use
- * in memory (`recordUse`, O(1)), and one statement a second writes every use recorded since, whatever their
- * number. Callers already note a credential at most once a minute per kind of use (`lastUseIsStale`,
- * `CallUse`), so a credential is still written at most twice a minute. The statement keeps the later
- * time (GREATEST): a note that arrives late, or another instance's older one, never moves it back.
- * What the admin API reads is never behind what was noted: its reads `flush` first; a stop flushes
- * too. On PostgreSQL, another instance's notes reach the database within `FLUSH_EVERY`.
+ * A credential's last use (`last_used_at`): recorded by a token request whose credential's record
+ * is a minute old (`lastUseIsStale`), and by a service call let through with one of its tokens
+ * (`CallLastUse`). Both stores keep a use in memory when it is recorded; the SQL one writes them in
+ * batches (`makeBatchedLastUse`, below), one statement a second whatever their number.
  */
 import type { SqlClient } from "@effect/sql"
-import { Clock, Deferred, Duration, Effect, FiberId, type Scope } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, FiberId, type Scope } from "effect"
 import type { StorageUnavailable } from "../domain/Errors.js"
+import type { ClientId } from "../domain/Identifiers.js"
 import { laterUse } from "../domain/LastUse.js"
 import { storageOperation } from "./StorageErrors.js"
 
-/** How often the noted credentials are written. */
+export interface LastUseShape {
+  /**
+   * Records the use at `now`: the later of it and what was recorded wins, whatever the order. In
+   * Effect, so that where traces are exported each use has its span (`CredentialRepo.touchCredential`).
+   */
+  readonly recordUse: (clientId: ClientId, now: Date) => Effect.Effect<void, StorageUnavailable>
+  /**
+   * `recordUse` done synchronously, for the hot paths (an Effect per use cost about a fifth of the
+   * event loop); they use it where traces are not exported.
+   */
+  readonly recordUseSync: (clientId: ClientId, now: Date) => void
+}
+
+export class LastUse extends Context.Tag("service-auth/LastUse")<LastUse, LastUseShape>() {}
+
+/**
+ * The SQL store's last uses, written in batches: a use is kept in memory (`recordUse`, O(1)), and
+ * one statement a second writes every use recorded since. Callers already record a credential at
+ * most once a minute per kind of use, so a credential is still written at most twice a minute. The
+ * statement keeps the later time (GREATEST): a use that arrives late, or another instance's older
+ * one, never moves it back. What the admin API reads is never behind what was recorded: its reads
+ * `flush` first; a stop flushes too. On PostgreSQL, another instance's uses reach the database
+ * within `FLUSH_EVERY`.
+ */
+
+/** How often the recorded uses are written. */
 export const FLUSH_EVERY = Duration.seconds(1)
 
-export interface LastUsedWrites {
+export interface LastUseBatch {
   /** Records that the credential was used at `now` (the latest time recorded wins, whatever the order). */
   readonly recordUse: (clientId: string, now: Date) => void
   /** Writes every credential noted so far, in one statement; what fails is noted again. */
@@ -27,7 +50,7 @@ export interface LastUsedWrites {
   readonly pending: () => number
 }
 
-export const make = (sql: SqlClient.SqlClient): Effect.Effect<LastUsedWrites, never, Scope.Scope> =>
+export const makeLastUseBatch = (sql: SqlClient.SqlClient): Effect.Effect<LastUseBatch, never, Scope.Scope> =>
   Effect.gen(function*() {
     let noted = new Map<string, Date>()
     // Batches on their way to the database, each with its end: reads still answer their times until
