@@ -64,10 +64,10 @@ it.effect("the trust of a renewal counts from when it began, however late its an
   Effect.gen(function*() {
     const lease = yield* renewedLease
     yield* advance(RENEW_EVERY_MS)
-    const ticket = lease.renewalStarted()
+    const attempt = lease.renewalStarted()
     // The answer arrives 1.5 s later (a slow database, a paused process).
     yield* advance(1_500)
-    lease.renewed(ticket)
+    lease.renewed(attempt)
     yield* advance(TRUST_MS - 1_500 - 1)
     expect(lease.generation()).toBeTypeOf("number")
     yield* advance(1)
@@ -100,14 +100,14 @@ it.effect("losing the listening connection withdraws trust at once; a renewal of
   Effect.gen(function*() {
     const lease = yield* renewedLease
     const before = lease.generation()
-    const ticket = lease.renewalStarted()
+    const attempt = lease.renewalStarted()
     lease.listenLost()
     expect(lease.generation()).toBeUndefined()
-    lease.renewed(ticket)
+    lease.renewed(attempt)
     expect(lease.generation()).toBeUndefined()
     // A new connection, then a renewal on it: trusted again, with an emptied cache.
     lease.listening(2)
-    lease.renewed(ticket)
+    lease.renewed(attempt)
     expect(lease.generation()).toBeUndefined()
     lease.renewed(lease.renewalStarted())
     expect(lease.generation()).toBeTypeOf("number")
@@ -221,14 +221,14 @@ it.effect("a renewal left unanswered beyond the patience withdraws trust until i
     const lease = yield* renewedLease
     const before = lease.generation()
     yield* advance(RENEW_EVERY_MS)
-    const ticket = lease.renewalStarted() // the database stops answering
+    const attempt = lease.renewalStarted() // the database stops answering
     yield* advance(RENEWAL_PATIENCE_MS)
     expect(lease.generation()).toBe(before)
     yield* advance(1)
     expect(lease.generation()).toBeUndefined()
     // The answer comes after all, before the trust's end: trusted again, from the renewal's start,
     // with the same generation (nothing was missed: announcements were applied meanwhile).
-    lease.renewed(ticket)
+    lease.renewed(attempt)
     expect(lease.generation()).toBe(before)
     yield* advance(TRUST_MS - RENEWAL_PATIENCE_MS - 2)
     expect(lease.generation()).toBe(before)
@@ -240,11 +240,11 @@ it.effect("an overdue renewal still lets announcements through: what changed mea
   Effect.gen(function*() {
     const lease = yield* renewedLease
     const before = lease.generation()
-    const ticket = lease.renewalStarted()
+    const attempt = lease.renewalStarted()
     yield* advance(RENEWAL_PATIENCE_MS + 1)
     expect(lease.generation()).toBeUndefined()
     expect(lease.announced(1n)).toBe(true)
-    lease.renewed(ticket)
+    lease.renewed(attempt)
     expect(lease.generation()).toBeTypeOf("number")
     expect(lease.generation()).not.toBe(before)
   }))
@@ -254,13 +254,13 @@ it.effect("a renewal answered only after the trust's end does not restore it; th
     const lease = yield* renewedLease
     const before = lease.generation()
     yield* advance(RENEW_EVERY_MS)
-    const ticket = lease.renewalStarted() // a starved event loop: the answer waits 1.3 s
+    const attempt = lease.renewalStarted() // a starved event loop: the answer waits 1.3 s
     yield* advance(RENEWAL_PATIENCE_MS + 1)
     expect(lease.generation()).toBeUndefined()
     yield* advance(TRUST_MS - RENEWAL_PATIENCE_MS - 1)
     expect(lease.generation()).toBeUndefined()
     // Its trust (from its start) has ended too by the time it is answered.
-    lease.renewed(ticket)
+    lease.renewed(attempt)
     expect(lease.generation()).toBeUndefined()
     lease.renewed(lease.renewalStarted())
     expect(lease.generation()).toBeTypeOf("number")
@@ -276,13 +276,13 @@ it.effect("a slow renewal answered before the trust's end keeps the cache; reads
     expect(state.reads).toBe(1)
 
     yield* advance(RENEW_EVERY_MS)
-    const ticket = lease.renewalStarted() // a starved machine: the answer waits
+    const attempt = lease.renewalStarted() // a starved machine: the answer waits
     yield* advance(RENEWAL_PATIENCE_MS + 1)
     expect(cached.lookup.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
     yield* routeIsLive(cached.lookup)
     expect(state.reads).toBe(2)
 
-    lease.renewed(ticket)
+    lease.renewed(attempt)
     expect(cached.lookup.serviceRoute(ADDRESS, CLIENT)).toBeDefined()
     yield* routeIsLive(cached.lookup)
     expect(state.reads).toBe(2)
@@ -299,12 +299,12 @@ it.effect("a change announced while a renewal is overdue is evicted from the kep
       onScopedChange: lease.onScopedChange
     })
     expect(yield* routeIsLive(cached.lookup)).toBe(true)
-    const ticket = lease.renewalStarted()
+    const attempt = lease.renewalStarted()
     yield* advance(RENEWAL_PATIENCE_MS + 1)
     // The deletion commits and is announced, with its scope, while the renewal waits.
     state.live = false
     expect(lease.announced(0n, [[ADDRESS.profile, ADDRESS.environment, ADDRESS.uuid]])).toBe(true)
-    lease.renewed(ticket)
+    lease.renewed(attempt)
     expect(lease.generation()).toBeTypeOf("number")
     expect(yield* routeIsLive(cached.lookup)).toBe(false)
     expect(state.reads).toBe(2)
@@ -317,9 +317,9 @@ it.effect("a slow renewal answered after the trust's end does not bring the cach
     const cached = withReadCache(repo, { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void })
     yield* routeIsLive(cached.lookup)
     yield* advance(RENEW_EVERY_MS)
-    const ticket = lease.renewalStarted()
+    const attempt = lease.renewalStarted()
     yield* advance(TRUST_MS)
-    lease.renewed(ticket)
+    lease.renewed(attempt)
     expect(cached.lookup.serviceRoute(ADDRESS, CLIENT)).toBeUndefined()
     yield* routeIsLive(cached.lookup)
     expect(state.reads).toBe(2)

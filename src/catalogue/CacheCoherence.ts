@@ -114,7 +114,7 @@ export const make = (url: Redacted.Redacted<string>) =>
     let renewals = 0
     const renew = (client: pg.Client) =>
       Effect.gen(function*() {
-        const ticket = lease.renewalStarted()
+        const attempt = lease.renewalStarted()
         const { rows } = yield* query(
           client,
           `WITH catalogue AS (SELECT version FROM catalogue_version FOR SHARE)
@@ -129,7 +129,7 @@ export const make = (url: Redacted.Redacted<string>) =>
         const [{ version }] = decodeRenewal(rows)
         // Anything newer is dropped now; the acknowledgement follows, as for an announcement.
         if (lease.versionRead(version)) yield* acknowledge(client, version)
-        lease.renewed(ticket)
+        lease.renewed(attempt)
         if (++renewals % PURGE_EVERY === 0) {
           yield* query(client, "DELETE FROM cache_leases WHERE expires_at < clock_timestamp() - interval '1 minute'")
         }

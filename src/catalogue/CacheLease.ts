@@ -40,7 +40,7 @@ export const TRUST_MARGIN_MS = 250
 export const RENEWAL_PATIENCE_MS = 300
 
 /** A renewal under way: when it began, on which listening connection. */
-export interface RenewalTicket {
+export interface RenewalAttempt {
   readonly startedAt: number
   readonly connection: number
 }
@@ -119,7 +119,7 @@ export class CacheLease implements Omit<CacheGuard, "settle"> {
     return true
   }
 
-  renewalStarted(): RenewalTicket {
+  renewalStarted(): RenewalAttempt {
     const startedAt = this.now()
     this.outstanding ??= startedAt
     return { startedAt, connection: this.connection }
@@ -134,12 +134,12 @@ export class CacheLease implements Omit<CacheGuard, "settle"> {
   }
 
   /** The renewal committed: trust until its start plus the lease, less the margin. */
-  renewed(ticket: RenewalTicket): void {
-    if (ticket.connection === 0 || ticket.connection !== this.connection) return
+  renewed(attempt: RenewalAttempt): void {
+    if (attempt.connection === 0 || attempt.connection !== this.connection) return
     this.outstanding = undefined
     // Trust that ran out before this renewal began may have missed an announcement in between.
-    if (ticket.startedAt >= this.trustedUntil) this.current++
-    this.trustedUntil = Math.max(this.trustedUntil, ticket.startedAt + LEASE_MS - TRUST_MARGIN_MS)
+    if (attempt.startedAt >= this.trustedUntil) this.current++
+    this.trustedUntil = Math.max(this.trustedUntil, attempt.startedAt + LEASE_MS - TRUST_MARGIN_MS)
   }
 
   private distrust(): void {
