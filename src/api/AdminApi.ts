@@ -18,19 +18,13 @@ import { AdminActor } from "../domain/AdminActor.js"
 import { AUDIT_PAGE_DEFAULT, AUDIT_PAGE_MAX, AuditEventPage, decodeCursor, encodeCursor } from "../domain/AuditEvents.js"
 import {
   CredentialInfo,
-  CredentialInput,
   EmptyObject,
   EnvironmentDocument,
-  KeyCredentialInput,
-  NewCredential,
-  NewKeyCredential,
   ProfileDocument,
   ProfileSummary,
   RotatedKey,
   SaveProfileRequest,
   SaveProfileResult,
-  ServiceDocument,
-  ServiceInput,
   SigningKeyInfo
 } from "../domain/Models.js"
 import { ProfileInput } from "../domain/Policies.js"
@@ -77,8 +71,8 @@ const ServiceUuidInAnyCase = Schema.transform(Schema.String, ServiceUuid, {
 })
 
 const ProfilePath = Schema.Struct({ profile: ProfileId })
-const EnvironmentPath = Schema.Struct({ profile: ProfileId, environment: EnvironmentName })
-const ServicePath = Schema.Struct({ profile: ProfileId, environment: EnvironmentName, uuid: ServiceUuidInAnyCase })
+export const EnvironmentPath = Schema.Struct({ profile: ProfileId, environment: EnvironmentName })
+export const ServicePath = Schema.Struct({ profile: ProfileId, environment: EnvironmentName, uuid: ServiceUuidInAnyCase })
 /** A client id that is not one names no credential: 404, checked by the handler, not 400. */
 export const CredentialPath = Schema.Struct({
   profile: ProfileId,
@@ -87,8 +81,8 @@ export const CredentialPath = Schema.Struct({
   client_id: Schema.String.annotations({ description: "The credential's client id." })
 })
 
-const NoContent = HttpApiSchema.Empty(204)
-const created = <A, I>(schema: Schema.Schema<A, I>, description: string) =>
+export const NoContent = HttpApiSchema.Empty(204)
+export const created = <A, I>(schema: Schema.Schema<A, I>, description: string) =>
   [schema.annotations({ description }), { status: 201 }] as const
 
 export const ProfileList = Schema.Struct({ profiles: Schema.Array(ProfileSummary) }).annotations({
@@ -186,107 +180,6 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
       "environments; deleting either deletes what it holds, and its credentials' tokens die at once. An owner or " +
       "viewer token reaches only its profiles: any other answers exactly as a profile that does not exist (404); " +
       "what its role may not do answers 403 forbidden."
-  )
-{}
-
-export class ServicesApi extends HttpApiGroup.make("services")
-  .add(
-    HttpApiEndpoint.post("createService", "/admin/profiles/:profile/environments/:environment/services")
-      .annotate(OpenApi.Summary, "Create a service")
-      .setPath(EnvironmentPath)
-      .setPayload(ServiceInput)
-      .addSuccess(ServiceDocument, { status: 201 })
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-      .annotate(OpenApi.Description, "Creates a service with a new random uuid. A proxy URL set by a token other than an admin's must target an origin the upstream policy allows (UPSTREAM_ALLOWED_ORIGINS, the profile's upstream_origins; without either, no internal address): otherwise 400 invalid_request saying why.")
-  )
-  .add(
-    HttpApiEndpoint.put("putService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
-      .annotate(OpenApi.Summary, "Create or replace a service")
-      .annotate(OpenApi.Description, "Creates the service under this uuid (201) or replaces its name, auth_type and handler (200). Switching auth_type away from oauth makes its credentials' tokens useless at once. A proxy URL is judged as for creation, unless an admin token set this very URL.")
-      .setPath(ServicePath)
-      .setPayload(ServiceInput)
-      .addSuccess(ServiceDocument.annotations({ description: "The service existed and was updated." }))
-      .addSuccess(...created(ServiceDocument, "The service was created."))
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .add(
-    HttpApiEndpoint.get("getService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
-      .annotate(OpenApi.Summary, "Get a service")
-      .annotate(OpenApi.Description, "The service with its credentials (never a secret).")
-      .setPath(ServicePath)
-      .addSuccess(ServiceDocument)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .add(
-    HttpApiEndpoint.del("deleteService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
-      .annotate(OpenApi.Summary, "Delete a service")
-      .annotate(OpenApi.Description, "Deletes the service; its credentials' tokens die at once.")
-      .setPath(ServicePath)
-      .addSuccess(NoContent)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .add(
-    HttpApiEndpoint.get(
-      "listCredentials",
-      "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials"
-    )
-      .annotate(OpenApi.Summary, "List a service's credentials")
-      .annotate(OpenApi.Description, "At most two live credentials, with creation and last use times (never a secret).")
-      .setPath(ServicePath)
-      .addSuccess(CredentialList)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .add(
-    HttpApiEndpoint.post(
-      "createCredential",
-      "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials"
-    )
-      .annotate(OpenApi.Summary, "Generate a credential")
-      .setPath(ServicePath)
-      // The key first: a client encodes with the first member that takes it (CredentialInput drops public_key).
-      .setPayload(Schema.Union(KeyCredentialInput, CredentialInput))
-      .addSuccess(NewCredential, { status: 201 })
-      // Each member its own status: a client decodes a 201 as either.
-      .addSuccess(NewKeyCredential, { status: 201 })
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-      .addError(CredentialLimitExceededWire)
-      .annotate(
-        OpenApi.Description,
-        "Generates a credential; the answer is the only time its client_secret is shown. With {\"public_key\": JWK or " +
-          "PEM} a key credential instead (private_key_jwt): no secret; the key's type, kid and thumbprint answered. Either " +
-          "counts toward the limit of 2; sets the service's auth_type to oauth. `expires_at` (RFC 3339, with either): then " +
-          "refused as if deleted; under the profile's credential_max_lifetime_days, at most that many days ahead (absent: exactly)."
-      )
-  )
-  .add(
-    HttpApiEndpoint.del(
-      "deleteCredential",
-      "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials/:client_id"
-    )
-      .annotate(OpenApi.Summary, "Delete a credential")
-      .setPath(CredentialPath)
-      .addSuccess(NoContent)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-      .annotate(OpenApi.Description, "Deletes the credential; every token issued with it is refused from now on.")
-  )
-  .middleware(AdminBodies)
-  .middleware(AdminAuth)
-  .addError(ConflictWire)
-  .addError(ForbiddenWire)
-  .addError(PayloadTooLargeWire)
-  .addError(StorageUnavailableWire)
-  .annotate(OpenApi.Title, "Admin: services and credentials")
-  .annotate(
-    OpenApi.Description,
-    "Services in an environment, and their credentials: at most two live ones per service, so a secret " +
-      "can be rotated without downtime. A secret is shown once, when it is generated."
   )
 {}
 

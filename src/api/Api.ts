@@ -10,6 +10,7 @@ import { CredentialIntrospectionApi } from "./CredentialIntrospectionApi.js"
 import { DiscoveryApi } from "./DiscoveryApi.js"
 import { MetricsApi } from "./MetricsApi.js"
 import { ServiceApi } from "./ServiceApi.js"
+import { ServicesApi } from "./ServicesAdminApi.js"
 import { TokenApi } from "./TokenApi.js"
 import { WebApi } from "./WebApi.js"
 
@@ -17,7 +18,7 @@ export class Api extends HttpApi.make("service-auth")
   .add(TokenApi)
   .add(ServiceApi)
   .add(AdminApi.ProfilesApi)
-  .add(AdminApi.ServicesApi)
+  .add(ServicesApi)
   .add(CredentialIntrospectionApi)
   .add(AdminApi.AuditApi)
   .add(AdminApi.KeysApi)

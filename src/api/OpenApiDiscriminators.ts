@@ -22,7 +22,6 @@ const REF_PREFIX = "#/components/schemas/"
 
 /** Names for members written inline, by where their union sits and their discriminating value. */
 const INLINE_NAMES: Record<string, Record<string, string>> = {
-  "services.createCredential 201": { client_secret_basic: "NewCredential", private_key_jwt: "NewKeyCredential" },
   CreatedCredential: { client_secret_basic: "CreatedSecretCredential", private_key_jwt: "CreatedKeyCredential" },
   ServiceHandler: { echo: "EchoHandler", proxy: "ProxyHandler", code: "CodeHandler" },
   ServiceHandlerInput: { echo: "EchoHandlerInput", proxy: "ProxyHandlerInput", code: "CodeHandlerInput" },

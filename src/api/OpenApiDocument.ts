@@ -13,6 +13,7 @@
  */
 import { OpenApi } from "@effect/platform"
 import { Api } from "./Api.js"
+import { KEY_ON_CREDENTIALS_DEPRECATION, KEY_ON_CREDENTIALS_SUNSET } from "./ServicesAdminApi.js"
 import { discriminateUnions } from "./OpenApiDiscriminators.js"
 import { toYaml } from "./Yaml.js"
 
@@ -79,6 +80,36 @@ const NO_STORE_HEADERS: Json = {
 }
 const RETRY_AFTER: Json = { "Retry-After": header("Seconds to wait before retrying.", "1") }
 
+const DEPRECATED_KEY_HEADERS: Json = {
+  Deprecation: header("Only on a key credential made here (deprecated): when this use was deprecated (RFC 9745).", KEY_ON_CREDENTIALS_DEPRECATION),
+  Sunset: header("Only on a key credential made here: the date after which this use may stop working (RFC 8594).", KEY_ON_CREDENTIALS_SUNSET),
+  Link: header(
+    "Only on a key credential made here: the operation to use instead.",
+    "</admin/profiles/acme/environments/production/services/0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10/key-credentials>; rel=\"successor-version\""
+  )
+}
+
+/**
+ * POST …/credentials still decodes a key body (deprecated, answered with the headers above), but
+ * documents secret credentials only, so that a generated client's request and answer types stay
+ * those of a secret credential. Both new-credential answers are named components, as they were
+ * when they shared an operation.
+ */
+const CREDENTIALS_PATH = "/admin/profiles/{profile}/environments/{environment}/services/{uuid}/credentials"
+const documentCredentialOperations = (spec: Json): void => {
+  const schemas: Json = spec.components.schemas
+  const name = (path: string, component: string) => {
+    const content = spec.paths?.[path]?.post?.responses?.["201"]?.content?.["application/json"]
+    if (content?.schema === undefined || content.schema.$ref !== undefined) return
+    schemas[component] = content.schema
+    content.schema = { $ref: `#/components/schemas/${component}` }
+  }
+  name(CREDENTIALS_PATH, "NewCredential")
+  name(CREDENTIALS_PATH.replace(/credentials$/, "key-credentials"), "NewKeyCredential")
+  const body = spec.paths?.[CREDENTIALS_PATH]?.post?.requestBody?.content?.["application/json"]
+  if (body !== undefined) body.schema = { $ref: "#/components/schemas/CredentialInput" }
+}
+
 /** The headers each answer carries, by path, operation and status. */
 const responseHeaders = (path: string, operationId: string, status: string): Json => ({
   ...(status === "429" || status === "503" ? RETRY_AFTER : {}),
@@ -94,6 +125,7 @@ const responseHeaders = (path: string, operationId: string, status: string): Jso
       )
     }
     : {}),
+  ...(operationId === "services.createCredential" && status === "201" ? DEPRECATED_KEY_HEADERS : {}),
   ...(path.startsWith("/admin/") && status === "401"
     ? { "WWW-Authenticate": header("The Bearer challenge (RFC 6750 §3): send the admin token.", "Bearer realm=\"admin\"") }
     : {})
@@ -175,6 +207,7 @@ export const openApiSpec = (): Json => {
   }
   for (const name of FRAMEWORK_SCHEMAS) delete spec.components?.schemas?.[name]
   describeClientAuthentication(spec)
+  documentCredentialOperations(spec)
   discriminateUnions(spec)
   return spec
 }

@@ -333,17 +333,14 @@ const makeAdminClient = (
     }),
     addCredential: Effect.fn("AdminClient.addCredential")(function*(path: ServiceAddress, expiresAt?: string) {
       const payload = expiresAt === undefined ? {} : { expires_at: expiryDate(expiresAt) }
-      const created = yield* call((api) => api.services.createCredential({ path, payload }))
-      // A payload without a public key always creates a secret credential.
-      return "client_secret" in created ? created : yield* Effect.dieMessage("a secret credential was answered without its secret")
+      return yield* call((api) => api.services.createCredential({ path, payload }))
     }),
     addKeyCredential: Effect.fn("AdminClient.addKeyCredential")(function*(path: ServiceAddress, publicKey: unknown, expiresAt?: string) {
       const payload = {
         public_key: publicKey as Record<string, unknown> | string,
         ...(expiresAt === undefined ? {} : { expires_at: expiryDate(expiresAt) })
       }
-      const created = yield* call((api) => api.services.createCredential({ path, payload }))
-      return "public_key" in created ? created : yield* Effect.dieMessage("a key credential was answered with a secret")
+      return yield* call((api) => api.services.createKeyCredential({ path, payload }))
     }),
     removeCredential: Effect.fn("AdminClient.removeCredential")(function*(address: ServiceAddress, clientId: ClientId) {
       yield* call((api) => api.services.deleteCredential({ path: { ...address, client_id: clientId } }))

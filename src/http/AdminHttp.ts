@@ -7,6 +7,7 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Either, Layer, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import { Api } from "../api/Api.js"
+import { KEY_ON_CREDENTIALS_DEPRECATION, KEY_ON_CREDENTIALS_SUNSET } from "../api/ServicesAdminApi.js"
 import { ClientSecrets } from "../auth/ClientSecrets.js"
 import { CredentialManager } from "../auth/CredentialManager.js"
 import { AdminActor } from "../domain/AdminActor.js"
@@ -15,7 +16,7 @@ import { AUDIT_PAGE_DEFAULT } from "../domain/AuditEvents.js"
 import { InvalidRequest, NotFound, type StorageUnavailable } from "../domain/Errors.js"
 import { parsePublicJwk, pemToJwk } from "../domain/KeyCredential.js"
 import { ClientId, EnvironmentName, type ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import { type CredentialChange, DateTimeInput, EnvironmentDocument, NewCredential, NewKeyCredential, ProfileDocument, ServiceDocument, type ServiceInput } from "../domain/Models.js"
+import { type CredentialChange, DateTimeInput, EnvironmentDocument, type KeyCredentialInput, NewCredential, NewKeyCredential, ProfileDocument, ServiceDocument, type ServiceInput } from "../domain/Models.js"
 import { defaultHandler } from "../domain/Handlers.js"
 import { type AllowedOrigins, judgeUpstream, normalisedOrigins, upstreamStanding } from "../domain/UpstreamPolicy.js"
 import { AppConfig } from "../config/AppConfig.js"
@@ -38,12 +39,23 @@ const checked = <A, I>(schema: Schema.Schema<A, I>) => {
 }
 const checkEnvironment = checked(EnvironmentName)
 const checkUuid = (raw: string) => checked(ServiceUuid)(raw.toLowerCase())
+/** A public key as sent (a JWK, or a PEM public key), checked. */
+const parsedPublicKey = (raw: unknown) => typeof raw === "string" ? Either.flatMap(pemToJwk(raw), parsePublicJwk) : parsePublicJwk(raw)
 /** A key credential's public key (a JWK, or a PEM public key); undefined when none was sent (a secret credential). */
 const checkPublicKey = (raw: unknown) =>
-  raw === undefined ? Effect.succeed(undefined) : Either.mapLeft(
-    typeof raw === "string" ? Either.flatMap(pemToJwk(raw), parsePublicJwk) : parsePublicJwk(raw),
-    (problem) => new InvalidRequest({ description: problem })
-  )
+  raw === undefined ? Effect.succeed(undefined) : Either.mapLeft(parsedPublicKey(raw), (problem) => new InvalidRequest({ description: problem }))
+
+/**
+ * A key credential made by POST …/credentials: the same answer, marked deprecated (RFC 9745), with
+ * its sunset (RFC 8594) and the operation to use instead.
+ */
+const deprecatedKeyAnswer = (path: ServiceAddress) => (response: HttpServerResponse.HttpServerResponse) =>
+  HttpServerResponse.setHeaders(response, {
+    deprecation: KEY_ON_CREDENTIALS_DEPRECATION,
+    sunset: KEY_ON_CREDENTIALS_SUNSET,
+    link: `</admin/profiles/${encodeURIComponent(path.profile)}/environments/${encodeURIComponent(path.environment)}` +
+      `/services/${path.uuid}/key-credentials>; rel="successor-version"`
+  })
 
 /** A JSON answer encoded by its schema, with the status the handler chose (201 created or 200). */
 const documentResponse = <A, I>(schema: Schema.Schema<A, I>, value: A, status: number) =>
@@ -214,6 +226,17 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
         onNone: (): Effect.Effect<ServiceDocument, NotFound | StorageUnavailable> => Effect.fail(serviceNotFound),
         onSome: (service) => Effect.map(refusals(address.profile, address.environment, [service]), ([decorated]) => decorated!)
       }))
+    /** The one way a key credential is made, by POST …/key-credentials and (deprecated) POST …/credentials. */
+    const addKeyCredential = (path: ServiceAddress, payload: typeof KeyCredentialInput.Type) =>
+      Effect.gen(function*() {
+        const publicKey = yield* Either.mapLeft(parsedPublicKey(payload.public_key), (problem) => new InvalidRequest({ description: problem }))
+        const actor = yield* Effect.zipRight(permitOn("catalogue.change", path.profile), AdminActor)
+        return yield* documentResponse(
+          NewKeyCredential,
+          yield* manager.addKeyCredential(path, publicKey, actor, payload.expires_at),
+          201
+        )
+      })
     const { headerSealingKey } = yield* ClientSecrets
     const putService = (address: ServiceAddress, input: ServiceInput, mode: "create" | "upsert") =>
       Effect.gen(function*() {
@@ -274,17 +297,13 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
           Effect.map((service) => ({ credentials: service.credentials }))
         ))
       .handle("createCredential", ({ path, payload }) =>
-        Effect.gen(function*() {
-          const publicKey = yield* checkPublicKey("public_key" in payload ? payload.public_key : undefined)
-          const actor = yield* Effect.zipRight(permitOn("catalogue.change", path.profile), AdminActor)
-          return publicKey === undefined
-            ? yield* documentResponse(NewCredential, yield* manager.addCredential(path, actor, payload.expires_at), 201)
-            : yield* documentResponse(
-              NewKeyCredential,
-              yield* manager.addKeyCredential(path, publicKey, actor, payload.expires_at),
-              201
-            )
-        }))
+        "public_key" in payload
+          ? Effect.map(addKeyCredential(path, payload), deprecatedKeyAnswer(path))
+          : Effect.gen(function*() {
+            const actor = yield* Effect.zipRight(permitOn("catalogue.change", path.profile), AdminActor)
+            return yield* documentResponse(NewCredential, yield* manager.addCredential(path, actor, payload.expires_at), 201)
+          }))
+      .handle("createKeyCredential", ({ path, payload }) => addKeyCredential(path, payload))
       .handle("deleteCredential", ({ path: { client_id, ...address } }) =>
         Effect.gen(function*() {
           if (!Schema.is(ClientId)(client_id)) {
