@@ -7,15 +7,15 @@
  */
 import { Effect } from "effect"
 import { randomBytes } from "node:crypto"
-import { makeAuthFailureLimiter, MAX_TRACKED } from "../src/auth/AuthFailureLimiter.js"
-import { MAX_TRACKED_CREDENTIALS } from "../src/auth/CallLastUse.js"
-import { MAX_VERIFIED_TOKENS } from "../src/auth/TokenService.js"
+import { makeAuthFailureLimiter, MAX_TRACKED } from "../src/token/AuthFailureLimiter.js"
+import { MAX_TRACKED_CREDENTIALS } from "../src/catalogue/CallLastUse.js"
+import { MAX_VERIFIED_TOKENS } from "../src/token/TokenService.js"
 import { ExpiringEntries } from "../src/domain/ExpiringEntries.js"
 import { NAME_MAX_LENGTH } from "../src/domain/Limits.js"
-import { makeRateLimits, MAX_RATE_WINDOWS } from "../src/gateway/RateLimits.js"
-import { MAX_ASSERTIONS } from "../src/gateway/UpstreamAssertion.js"
-import { MAX_GUARDED_SERVICES, makeUpstreamGuard } from "../src/gateway/UpstreamGuard.js"
-import { LocalIds, LOCAL_MAX, SOLE_WRITER_MAX } from "../src/storage/SeenJtis.js"
+import { makeRateLimits, MAX_RATE_WINDOWS } from "../src/service-call/RateLimits.js"
+import { MAX_ASSERTIONS } from "../src/service-call/proxy/UpstreamAssertion.js"
+import { MAX_GUARDED_SERVICES, makeUpstreamGuard } from "../src/service-call/proxy/UpstreamGuard.js"
+import { LocalIds, LOCAL_MAX, SOLE_WRITER_MAX } from "../src/token/SeenJtis.js"
 
 const gc = (globalThis as { gc?: () => void }).gc
 if (gc === undefined) throw new Error("run with node --expose-gc")

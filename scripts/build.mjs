@@ -51,7 +51,7 @@ const { build } = await import("esbuild")
 /**
  * undici (1 MB bundled) and ws come with @effect/platform-node's HTTP client and WebSocket server,
  * which the server never uses, yet the bundle evaluated both on every start (undici's module body
- * alone was ~5% of a start's CPU). The proxy's upstream pools are undici's (`gateway/Upstream.ts`),
+ * alone was ~5% of a start's CPU). The proxy's upstream pools are undici's (`service-call/proxy/Upstream.ts`),
  * made on a service's first proxied call. In the server's bundle both packages are small modules
  * that load the real package on first use: the same behaviour, at no start-up cost.
  * A name the platform imports that is not listed here fails the build (esbuild: no matching export).
@@ -101,11 +101,11 @@ const bundle = (entry, outfile, banner = "", plugins = []) =>
     },
     logLevel: "warning"
   })
-// The entry is start.js: it begins compiling PGlite's WebAssembly, then imports main.js (a chunk).
+// The entry is start.js: it begins compiling PGlite's WebAssembly, then imports ServerMain.js (a chunk).
 await bundle("start.js", "service-auth.mjs", "", [lazyPackages])
 // The CLI (`bin`): the same treatment, for the same start-up reason (it talks to the server with
 // fetch; undici was a third of the CPU of every command, `--help` included).
-await bundle("cli/main.js", "cli.mjs", "#!/usr/bin/env node\n", [lazyPackages])
+await bundle("cli/CliMain.js", "cli.mjs", "#!/usr/bin/env node\n", [lazyPackages])
 chmodSync(join(DIST, "cli.mjs"), 0o755)
 // A fresh embedded database for first starts to copy (src/datadir/EmbeddedTemplate.ts): initdb runs
 // here once instead of on every new DATA_DIR. Without it a first start runs initdb itself.

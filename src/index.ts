@@ -10,7 +10,7 @@
  *
  *   const program = Effect.flatMap(AppConfig.fromEnv, (config) => Layer.launch(layerServer({ config })))
  */
-export { Api } from "./api/Api.js"
+export { Api } from "./server/Api.js"
 export {
   layerDomain,
   layerDomainWith,
@@ -23,22 +23,22 @@ export {
   storageLayer,
   type StorageServices
 } from "./AppLayer.js"
-export { ClientSecrets } from "./auth/ClientSecrets.js"
+export { ClientSecrets } from "./catalogue/ClientSecrets.js"
 export { AdminClient, type AdminClientShape, type EnvironmentAddress, type ServiceAddress } from "./cli/AdminClient.js"
 export { type AdminCallError, AdminApiError, ServerUnreachable, UnexpectedAnswer } from "./cli/AdminClientErrors.js"
 export { InvalidServerUrl } from "./cli/ServerAddress.js"
 export { SERVICE_VERSION } from "./config/Version.js"
 export { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "./domain/Identifiers.js"
-export { KeyEncryption } from "./auth/KeyEncryption.js"
-export { KeyService } from "./auth/KeyService.js"
+export { KeyEncryption } from "./keys/KeyEncryption.js"
+export { KeyService } from "./keys/KeyService.js"
 export { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
 export { StartupError } from "./config/StartupError.js"
 export { BadGateway } from "./domain/Errors.js"
-export { type JsonObject, type ServiceCall, type ServiceHandler, ServiceHandlers } from "./gateway/ServiceHandlers.js"
-export { AdminTokenStore } from "./storage/AdminTokenStore.js"
+export { type JsonObject, type ServiceCall, type ServiceHandler, ServiceHandlers } from "./service-call/ServiceHandlers.js"
+export { AdminTokenStore } from "./admin/AdminTokenStore.js"
 export { AuditTrail } from "./storage/AuditTrail.js"
-export { CatalogueLookup } from "./storage/CatalogueLookup.js"
-export { CatalogueQueries } from "./storage/CatalogueQueries.js"
-export { CatalogueWrites } from "./storage/CatalogueWrites.js"
-export { LastUse } from "./storage/LastUse.js"
+export { CatalogueLookup } from "./catalogue/CatalogueLookup.js"
+export { CatalogueQueries } from "./catalogue/CatalogueQueries.js"
+export { CatalogueWrites } from "./catalogue/CatalogueWrites.js"
+export { LastUse } from "./catalogue/LastUse.js"
 export * as Storage from "./storage/Storage.js"

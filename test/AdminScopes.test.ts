@@ -8,7 +8,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { adminAs as as, expectErrorBody } from "./support/Http.js"
-import { AdminTokenStore } from "../src/storage/AdminTokenStore.js"
+import { AdminTokenStore } from "../src/admin/AdminTokenStore.js"
 import { ADMIN_TOKEN, type JsonResponse, makeTestServer, type TestStorage, uniqueName } from "../src/testing.js"
 
 type Caller = ReturnType<typeof as>

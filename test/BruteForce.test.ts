@@ -14,8 +14,8 @@
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Option, TestClock } from "effect"
 import { randomBytes } from "node:crypto"
-import { FAILURE_WINDOW_MS, makeAuthFailureLimiter } from "../src/auth/AuthFailureLimiter.js"
-import type { FailureCountsShape } from "../src/storage/FailureCounts.js"
+import { FAILURE_WINDOW_MS, makeAuthFailureLimiter } from "../src/token/AuthFailureLimiter.js"
+import type { FailureCountsShape } from "../src/token/FailureCounts.js"
 import { asJsonResponse, basicAuthorization, formEncode, oauthError, rawRequest } from "./support/Http.js"
 import { admin, createFixture, type Fixture, type JsonResponse, makeTestServer, serverPort, tokenRequest, uniqueName } from "../src/testing.js"
 

@@ -10,7 +10,7 @@ import { expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Option, TestClock } from "effect"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import { CacheLease, LEASE_MS, RENEW_EVERY_MS, RENEWAL_PATIENCE_MS, TRUST_MARGIN_MS } from "../src/catalogue/CacheLease.js"
-import type { CatalogueReads, ServiceRoute } from "../src/storage/CatalogueLookup.js"
+import type { CatalogueReads, ServiceRoute } from "../src/catalogue/CatalogueLookup.js"
 import type { ServiceAddress } from "../src/domain/ServiceAddress.js"
 import { type CatalogueStore, withReadCache } from "../src/catalogue/CredentialRepoCache.js"
 

@@ -4,7 +4,7 @@
 import { describe, expect } from "@effect/vitest"
 import { Effect, Exit, Option } from "effect"
 import type { ProfileId } from "../src/domain/Identifiers.js"
-import type { StoredChange } from "../src/storage/CatalogueWrites.js"
+import type { StoredChange } from "../src/catalogue/CatalogueWrites.js"
 import { TEST_ACTOR } from "../src/testing.js"
 import { Catalogue } from "./support/Catalogue.js"
 import {

@@ -13,11 +13,11 @@ import { randomUUID } from "node:crypto"
 import pg from "pg"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import { LEASE_MS } from "../src/catalogue/CacheLease.js"
-import { CatalogueQueries } from "../src/storage/CatalogueQueries.js"
-import { CatalogueWrites } from "../src/storage/CatalogueWrites.js"
-import { LastUse } from "../src/storage/LastUse.js"
+import { CatalogueQueries } from "../src/catalogue/CatalogueQueries.js"
+import { CatalogueWrites } from "../src/catalogue/CatalogueWrites.js"
+import { LastUse } from "../src/catalogue/LastUse.js"
 import { type ServiceAddress } from "../src/domain/ServiceAddress.js"
-import { CATALOGUE_CHANNEL } from "../src/storage/CatalogueWritesSql.js"
+import { CATALOGUE_CHANNEL } from "../src/catalogue/CatalogueWritesSql.js"
 import {
   describeWithPostgres,
   embeddedStorage,

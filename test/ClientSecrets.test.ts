@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
-import { ClientSecrets, makeClientSecrets } from "../src/auth/ClientSecrets.js"
-import { KeyEncryption } from "../src/auth/KeyEncryption.js"
+import { ClientSecrets, makeClientSecrets } from "../src/catalogue/ClientSecrets.js"
+import { KeyEncryption } from "../src/keys/KeyEncryption.js"
 import { ServerKeyStore } from "../src/keys/ServerKeyStore.js"
 
 describe("ClientSecrets", () => {

@@ -7,7 +7,7 @@
 import { request as httpRequest } from "node:http"
 import { afterEach, describe, expect, it } from "vitest"
 import { SERVICE_VERSION } from "../src/config/Version.js"
-import { type EarlyPort, openEarlyPort } from "../src/http/EarlyPort.js"
+import { type EarlyPort, openEarlyPort } from "../src/server/EarlyPort.js"
 import { freePort } from "../src/testing.js"
 
 interface Answered {

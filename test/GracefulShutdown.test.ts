@@ -317,7 +317,7 @@ describe("graceful shutdown on SIGTERM (real server)", () => {
   }, 90_000)
 
   // A signal to the process group reaches node twice: directly and through npm's relay. runMain
-  // stops listening after the first; main.ts keeps a listener so the second cannot kill node
+  // stops listening after the first; ServerMain.ts keeps a listener so the second cannot kill node
   // mid-drain. This test delivers the group's signal in that losing order (node first, then npm).
   it("SIGTERM to the whole process group (npm and node) still drains the calls in flight and exits 0", async () => {
     const upstream = await upstreamFor(1_000)

@@ -22,7 +22,7 @@ import { createLocalJWKSet, decodeJwt, type JSONWebKeySet, jwtVerify } from "jos
 import { randomUUID } from "node:crypto"
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
-import { ServiceHandlers } from "../src/gateway/ServiceHandlers.js"
+import { ServiceHandlers } from "../src/service-call/ServiceHandlers.js"
 import { ADMIN_TOKEN, makeTestServer, serverPort, type TestStorage, uniqueName } from "../src/testing.js"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { adminAs, rawRequest, request } from "./support/Http.js"

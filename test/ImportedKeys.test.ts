@@ -6,8 +6,8 @@
 import { describe, expect, it } from "vitest"
 import { Either } from "effect"
 import { generateKeyPairSync } from "node:crypto"
-import { keyCache } from "../src/auth/ClientAssertion.js"
-import { importedKeys, LruCache } from "../src/auth/ImportedKeys.js"
+import { keyCache } from "../src/token/ClientAssertion.js"
+import { importedKeys, LruCache } from "../src/keys/ImportedKeys.js"
 import { jwkThumbprint, keyVerifier, type KeyMembers, parsePublicJwk, publicJwkMembers } from "../src/domain/KeyCredential.js"
 
 const ecKey = (): KeyMembers => {

@@ -13,7 +13,7 @@ import * as Jose from "jose"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { parseEncryptionKey } from "../src/config/AppConfig.js"
-import { open, seal } from "../src/auth/KeyEncryption.js"
+import { open, seal } from "../src/keys/KeyEncryption.js"
 import { freshDatabase, TEST_DATABASE_URL } from "./support/Databases.js"
 import { freePort, type ServerProcess, startServer } from "./support/ServerProcess.js"
 

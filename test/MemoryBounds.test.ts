@@ -6,16 +6,16 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, FiberRef, Layer, Metric, MetricLabel, TestClock } from "effect"
 import { generateKeyPairSync } from "node:crypto"
-import { makeAuthFailureLimiter } from "../src/auth/AuthFailureLimiter.js"
-import { CallLastUse } from "../src/auth/CallLastUse.js"
+import { makeAuthFailureLimiter } from "../src/token/AuthFailureLimiter.js"
+import { CallLastUse } from "../src/catalogue/CallLastUse.js"
 import { ExpiringEntries, sweepPeriodically } from "../src/domain/ExpiringEntries.js"
 import type { ClientId } from "../src/domain/Identifiers.js"
-import { makeRateLimits, RateLimits } from "../src/gateway/RateLimits.js"
-import { makeUpstreamAssertions, REUSE_SECONDS } from "../src/gateway/UpstreamAssertion.js"
-import { FORGET_AFTER_MS, makeUpstreamGuard } from "../src/gateway/UpstreamGuard.js"
+import { makeRateLimits, RateLimits } from "../src/service-call/RateLimits.js"
+import { makeUpstreamAssertions, REUSE_SECONDS } from "../src/service-call/proxy/UpstreamAssertion.js"
+import { FORGET_AFTER_MS, makeUpstreamGuard } from "../src/service-call/proxy/UpstreamGuard.js"
 import { LABEL_SET_COUNTS, recordDuration, recordServiceCall, requestDuration, UNMATCHED_ROUTE } from "../src/observability/ServiceMetrics.js"
-import { LocalIds } from "../src/storage/SeenJtis.js"
-import { LastUse } from "../src/storage/LastUse.js"
+import { LocalIds } from "../src/token/SeenJtis.js"
+import { LastUse } from "../src/catalogue/LastUse.js"
 
 const address = { profile: "p", environment: "e", uuid: "u" } as never
 

@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { parse } from "yaml"
-import { openApiSpec, openApiYaml } from "../src/api/OpenApiDocument.js"
+import { openApiSpec, openApiYaml } from "../src/server/OpenApiDocument.js"
 
 const COMMITTED_PATH = fileURLToPath(new URL("../openapi.yaml", import.meta.url))
 const committed = readFileSync(COMMITTED_PATH, "utf8")
@@ -116,7 +116,7 @@ describe("openapi.yaml", () => {
     expect(Object.keys(call.responses)).toEqual(expect.arrayContaining(["200", "400", "401", "403", "404", "413", "502"]))
   })
 
-  // Known bug (src/api/OpenApiDocument.ts): `withoutFrameworkErrors` only drops HttpApiDecodeError
+  // Known bug (src/server/OpenApiDocument.ts): `withoutFrameworkErrors` only drops HttpApiDecodeError
   // from unions, so an endpoint whose only 400 answer is the decode error (GET /admin/profiles,
   // the discovery endpoints) keeps `$ref: "#/components/schemas/HttpApiDecodeError"` while the
   // component itself is deleted: the document names a framework error and holds dangling refs.

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import { makeRateLimits } from "../src/gateway/RateLimits.js"
+import { makeRateLimits } from "../src/service-call/RateLimits.js"
 import { admin, createFixture, type Fixture, fixtureOf, issueToken, type JsonResponse, makeTestServer } from "../src/testing.js"
 import { callThroughApp } from "./support/AppEntry.js"
 import { callPath, callService, expectEcho } from "./support/Tokens.js"

@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { makeSoleWriter, SeenJtis, SoleWriter } from "../src/storage/SeenJtis.js"
+import { makeSoleWriter, SeenJtis, SoleWriter } from "../src/token/SeenJtis.js"
 import * as Storage from "../src/storage/Storage.js"
 
 const dataDir = mkdtempSync(join(tmpdir(), "seen-jtis-"))

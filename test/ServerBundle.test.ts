@@ -26,12 +26,12 @@ describe("the server bundle", () => {
   it("starts from a small entry that imports the server dynamically", () => {
     const entry = readFileSync(join(DIST, "service-auth.mjs"), "utf8")
     expect(entry.length).toBeLessThan(16_000)
-    expect(entry).toMatch(/import\("\.\/main-[^"]+\.mjs"\)/)
+    expect(entry).toMatch(/import\("\.\/ServerMain-[^"]+\.mjs"\)/)
   })
 
   it("loads no undici, ws or PGlite before the server runs", () => {
     const main = /import\("\.\/(main-[^"]+\.mjs)"\)/.exec(readFileSync(join(DIST, "service-auth.mjs"), "utf8"))![1]!
-    // main.ts opens the early port, then imports the server's layers (AppLayer, a chunk).
+    // ServerMain.ts opens the early port, then imports the server's layers (AppLayer, a chunk).
     const server = /import\("\.\/(AppLayer-[^"]+\.mjs)"\)/.exec(readFileSync(join(DIST, main), "utf8"))![1]!
     const files = [...staticGraph("service-auth.mjs"), ...staticGraph(main), ...staticGraph(server)]
     const text = files.map((file) => readFileSync(join(DIST, file), "utf8")).join("\n")

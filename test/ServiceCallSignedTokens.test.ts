@@ -7,7 +7,7 @@
 import { describe, layer } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import * as Jose from "jose"
-import { testSigningKey } from "../src/auth/KeyService.js"
+import { testSigningKey } from "../src/keys/KeyService.js"
 import { createFixture, issueToken, makeTestServer } from "../src/testing.js"
 import {
   attackerKeyPair,

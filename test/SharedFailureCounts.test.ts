@@ -6,8 +6,8 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect, Fiber, Option, TestClock } from "effect"
 import { randomBytes } from "node:crypto"
-import { FAILURE_WINDOW_MS, makeAuthFailureLimiter } from "../src/auth/AuthFailureLimiter.js"
-import { FailureCounts } from "../src/storage/FailureCounts.js"
+import { FAILURE_WINDOW_MS, makeAuthFailureLimiter } from "../src/token/AuthFailureLimiter.js"
+import { FailureCounts } from "../src/token/FailureCounts.js"
 import { describeWithPostgres, postgresStorage } from "./support/Databases.js"
 
 const clientId = () => `svc_${randomBytes(16).toString("hex")}`

@@ -10,8 +10,8 @@
 import { HttpClientRequest } from "@effect/platform"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { openApiYaml } from "../src/api/OpenApiDocument.js"
-import { ServedOpenApi } from "../src/http/ServedOpenApi.js"
+import { openApiYaml } from "../src/server/OpenApiDocument.js"
+import { ServedOpenApi } from "../src/server/ServedOpenApi.js"
 import { createFixture, makeTestServer, send, tokenRequest } from "../src/testing.js"
 
 const get = (path: string) => send(HttpClientRequest.get(path))

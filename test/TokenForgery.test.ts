@@ -15,7 +15,7 @@ import * as Jose from "jose"
 import { createPublicKey } from "node:crypto"
 import * as NodeHttp from "node:http"
 import type { AddressInfo } from "node:net"
-import { testSigningKey } from "../src/auth/KeyService.js"
+import { testSigningKey } from "../src/keys/KeyService.js"
 import { createFixture, type Fixture, issueToken, makeTestServer } from "../src/testing.js"
 import {
   attackerKeyPair,

@@ -10,7 +10,7 @@ import { Effect, type Layer, TestClock } from "effect"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { adminAs, decodeJwt, expectErrorBody, NO_STORE_HEADERS, oauthError, request } from "./support/Http.js"
 import { attackerKeyPair, realClaims, realHeader, signWith, TEST_ISSUER } from "./support/Tokens.js"
-import { testSigningKey } from "../src/auth/KeyService.js"
+import { testSigningKey } from "../src/keys/KeyService.js"
 import {
   admin,
   ADMIN_TOKEN,

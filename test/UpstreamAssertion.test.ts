@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest"
 import * as Jose from "jose"
 import { generateKeyPairSync } from "node:crypto"
-import { makeUpstreamAssertions, REUSE_SECONDS } from "../src/gateway/UpstreamAssertion.js"
+import { makeUpstreamAssertions, REUSE_SECONDS } from "../src/service-call/proxy/UpstreamAssertion.js"
 
 const signingKey = async (kid: string) => {
   const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 })

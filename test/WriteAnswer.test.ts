@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { createServer, type ServerResponse } from "node:http"
 import { connect } from "node:net"
 import type { AddressInfo } from "node:net"
-import { writeAnswer } from "../src/http/WriteAnswer.js"
+import { writeAnswer } from "../src/server/WriteAnswer.js"
 import { type Answer } from "../src/domain/Answer.js"
 
 /** The object form `writeAnswer` wrote before. */

@@ -17,7 +17,7 @@ import pg from "pg"
 import { CacheLease, LEASE_MS, RENEW_EVERY_MS } from "./CacheLease.js"
 import { type CatalogueScope, parseAnnouncement } from "./CatalogueScope.js"
 import type { CacheGuard } from "./CredentialRepoCache.js"
-import { CATALOGUE_CHANNEL, SCOPES_CHANNEL } from "../storage/CatalogueWritesSql.js"
+import { CATALOGUE_CHANNEL, SCOPES_CHANNEL } from "./CatalogueWritesSql.js"
 import { parseFailureIsDefect } from "../storage/StorageErrors.js"
 
 /** Where instances announce that they have dropped their cache for a version (payload: their id). */

@@ -38,10 +38,10 @@ import {
   revokedSet,
   type ServiceRoute,
   type TokenTarget
-} from "../storage/CatalogueLookup.js"
-import type { CatalogueQueriesShape, LiveService } from "../storage/CatalogueQueries.js"
-import type { CatalogueStoreWrites, CatalogueWritesShape } from "../storage/CatalogueWrites.js"
-import type { LastUseShape } from "../storage/LastUse.js"
+} from "./CatalogueLookup.js"
+import type { CatalogueQueriesShape, LiveService } from "./CatalogueQueries.js"
+import type { CatalogueStoreWrites, CatalogueWritesShape } from "./CatalogueWrites.js"
+import type { LastUseShape } from "./LastUse.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 
 /** Says whether, and from which generation on, cached entries may be used. */

@@ -1,6 +1,6 @@
 /**
  * The admin API's client for the command line: made by `HttpApiClient` from the contract's `HttpApi`
- * (`api/Api.ts`), so paths, payloads and answers are the server's own schemas, with the admin token
+ * (`server/Api.ts`), so paths, payloads and answers are the server's own schemas, with the admin token
  * added to every request. Every way a call can go wrong is mapped once, in `describeFailure`, to a
  * typed failure whose `message` is what the operator reads: the server's `error_description` for
  * an answer outside 2xx, a plain sentence for a server that cannot be reached, is not service-auth,
@@ -16,10 +16,10 @@ import {
   type HttpClientResponse
 } from "@effect/platform"
 import { Context, Duration, Effect, FiberRef, Layer, Option, ParseResult, Redacted, Schema } from "effect"
-import { AuditQueryParams, type CredentialList, type ProfileList } from "../api/AdminApi.js"
-import { Api } from "../api/Api.js"
-import { type AdminSession, type AdminTokenList, type CreatedAdminToken, NewAdminTokenRequest } from "../api/AdminTokensApi.js"
-import { describeRequestIssues } from "../api/DecodeFailure.js"
+import { AuditQueryParams, type CredentialList, type ProfileList } from "../admin/AdminApi.js"
+import { Api } from "../server/Api.js"
+import { type AdminSession, type AdminTokenList, type CreatedAdminToken, NewAdminTokenRequest } from "../admin/AdminTokensApi.js"
+import { describeRequestIssues } from "../admin/DecodeFailure.js"
 import type { AuditEventPage } from "../domain/AuditEvents.js"
 import { parseRfc3339 } from "../domain/Time.js"
 import { type ServiceError, wireOf } from "../domain/Errors.js"

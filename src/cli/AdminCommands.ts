@@ -7,7 +7,7 @@
  */
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Data, Effect, Option, Schema } from "effect"
-import { ProfileList } from "../api/AdminApi.js"
+import { ProfileList } from "../admin/AdminApi.js"
 import { AUDIT_PAGE_MAX, AuditEventPage } from "../domain/AuditEvents.js"
 import { type EnvironmentName, ProfileId } from "../domain/Identifiers.js"
 import { EnvironmentDocument, ProfileDocument, ServiceDocument } from "../domain/Models.js"

@@ -5,7 +5,7 @@
 import { Config, Effect, Option, Redacted, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
-import { ADMIN_TOKEN_FILE } from "../admin-auth/AdminTokenFile.js"
+import { ADMIN_TOKEN_FILE } from "../admin/AdminTokenFile.js"
 
 /** `ADMIN_TOKEN` is unset or empty. */
 export class AdminTokenMissing extends Schema.TaggedError<AdminTokenMissing>()("AdminTokenMissing", {

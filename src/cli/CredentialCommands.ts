@@ -5,7 +5,7 @@
  */
 import { Args, Command, HelpDoc, Options, Prompt, ValidationError } from "@effect/cli"
 import { Duration, Effect, Option, Schema } from "effect"
-import { CredentialList } from "../api/AdminApi.js"
+import { CredentialList } from "../admin/AdminApi.js"
 import { type ClientId, type EnvironmentName, ProfileId, type ServiceUuid } from "../domain/Identifiers.js"
 import { DATE_TIME_RULE, NewCredential, NewKeyCredential } from "../domain/Models.js"
 import { parseRfc3339 } from "../domain/Time.js"

@@ -5,7 +5,7 @@
  */
 import { Args, Command, Options } from "@effect/cli"
 import { Effect, Schema } from "effect"
-import { AdminTokenList, CreatedAdminToken } from "../api/AdminTokensApi.js"
+import { AdminTokenList, CreatedAdminToken } from "../admin/AdminTokensApi.js"
 import { ADMIN_ROLES } from "../domain/AdminRoles.js"
 import { AdminClient } from "./AdminClient.js"
 import { commandGroup } from "./CommandGroup.js"

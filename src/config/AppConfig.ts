@@ -3,10 +3,10 @@
  * `npm start` runs on the embedded database in `./data`.
  */
 import { Config, ConfigError, Context, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
-import { type AdminTokenEntry, parseAdminTokens, weakAdminTokenProblem } from "../admin-auth/AdminTokens.js"
-import { NO_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from "../http/ClientAddress.js"
-import { DEFAULT_CONNECTION_LIMITS } from "../http/ConnectionLimits.js"
-import type { TlsFiles } from "../http/TlsCertificates.js"
+import { type AdminTokenEntry, parseAdminTokens, weakAdminTokenProblem } from "../admin/AdminTokens.js"
+import { NO_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from "../server/ClientAddress.js"
+import { DEFAULT_CONNECTION_LIMITS } from "../server/ConnectionLimits.js"
+import type { TlsFiles } from "../server/TlsCertificates.js"
 import { fromConfigError } from "./StartupError.js"
 import { parseAllowedOrigins } from "../domain/UpstreamPolicy.js"
 import { settingsFromEnv as tracingFromEnv, type TracingSettings } from "../observability/TracingSettings.js"
@@ -23,7 +23,7 @@ export interface AppConfigShape {
   readonly dataDir: string
   /**
    * Every admin token with its actor (ADMIN_TOKEN as `admin`, then ADMIN_TOKENS). Empty only on
-   * the embedded database, until `main.ts` adds the one kept in `DATA_DIR/admin-token`.
+   * the embedded database, until `ServerMain.ts` adds the one kept in `DATA_DIR/admin-token`.
    */
   readonly adminTokens: ReadonlyArray<AdminTokenEntry>
   /** Public base URL: the `iss` of every token and the base of the discovery document. */

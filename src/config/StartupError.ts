@@ -1,6 +1,6 @@
 /**
  * Why the server could not start, in one line that names what is wrong and where (a setting, the
- * port, the database, the key file). `main.ts` prints it and exits non-zero; never a stack trace.
+ * port, the database, the key file). `ServerMain.ts` prints it and exits non-zero; never a stack trace.
  */
 import { ConfigError, Data } from "effect"
 

@@ -1,6 +1,6 @@
 /**
  * An answer as data: the status, headers and JSON body a decision ends in (`decideToken`,
- * `decideServiceCall`, the upstream gateway). Written onto a response by `http/WriteAnswer.ts`, the same
+ * `decideServiceCall`, the upstream gateway). Written onto a response by `server/WriteAnswer.ts`, the same
  * way on both entries of the hot endpoints; the decisions themselves know nothing of HTTP servers.
  */
 import { type ServiceError, wireOf } from "./Errors.js"

@@ -1,7 +1,7 @@
 /**
  * How the server writes its log: Effect's default human-readable lines, or with LOG_FORMAT=json one
  * JSON object per line: `time`, `level`, `message`, and the log's annotations as fields (a request's
- * `request_id`, `method`, `route`, `status`, `duration_ms`; see `http/RequestLog.ts`). What is logged
+ * `request_id`, `method`, `route`, `status`, `duration_ms`; see `server/RequestLog.ts`). What is logged
  * never includes a secret: the request log has no query string, header or body.
  */
 import { Cause, HashMap, Inspectable, Layer, Logger } from "effect"

@@ -11,7 +11,7 @@
  * addition, and the series are bounded by the sets (`LABEL_SET_COUNTS`).
  */
 import { FiberRef, Metric, MetricBoundaries, MetricLabel } from "effect"
-import { ROUTE_TEMPLATES } from "../http/Routes.js"
+import { ROUTE_TEMPLATES } from "../server/Routes.js"
 
 export const tokenRequests = Metric.counter("service_auth_token_requests_total", {
   description: "Requests to POST /oauth/token by result: issued, or the OAuth error code of the answer."

@@ -25,7 +25,7 @@ import {
 } from "../domain/AuditEvents.js"
 import type { ClientId, ProfileId } from "../domain/Identifiers.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
-import type { ServiceFields, StoredChange, TokenRevocation } from "./CatalogueWrites.js"
+import type { ServiceFields, StoredChange, TokenRevocation } from "../catalogue/CatalogueWrites.js"
 import type { StorageUnavailable } from "../domain/Errors.js"
 import { parseFailureIsDefect, storageOperation } from "./StorageErrors.js"
 

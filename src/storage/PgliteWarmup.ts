@@ -4,7 +4,7 @@
  * the server's modules on the main thread, then PGlite reading and compiling its WebAssembly, itself
  * on V8's background threads, with the main thread idle meanwhile. `npm start`'s entry
  * (`src/start.ts`) begins both first, so the compile runs beside the module parsing; opening the
- * database (`PgliteClient`, through `PgliteWarmed`, which main.ts provides) then takes what is ready.
+ * database (`PgliteClient`, through `PgliteWarmed`, which ServerMain.ts provides) then takes what is ready.
  * Where nothing was warmed (tests, the CLI) or warming failed, PGlite loads its files itself.
  *
  * This module imports nothing but Node's: it runs before the rest of the bundle is even parsed.

@@ -5,9 +5,9 @@
  */
 import { Effect, Either } from "effect"
 import * as Jose from "jose"
-import { DIGEST_KEY_NAME } from "../auth/ClientSecrets.js"
-import { isSealed } from "../auth/KeyEncryption.js"
-import { importSigningKey, SIGNING_KEY_NAME } from "../auth/SigningKeyMaterial.js"
+import { DIGEST_KEY_NAME } from "../catalogue/ClientSecrets.js"
+import { isSealed } from "../keys/KeyEncryption.js"
+import { importSigningKey, SIGNING_KEY_NAME } from "../keys/SigningKeyMaterial.js"
 import { MAX_CREDENTIALS } from "../domain/Limits.js"
 import { type ExportedTables, SEALED_PATTERN, serviceKey } from "./ExportRows.js"
 import { InvalidExportFile } from "./TransferErrors.js"

@@ -1,8 +1,8 @@
 /** On an import, the target's signing keys against the file's: replaced as one set, or the same. */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
-import { isSealed } from "../auth/KeyEncryption.js"
-import { importSigningKey, SIGNING_KEY_NAME } from "../auth/SigningKeyMaterial.js"
+import { isSealed } from "../keys/KeyEncryption.js"
+import { importSigningKey, SIGNING_KEY_NAME } from "../keys/SigningKeyMaterial.js"
 import { parseFailureIsDefect } from "../storage/StorageErrors.js"
 import { serverKeyValue } from "../keys/ServerKeyStore.js"
 import type { ExportedTables } from "./ExportRows.js"

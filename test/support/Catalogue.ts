@@ -4,10 +4,10 @@
  */
 import { Effect } from "effect"
 import type { CachedCatalogue, CatalogueStore } from "../../src/catalogue/CredentialRepoCache.js"
-import { CatalogueLookup, type CatalogueLookupShape } from "../../src/storage/CatalogueLookup.js"
-import { CatalogueQueries, type CatalogueQueriesShape } from "../../src/storage/CatalogueQueries.js"
-import { CatalogueWrites, type CatalogueWritesShape } from "../../src/storage/CatalogueWrites.js"
-import { LastUse, type LastUseShape } from "../../src/storage/LastUse.js"
+import { CatalogueLookup, type CatalogueLookupShape } from "../../src/catalogue/CatalogueLookup.js"
+import { CatalogueQueries, type CatalogueQueriesShape } from "../../src/catalogue/CatalogueQueries.js"
+import { CatalogueWrites, type CatalogueWritesShape } from "../../src/catalogue/CatalogueWrites.js"
+import { LastUse, type LastUseShape } from "../../src/catalogue/LastUse.js"
 
 export type WholeCatalogue = CatalogueLookupShape & CatalogueQueriesShape & CatalogueWritesShape & LastUseShape & {
   readonly peek: CatalogueLookupShape
