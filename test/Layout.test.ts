@@ -1,8 +1,11 @@
 /**
- * The source layout a newcomer relies on: folders by concern with nothing loose at `src/` but the
- * entry points, no source file over 400 lines, no import cycle between modules (type-only imports
- * and on-demand `import()` included: a cycle is a cut in the wrong place either way), and decisions
- * (`auth/`, `gateway/`) that import nothing from `http/`, which maps their outcomes to answers.
+ * The source layout a newcomer relies on: folders by feature, so that the tree is the architecture
+ * (docs/architecture.md), with nothing loose at `src/` but the entry points, no source file over
+ * 400 lines, no import cycle between modules (type-only imports and on-demand `import()` included:
+ * a cycle is a cut in the wrong place either way), and the allowed imports between folders: the
+ * decisions (`token/`, `service-call/`) know nothing of the server that carries them, `domain/`
+ * knows no feature, the API contracts know no implementation, and `storage/` knows the features
+ * only where it chooses their storage layers (and their storage interfaces as types).
  */
 import { readdirSync, readFileSync, statSync } from "node:fs"
 import { join, posix, relative } from "node:path"
@@ -20,13 +23,25 @@ const sourceFiles = (dir: string): Array<string> =>
     return name.endsWith(".ts") && !name.endsWith(".d.ts") ? [relative(ROOT, path).split("\\").join("/")] : []
   })
 
-/** Each module's relative imports, as repository paths of `.ts` files. */
-const importGraph = (files: ReadonlyArray<string>): Map<string, Array<string>> => {
+/** Every file under a folder (the editor's assets too), as repository paths. */
+const sourceFilesAndAssets = (dir: string): Array<string> =>
+  readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name)
+    return statSync(path).isDirectory() ? sourceFilesAndAssets(path) : [relative(ROOT, path).split("\\").join("/")]
+  })
+
+/**
+ * Each module's relative imports, as repository paths of `.ts` files; with `valuesOnly`, without
+ * the type-only ones (`import type`, `export type`), which load nothing.
+ */
+const importGraph = (files: ReadonlyArray<string>, valuesOnly = false): Map<string, Array<string>> => {
   const graph = new Map<string, Array<string>>()
   for (const file of files) {
     const text = readFileSync(join(ROOT, file), "utf8")
     const specifiers = [
-      ...[...text.matchAll(/^(?:import|export)\s[^;]*?\sfrom\s+"(\.[^"]+)"/gms)].map((match) => match[1]!),
+      ...[...text.matchAll(/^(import|export)\s([^;]*?)\sfrom\s+"(\.[^"]+)"/gms)]
+        .filter((match) => !valuesOnly || !/^type\s/.test(match[2]!))
+        .map((match) => match[3]!),
       ...[...text.matchAll(/import\(\s*"(\.[^"]+)"\s*\)/g)].map((match) => match[1]!)
     ]
     graph.set(
@@ -56,12 +71,52 @@ const cycles = (graph: Map<string, Array<string>>): Array<string> => {
   return found
 }
 
+/** The folder a source file belongs to: `token`, `service-call/proxy`, ... (`.` for src/ itself). */
+const folderOf = (file: string): string => posix.dirname(file).replace(/^src\/?/, "") || "."
+
+/** Each import that crosses from a folder matching `from` into a folder matching `to`. */
+const crossings = (graph: Map<string, Array<string>>, from: (file: string) => boolean, to: (target: string) => boolean) =>
+  [...graph].flatMap(([file, imports]) => (from(file) ? imports.filter((target) => to(target)).map((target) => `${file} -> ${target}`) : []))
+
+const inFolder = (...folders: ReadonlyArray<string>) => (file: string) => folders.some((folder) => folderOf(file) === folder || folderOf(file).startsWith(`${folder}/`))
+
+/** The folders by feature; a new one is a decision about the architecture, made here and in docs/architecture.md. */
+const FOLDERS = [
+  "admin",
+  "catalogue",
+  "cli",
+  "config",
+  "datadir",
+  "domain",
+  "keys",
+  "observability",
+  "server",
+  "service-call",
+  "service-call/proxy",
+  "storage",
+  "token",
+  "transfer",
+  "web",
+  "web/admin",
+  "web/admin/assets"
+]
+/** The folders that answer a request or act on the catalogue: what shared code must not know. */
+const FEATURES = ["admin", "catalogue", "cli", "keys", "server", "service-call", "token", "transfer", "web"]
+/** A feature's entries: the HttpApi handlers (`*Http.ts`) and the hot endpoints' executions (`*Execution.ts`). */
+const isEntry = (file: string) => /(Http|Execution)\.ts$/.test(file)
+
 describe("src/ layout", () => {
   const files = sourceFiles(SRC)
+  const graph = importGraph(files)
 
   it("has nothing loose at src/ but the entry points", () => {
     const loose = readdirSync(SRC).filter((name) => statSync(join(SRC, name)).isFile())
-    expect(loose.sort()).toEqual(["AppLayer.ts", "index.ts", "main.ts", "start.ts", "testing.ts"])
+    expect(loose.sort()).toEqual(["AppLayer.ts", "ServerMain.ts", "index.ts", "start.ts", "testing.ts"])
+  })
+
+  it("has the folders by feature and no other", () => {
+    const folders = [...new Set(sourceFilesAndAssets(SRC).map(folderOf))].filter((folder) => folder !== ".").sort()
+    expect(folders).toEqual([...FOLDERS].sort())
   })
 
   it("has no source file over 400 lines", () => {
@@ -71,24 +126,49 @@ describe("src/ layout", () => {
     expect(long).toEqual([])
   })
 
-  it("has decisions that know nothing of HTTP servers: auth/ and gateway/ import nothing from http/", () => {
-    const graph = importGraph(files)
-    const crossing = [...graph].flatMap(([file, imports]) =>
-      /^src\/(auth|gateway)\//.test(file) ? imports.filter((target) => target.startsWith("src/http/")).map((target) => `${file} -> ${target}`) : []
-    )
-    expect([...graph.keys()].filter((file) => file.startsWith("src/gateway/")).length).toBeGreaterThan(0)
-    expect(crossing).toEqual([])
+  it("has decisions that know nothing of HTTP servers: token/ and service-call/ import nothing from server/ but in their entries", () => {
+    const decisions = (file: string) => inFolder("token", "service-call")(file) && !isEntry(file)
+    expect(files.filter(decisions).length).toBeGreaterThan(10)
+    expect(crossings(graph, decisions, inFolder("server"))).toEqual([])
+  })
+
+  it("has a proxy that knows nothing of the token endpoint or the server: service-call/proxy/ imports neither token/ nor server/", () => {
+    expect(files.filter(inFolder("service-call/proxy")).length).toBeGreaterThan(0)
+    expect(crossings(graph, inFolder("service-call/proxy"), inFolder("token", "server"))).toEqual([])
+  })
+
+  it("has a domain that knows no feature: domain/ imports only domain/", () => {
+    expect(crossings(graph, inFolder("domain"), (target) => !inFolder("domain")(target))).toEqual([])
+  })
+
+  it("has a catalogue that knows none of the flows that use it: catalogue/ imports no token/, service-call/, admin/ or server/", () => {
+    expect(crossings(graph, inFolder("catalogue"), inFolder("token", "service-call", "admin", "server"))).toEqual([])
+  })
+
+  it("has shared code that knows no feature: config/ and storage/ reach features only where they must", () => {
+    // The storage layer choices (`storage/Storage.ts`) assemble each feature's storage layers and
+    // the settings (`config/AppConfig.ts`) read each feature's settings; the rest of storage/ knows
+    // a feature's storage interface as types only (the audit events of the catalogue's writes).
+    const choosers = new Set(["src/storage/Storage.ts", "src/config/AppConfig.ts"])
+    const shared = (file: string) => inFolder("storage", "config")(file) && !choosers.has(file)
+    expect(crossings(importGraph(files, true), shared, inFolder(...FEATURES))).toEqual([])
+  })
+
+  it("has API contracts apart from their implementation: an *Api.ts imports only contracts and domain/", () => {
+    const contracts = (file: string) => /Api\.ts$/.test(file) && file !== "src/server/ServedOpenApi.ts"
+    const allowed = (target: string) => contracts(target) || inFolder("domain")(target) || target === "src/config/Version.ts"
+    expect(files.filter(contracts).length).toBeGreaterThan(5)
+    expect(crossings(graph, contracts, (target) => !allowed(target))).toEqual([])
   })
 
   it("has flows that depend on the narrow storage services, never on the whole CredentialRepo", () => {
-    const flows = files.filter((file) => /^src\/(auth|gateway|http|api|admin-auth|transfer|cli)\//.test(file))
+    const flows = files.filter(inFolder("token", "service-call", "server", "admin", "transfer", "cli", "web"))
     const wide = flows.filter((file) => /\bCredentialRepo\b(?!Shape)/.test(readFileSync(join(ROOT, file), "utf8").replace(/^\s*(\*|\/\/).*$/gm, "").replace(/"[^"\n]*"/g, "")))
     expect(flows.length).toBeGreaterThan(0)
     expect(wide).toEqual([])
   })
 
   it("has no import cycle", () => {
-    const graph = importGraph(files)
     // The check itself sees imports: a module that imports nothing relative would make it vacuous.
     expect([...graph.values()].some((imports) => imports.length > 0)).toBe(true)
     expect(cycles(graph)).toEqual([])
