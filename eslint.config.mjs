@@ -28,7 +28,7 @@ export default defineConfig(
       "@effect/dprint": ["error", {
         config: {
           indentWidth: 2,
-          lineWidth: 120,
+          lineWidth: 140,
           semiColons: "asi",
           quoteStyle: "alwaysDouble",
           trailingCommas: "never",

@@ -77,7 +77,9 @@ const proxy = (request: IncomingMessage, response: ServerResponse) => {
 }
 
 const server = createServer((request, response) => {
-  if (request.method !== "POST" || !PATH.test(request.url ?? "")) return answer(response, 404, { error: "not_found", error_description: "Not found" })
+  if (request.method !== "POST" || !PATH.test(request.url ?? "")) {
+    return answer(response, 404, { error: "not_found", error_description: "Not found" })
+  }
   const authorization = request.headers.authorization ?? ""
   if (!authorization.startsWith("Bearer ")) return answer(response, 401, invalidToken)
   const token = authorization.slice(7)

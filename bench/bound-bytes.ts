@@ -51,20 +51,25 @@ kept.push(measure("verified tokens (TokenService)", MAX_VERIFIED_TOKENS, () => {
   const table = new ExpiringEntries<string, unknown>(MAX_VERIFIED_TOKENS)
   for (let i = 0; i < MAX_VERIFIED_TOKENS; i++) {
     const profile = longName(i)
-    table.set(randomBytes(32).toString("base64url"), {
-      kid: "key-2026-01",
-      claims: {
-        iss: "https://auth.example.com",
-        sub: clientId(),
-        client_id: clientId(),
-        aud: `https://auth.example.com/service/${profile}/production/json/${uuid()}`,
-        scope: "service:call",
-        iat: 1_800_000_000,
-        exp: 1_800_003_600,
-        jti: uuid(),
-        data: { profile, environment: "production", service_uuid: uuid() }
-      }
-    }, Number.MAX_SAFE_INTEGER, 0)
+    table.set(
+      randomBytes(32).toString("base64url"),
+      {
+        kid: "key-2026-01",
+        claims: {
+          iss: "https://auth.example.com",
+          sub: clientId(),
+          client_id: clientId(),
+          aud: `https://auth.example.com/service/${profile}/production/json/${uuid()}`,
+          scope: "service:call",
+          iat: 1_800_000_000,
+          exp: 1_800_003_600,
+          jti: uuid(),
+          data: { profile, environment: "production", service_uuid: uuid() }
+        }
+      },
+      Number.MAX_SAFE_INTEGER,
+      0
+    )
   }
   return table
 }))

@@ -124,7 +124,7 @@ export const runCatalogue = async (bench: CatalogueBench): Promise<CatalogueResu
   // A loaded machine may let an admin request time out or answer 503 (catalogue writes queue on
   // one lock): tried again (a service created twice only leaves an extra one nobody uses).
   const admin = async (b: string, method: string, path: string, body?: unknown) => {
-    for (let attempt = 1; ; attempt++) {
+    for (let attempt = 1;; attempt++) {
       try {
         return await bench.admin(b, method, path, body)
       } catch (error) {
@@ -311,8 +311,10 @@ export const printCatalogue = (results: ReadonlyArray<CatalogueResult>, seconds:
   for (const [label, cell, target] of rows) {
     console.log([label.padEnd(30), ...results.map((r) => cell(r).padEnd(width)), target].join(" ").trimEnd())
   }
-  const failed = results.reduce((n, r) =>
-    n + r.cold.failed + r.rounds.flatMap((round) => Object.values(round)).reduce((m, x) => m + x.failed, 0), 0)
+  const failed = results.reduce(
+    (n, r) => n + r.cold.failed + r.rounds.flatMap((round) => Object.values(round)).reduce((m, x) => m + x.failed, 0),
+    0
+  )
   if (failed > 0) {
     console.error(`!! catalogue: ${failed} requests did not succeed !!`)
     process.exitCode = 1

@@ -60,7 +60,15 @@ export const provisionCatalogue = (credentials: number, seed: string, target: Re
   for (let i = 0; i < credentials; i++) {
     const { clientId, secret, uuid } = catalogueCredential(seed, i)
     if (i % 2 === 0) {
-      services.push({ profile: PROFILE, environment: ENVIRONMENT, uuid, name: `s${i >> 1}`, auth_type: "oauth", handler: { type: "echo" }, created_at: now })
+      services.push({
+        profile: PROFILE,
+        environment: ENVIRONMENT,
+        uuid,
+        name: `s${i >> 1}`,
+        auth_type: "oauth",
+        handler: { type: "echo" },
+        created_at: now
+      })
     }
     rows.push({
       client_id: clientId,

@@ -111,7 +111,9 @@ const main = async () => {
           results[who].push(measured)
           console.log(line(`r${round} ${variant.name}`, server.name, measured))
         }
-        console.log(row([`r${round} ${variant.name}`, "ratio ours/bare", `${fmt(results.ours.at(-1)!.rps / results.bare.at(-1)!.rps, 2)}x`]))
+        console.log(
+          row([`r${round} ${variant.name}`, "ratio ours/bare", `${fmt(results.ours.at(-1)!.rps / results.bare.at(-1)!.rps, 2)}x`])
+        )
       }
       summaries.push({
         name: variant.name,

@@ -66,7 +66,12 @@ const CLOCK_TICK_US = (() => {
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const withTimeout = <A>(promise: Promise<A>, ms: number, what: string) =>
-  Promise.race([promise, sleep(ms).then((): never => { throw new Error(`${what}: no answer within ${ms / 1000} s`) })])
+  Promise.race([
+    promise,
+    sleep(ms).then((): never => {
+      throw new Error(`${what}: no answer within ${ms / 1000} s`)
+    })
+  ])
 
 // ------------------------------------------------------------------------------------------------
 // Processes: each started in its own group (so one signal reaches npm and the node under it) and
@@ -386,8 +391,7 @@ export const median = (values: ReadonlyArray<number>) => {
   return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
 
-export const fmt = (n: number, digits = 0) =>
-  n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
+export const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
 // Column widths: two left-aligned labels, then right-aligned figures.
 const WIDTHS = [-18, -19, 8, 7, 7, 8, 11, 17]
@@ -604,7 +608,15 @@ const main = async () => {
     // a fresh embedded database (stopped before the PostgreSQL run, so one server runs at a time).
     if (CATALOGUE_SERVICES > 0) {
       const catalogue = (server: Running, database: string) =>
-        runCatalogue({ database, base: server.base, seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, admin, rssMb: () => rssMb(server) })
+        runCatalogue({
+          database,
+          base: server.base,
+          seconds: SECONDS,
+          rounds: ROUNDS,
+          connections: CONNECTIONS,
+          admin,
+          rssMb: () => rssMb(server)
+        })
       const results: Array<CatalogueResult> = []
       if (DATABASE_URL !== undefined) {
         const embeddedDir = mkdtempSync(join(tmpdir(), "service-auth-bench-catalogue-"))
@@ -653,10 +665,10 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 // The proxy scenarios (bench/proxy.ts) import the helpers above; only `npm run bench` runs main.
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   main()
-  .catch((error) => {
-    console.error(error instanceof Error ? error.message : error)
-    process.exitCode = 1
-  })
-  // Nothing left to wait for; exit even if a timed-out load is still holding sockets open.
-  .finally(() => process.exit())
+    .catch((error) => {
+      console.error(error instanceof Error ? error.message : error)
+      process.exitCode = 1
+    })
+    // Nothing left to wait for; exit even if a timed-out load is still holding sockets open.
+    .finally(() => process.exit())
 }

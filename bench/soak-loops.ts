@@ -249,12 +249,27 @@ export const noiseLoop = async (topology: Topology) => {
     const credential = pick(topology.credentials)
     const kind = topology.counts.noise % 4
     const [path, headers, body] = kind === 0
-      ? [`/service/${topology.profile}/${topology.environment}/json/${credential.serviceUuid}`, { authorization: `Bearer ${forgedToken()}`, "x-request-id": randomUUID() }, "{}"]
+      ? [`/service/${topology.profile}/${topology.environment}/json/${credential.serviceUuid}`, {
+        authorization: `Bearer ${forgedToken()}`,
+        "x-request-id": randomUUID()
+      }, "{}"]
       : kind === 1
       ? [`/no/such/${randomUUID()}`, { "x-request-id": randomUUID() }, "{}"]
       : kind === 2
-      ? ["/oauth/token", { "content-type": "application/x-www-form-urlencoded" }, tokenBody(topology, { ...credential, clientId: `svc_${randomBytes(16).toString("hex")}`, secret: randomBytes(32).toString("base64url") })]
-      : [`/service/${randomUUID().slice(0, 8)}/${topology.environment}/json/${randomUUID()}`, { authorization: `Bearer ${forgedToken()}` }, "{}"]
+      ? [
+        "/oauth/token",
+        { "content-type": "application/x-www-form-urlencoded" },
+        tokenBody(topology, {
+          ...credential,
+          clientId: `svc_${randomBytes(16).toString("hex")}`,
+          secret: randomBytes(32).toString("base64url")
+        })
+      ]
+      : [
+        `/service/${randomUUID().slice(0, 8)}/${topology.environment}/json/${randomUUID()}`,
+        { authorization: `Bearer ${forgedToken()}` },
+        "{}"
+      ]
     const status = await fromAddress(server, address, path, { "content-type": "application/json", ...headers }, body)
     topology.counts.noise += 1
     if (status === undefined) {
@@ -270,7 +285,9 @@ export const provision = async (topology: Omit<Topology, "credentials">, service
   const server = topology.servers[0]!
   const must = async (method: string, path: string, body: unknown = {}) => {
     const answer = await admin({ ...topology, credentials: [] }, server, method, path, body)
-    if (answer === undefined || answer.status >= 300) throw new Error(`${method} ${path}: ${answer?.status} ${JSON.stringify(answer?.json)}`)
+    if (answer === undefined || answer.status >= 300) {
+      throw new Error(`${method} ${path}: ${answer?.status} ${JSON.stringify(answer?.json)}`)
+    }
     return answer.json
   }
   await must("PUT", `/admin/profiles/${topology.profile}`)

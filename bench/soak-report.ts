@@ -70,17 +70,25 @@ export const printReport = (results: ReadonlyArray<ModeResult>, warmupMinutes: n
     const errors = [...counts.errors.values()].reduce((a, b) => a + b, 0)
     failed ||= errors > 0 || counts.violations > 0
     console.log(`\n== ${result.mode}: ${result.minutes.toFixed(1)} min of load`)
-    console.log(`tokens ${counts.tokens}, calls ${counts.calls}, services created/called/deleted ${counts.lifecycles}, ` +
-      `noise requests ${counts.noise}`)
-    console.log(`errors ${errors}, deleted-service checks ${counts.deletedChecked}, violations ${counts.violations}, ` +
-      `requests cut by the kill ${counts.interrupted}`)
+    console.log(
+      `tokens ${counts.tokens}, calls ${counts.calls}, services created/called/deleted ${counts.lifecycles}, ` +
+        `noise requests ${counts.noise}`
+    )
+    console.log(
+      `errors ${errors}, deleted-service checks ${counts.deletedChecked}, violations ${counts.violations}, ` +
+        `requests cut by the kill ${counts.interrupted}`
+    )
     for (const [what, n] of counts.errors) console.log(`  error x${n}: ${what}`)
-    console.log(`| instance (life) | minutes | start | end | min | max | slope after ${warmupMinutes} min | fitted change | samples fitted |`)
+    console.log(
+      `| instance (life) | minutes | start | end | min | max | slope after ${warmupMinutes} min | fitted change | samples fitted |`
+    )
     console.log("|---|---|---|---|---|---|---|---|---|")
     for (const life of result.lives) {
-      console.log(`| ${life.server} (${life.life}) | ${life.minutes.toFixed(1)} | ${life.startMb.toFixed(0)} MB | ${life.endMb.toFixed(0)} MB | ` +
-        `${life.minMb.toFixed(0)} MB | ${life.maxMb.toFixed(0)} MB | ${format(life.slopeMbPerMin, 3, " MB/min")} | ` +
-        `${format(life.fittedChange === undefined ? undefined : life.fittedChange * 100, 1, "%")} | ${life.fitted} |`)
+      console.log(
+        `| ${life.server} (${life.life}) | ${life.minutes.toFixed(1)} | ${life.startMb.toFixed(0)} MB | ${life.endMb.toFixed(0)} MB | ` +
+          `${life.minMb.toFixed(0)} MB | ${life.maxMb.toFixed(0)} MB | ${format(life.slopeMbPerMin, 3, " MB/min")} | ` +
+          `${format(life.fittedChange === undefined ? undefined : life.fittedChange * 100, 1, "%")} | ${life.fitted} |`
+      )
     }
   }
   return failed

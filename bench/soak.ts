@@ -43,7 +43,9 @@ const settings = () => {
   const mode = process.env.SOAK_MODE ?? "both"
   if (!["embedded", "postgres", "both"].includes(mode)) throw new Error(`SOAK_MODE must be embedded, postgres or both, got ${mode}`)
   const databaseUrl = process.env.SOAK_DATABASE_URL ?? process.env.DATABASE_URL
-  if (mode !== "embedded" && databaseUrl === undefined) throw new Error(`SOAK_MODE=${mode} needs SOAK_DATABASE_URL (an empty PostgreSQL database)`)
+  if (mode !== "embedded" && databaseUrl === undefined) {
+    throw new Error(`SOAK_MODE=${mode} needs SOAK_DATABASE_URL (an empty PostgreSQL database)`)
+  }
   return {
     minutes,
     mode,
@@ -88,7 +90,11 @@ const runMode = async (settings: Settings, mode: "embedded" | "postgres"): Promi
     for (const server of servers) await server.start()
     const base = { servers, adminToken, profile: "soak", environment: "production", counts, pauseMs: settings.pauseMs }
     const credentials = await provision({ ...base, until: () => false }, settings.services)
-    console.log(`[${mode}] ${servers.length} instance(s) up, ${credentials.length} credentials of ${settings.services} services provisioned in ${clock().toFixed(1)} min`)
+    console.log(
+      `[${mode}] ${servers.length} instance(s) up, ${credentials.length} credentials of ${settings.services} services provisioned in ${
+        clock().toFixed(1)
+      } min`
+    )
     const loadStart = clock()
     const topology: Topology = { ...base, credentials, until: () => clock() - loadStart >= deadline }
     const loops = [
@@ -106,7 +112,13 @@ const runMode = async (settings: Settings, mode: "embedded" | "postgres"): Promi
         sampleRss(servers, clock())
         nextSample += settings.sampleSeconds / 60
         const rss = servers.map((s) => `${s.name} ${s.up ? (s.lives.at(-1)?.samples.at(-1)?.rssMb ?? 0).toFixed(0) : "-"} MB`).join(", ")
-        console.log(`[${mode}] ${minute.toFixed(1)} min: ${counts.tokens} tokens, ${counts.calls} calls, ${counts.lifecycles} lifecycles, ${counts.noise} noise, ${[...counts.errors.values()].reduce((a, b) => a + b, 0)} errors, ${counts.violations} violations; RSS ${rss}`)
+        console.log(
+          `[${mode}] ${
+            minute.toFixed(1)
+          } min: ${counts.tokens} tokens, ${counts.calls} calls, ${counts.lifecycles} lifecycles, ${counts.noise} noise, ${
+            [...counts.errors.values()].reduce((a, b) => a + b, 0)
+          } errors, ${counts.violations} violations; RSS ${rss}`
+        )
       }
       if (snapshots.length > 0 && minute >= snapshots[0]!) {
         snapshots.shift()
@@ -136,8 +148,10 @@ const runMode = async (settings: Settings, mode: "embedded" | "postgres"): Promi
 
 const main = async () => {
   const chosen = settings()
-  console.log(`soak: ${chosen.mode}, ${chosen.minutes} min (warm-up ${chosen.warmupMinutes} min, kill at ${chosen.killAtMinutes} min), ` +
-    `${chosen.services * 2} credentials, ${chosen.tokenLoops} token + ${chosen.callLoops} call loops, RSS every ${chosen.sampleSeconds} s`)
+  console.log(
+    `soak: ${chosen.mode}, ${chosen.minutes} min (warm-up ${chosen.warmupMinutes} min, kill at ${chosen.killAtMinutes} min), ` +
+      `${chosen.services * 2} credentials, ${chosen.tokenLoops} token + ${chosen.callLoops} call loops, RSS every ${chosen.sampleSeconds} s`
+  )
   const results: Array<ModeResult> = []
   if (chosen.mode !== "postgres") results.push(await runMode(chosen, "embedded"))
   if (chosen.mode !== "embedded") results.push(await runMode(chosen, "postgres"))

@@ -61,7 +61,7 @@ const startOnce = async (env) => {
   child.stdout.on("data", (c) => (output += c))
   child.stderr.on("data", (c) => (output += c))
   let exited = false
-  const exit = new Promise((resolve) => child.once("exit", () => resolve((exited = true))))
+  const exit = new Promise((resolve) => child.once("exit", () => resolve(exited = true)))
   const url = `http://127.0.0.1:${port}/healthz`
   try {
     while (performance.now() - started < 60_000) {

@@ -25,7 +25,7 @@ const newestInput = () => {
   let newest = 0
   const visit = (path, compiledOnly) => {
     const stats = statSync(path)
-    if (stats.isDirectory()) for (const name of readdirSync(path)) visit(join(path, name), compiledOnly)
+    if (stats.isDirectory()) { for (const name of readdirSync(path)) visit(join(path, name), compiledOnly) }
     else if (!compiledOnly || path.endsWith(".ts")) newest = Math.max(newest, stats.mtimeMs)
   }
   for (const input of INPUTS) if (existsSync(join(ROOT, input))) visit(join(ROOT, input), input === "src")

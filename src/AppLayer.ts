@@ -190,8 +190,8 @@ export interface ServerOptions<ES = never, RH = never> {
  * and closes its storage when interrupted.
  */
 export const layerServer = <ES = never, RH = never>(options: ServerOptions<ES, RH>) => {
-  const storage: Layer.Layer<StorageServices, ES | Layer.Layer.Error<typeof Storage.layerFromConfig>, AppConfig> =
-    options.storage ?? Storage.layerFromConfig
+  const storage: Layer.Layer<StorageServices, ES | Layer.Layer.Error<typeof Storage.layerFromConfig>, AppConfig> = options.storage ??
+    Storage.layerFromConfig
   return layerServe.pipe(
     Layer.provide(NodeServer.layer(options.config, options.earlyPort).pipe(Layer.provide(FastLane.layer))),
     Layer.provide(layerDomainWith(options.handlers)),

@@ -104,51 +104,54 @@ const reportFailure = (cause: Cause.Cause<unknown>) =>
     )
   })
 
-const program = (warming: PgliteWarming | undefined) => Effect.gen(function*() {
-  const configured = yield* AppConfig.fromEnv
-  // What needs no database fails before the database is opened (seconds on a fresh data directory).
-  yield* checkPortFree(configured)
-  yield* checkTls(configured)
-  if (Option.isSome(configured.signingKeyFile)) {
-    const { readSigningKeyFile } = yield* Effect.promise(() => import("./keys/SigningKeyMaterial.js"))
-    yield* readSigningKeyFile(configured.signingKeyFile.value)
-  }
-  const { config, tokenFile, tokenLine } = yield* withStoredAdminToken(configured)
-  // Printed whatever LOG_LEVEL says: the operator needs to know where the token is (never the token).
-  if (Option.isSome(tokenLine)) Logging.printAlways(config.logFormat, tokenLine.value)
-  // Everything checked that needs no database: /healthz answers from here, other requests wait for
-  // the storage (EarlyPort). Over TLS the port opens when the server is ready.
-  // A start that fails or is stopped before the server takes the port over answers what it held.
-  const earlyPort = Option.isNone(config.tls)
-    ? yield* Effect.acquireRelease(
-      Effect.promise(() => openEarlyPort(config.host, config.port, {
-        headersTimeoutMs: config.headersTimeoutMs,
-        requestTimeoutMs: config.requestTimeoutMs,
-        maxConnectionsPerAddress: config.maxConnectionsPerAddress,
-        trustedProxies: config.trustedProxies
-      })),
-      (early) => Effect.promise(() => early?.close() ?? Promise.resolve())
+const program = (warming: PgliteWarming | undefined) =>
+  Effect.gen(function*() {
+    const configured = yield* AppConfig.fromEnv
+    // What needs no database fails before the database is opened (seconds on a fresh data directory).
+    yield* checkPortFree(configured)
+    yield* checkTls(configured)
+    if (Option.isSome(configured.signingKeyFile)) {
+      const { readSigningKeyFile } = yield* Effect.promise(() => import("./keys/SigningKeyMaterial.js"))
+      yield* readSigningKeyFile(configured.signingKeyFile.value)
+    }
+    const { config, tokenFile, tokenLine } = yield* withStoredAdminToken(configured)
+    // Printed whatever LOG_LEVEL says: the operator needs to know where the token is (never the token).
+    if (Option.isSome(tokenLine)) Logging.printAlways(config.logFormat, tokenLine.value)
+    // Everything checked that needs no database: /healthz answers from here, other requests wait for
+    // the storage (EarlyPort). Over TLS the port opens when the server is ready.
+    // A start that fails or is stopped before the server takes the port over answers what it held.
+    const earlyPort = Option.isNone(config.tls)
+      ? yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          openEarlyPort(config.host, config.port, {
+            headersTimeoutMs: config.headersTimeoutMs,
+            requestTimeoutMs: config.requestTimeoutMs,
+            maxConnectionsPerAddress: config.maxConnectionsPerAddress,
+            trustedProxies: config.trustedProxies
+          })
+        ),
+        (early) => Effect.promise(() => early?.close() ?? Promise.resolve())
+      )
+      : undefined
+    // The server's modules (most of the bundle) are parsed only now, with the port already answering.
+    const { layerServer, withoutPlatformRequestSpans } = yield* Effect.promise(() => import("./AppLayer.js"))
+    // The server with its storage as configured, announced once it answers every request.
+    const server = layerServer({ config, ...(earlyPort === undefined ? {} : { earlyPort }) }).pipe(
+      Layer.tap(() => announce(config, tokenLine, tokenFile))
     )
-    : undefined
-  // The server's modules (most of the bundle) are parsed only now, with the port already answering.
-  const { layerServer, withoutPlatformRequestSpans } = yield* Effect.promise(() => import("./AppLayer.js"))
-  // The server with its storage as configured, announced once it answers every request.
-  const server = layerServer({ config, ...(earlyPort === undefined ? {} : { earlyPort }) }).pipe(
-    Layer.tap(() => announce(config, tokenLine, tokenFile))
+    return yield* Layer.launch(server).pipe(
+      Effect.provide(PgliteWarmed.layer(warming)),
+      // Outside the server: spans are flushed once it has drained and closed its storage.
+      Effect.provide(Tracing.layer(config.tracing)),
+      Logger.withMinimumLogLevel(config.logLevel),
+      Effect.provide(Logging.layer(config.logFormat)),
+      Tracing.disabledUnless(config.tracing),
+      withoutPlatformRequestSpans
+    )
+  }).pipe(
+    Effect.tapErrorCause(reportFailure),
+    Effect.scoped
   )
-  return yield* Layer.launch(server).pipe(
-    Effect.provide(PgliteWarmed.layer(warming)),
-    // Outside the server: spans are flushed once it has drained and closed its storage.
-    Effect.provide(Tracing.layer(config.tracing)),
-    Logger.withMinimumLogLevel(config.logLevel),
-    Effect.provide(Logging.layer(config.logFormat)),
-    Tracing.disabledUnless(config.tracing),
-    withoutPlatformRequestSpans
-  )
-}).pipe(
-  Effect.tapErrorCause(reportFailure),
-  Effect.scoped
-)
 
 /**
  * Runs the server to its end, with what the entry (`start.ts`) warmed of PGlite, if anything. The
@@ -161,7 +164,9 @@ export const run = (warming: PgliteWarming | undefined): void => {
     return
   }
   if (argument !== undefined) {
-    console.error(`service-auth: the server takes no argument but --version (it is configured by its environment), not ${JSON.stringify(argument)}`)
+    console.error(
+      `service-auth: the server takes no argument but --version (it is configured by its environment), not ${JSON.stringify(argument)}`
+    )
     process.exitCode = 2
     return
   }

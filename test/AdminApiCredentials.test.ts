@@ -6,7 +6,22 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { rawAdminRequest, unknownClientId } from "./support/Http.js"
 import { admin, createFixture, makeTestServer } from "../src/testing.js"
-import { CLIENT_ID, CLIENT_SECRET, TIMESTAMP, addCredential, clientIds, createService, expectError, expectNoContent, expectStatus, expectTokenStatus, findService, listCredentials, paths, tokenFieldsFor } from "./support/AdminApi.js"
+import {
+  CLIENT_ID,
+  CLIENT_SECRET,
+  TIMESTAMP,
+  addCredential,
+  clientIds,
+  createService,
+  expectError,
+  expectNoContent,
+  expectStatus,
+  expectTokenStatus,
+  findService,
+  listCredentials,
+  paths,
+  tokenFieldsFor
+} from "./support/AdminApi.js"
 
 describe("admin API: credentials", () => {
   layer(makeTestServer())((it) => {

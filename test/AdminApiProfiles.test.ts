@@ -56,10 +56,12 @@ describe("admin API: profiles and environments", () => {
         expect(response.body.profiles).toContainEqual({ profile, created_at: created.body.created_at })
       }))
 
-    for (const [label, path] of [
-      ["a b (percent-encoded)", "/admin/profiles/a%20b"],
-      ["a slash (percent-encoded)", "/admin/profiles/a%2Fb"]
-    ] as const) {
+    for (
+      const [label, path] of [
+        ["a b (percent-encoded)", "/admin/profiles/a%20b"],
+        ["a slash (percent-encoded)", "/admin/profiles/a%2Fb"]
+      ] as const
+    ) {
       it.effect(`an invalid profile name, ${label} → 400 invalid_request on PUT and GET`, () =>
         Effect.gen(function*() {
           expectError(yield* admin.put(path), 400, "invalid_request")

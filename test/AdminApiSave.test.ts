@@ -7,7 +7,20 @@ import { Effect } from "effect"
 import { randomUUID } from "node:crypto"
 import { rawAdminRequest, unknownClientId } from "./support/Http.js"
 import { admin, createFixture, makeTestServer, uniqueName } from "../src/testing.js"
-import { CLIENT_ID, CLIENT_SECRET, TIMESTAMP, addCredential, clientIds, createService, expectError, expectNoContent, expectStatus, expectTokenStatus, paths, tokenFieldsFor } from "./support/AdminApi.js"
+import {
+  CLIENT_ID,
+  CLIENT_SECRET,
+  TIMESTAMP,
+  addCredential,
+  clientIds,
+  createService,
+  expectError,
+  expectNoContent,
+  expectStatus,
+  expectTokenStatus,
+  paths,
+  tokenFieldsFor
+} from "./support/AdminApi.js"
 
 describe("admin API: POST /admin/profiles/{profile}/save", () => {
   const add = (service: { environment: string; uuid: string }) =>
@@ -151,9 +164,22 @@ describe("admin API: POST /admin/profiles/{profile}/save", () => {
 
     for (
       const [label, body] of [
-        ["an invalid op", (s: { environment: string; uuid: string }) => ({ changes: [{ op: "rotate_credential", environment: s.environment, service_uuid: s.uuid }] })],
-        ["a change without service_uuid", (s: { environment: string; uuid: string }) => ({ changes: [{ op: "add_credential", environment: s.environment }] })],
-        ["a remove without client_id", (s: { environment: string; uuid: string }) => ({ changes: [{ op: "remove_credential", environment: s.environment, service_uuid: s.uuid }] })],
+        [
+          "an invalid op",
+          (s: { environment: string; uuid: string }) => ({
+            changes: [{ op: "rotate_credential", environment: s.environment, service_uuid: s.uuid }]
+          })
+        ],
+        [
+          "a change without service_uuid",
+          (s: { environment: string; uuid: string }) => ({ changes: [{ op: "add_credential", environment: s.environment }] })
+        ],
+        [
+          "a remove without client_id",
+          (s: { environment: string; uuid: string }) => ({
+            changes: [{ op: "remove_credential", environment: s.environment, service_uuid: s.uuid }]
+          })
+        ],
         ["no changes field", () => ({})],
         ["changes not an array", () => ({ changes: "all" })],
         ["an unknown top-level field", (s: { environment: string; uuid: string }) => ({ changes: [add(s)], dry_run: true })]

@@ -6,7 +6,16 @@ import { Effect } from "effect"
 import { randomUUID } from "node:crypto"
 import { rawAdminRequest, unknownClientId } from "./support/Http.js"
 import { admin, createFixture, makeTestServer, tokenRequest, uniqueName } from "../src/testing.js"
-import { TIMESTAMP, createEnvironment, createService, expectError, expectNoContent, expectStatus, findService, paths } from "./support/AdminApi.js"
+import {
+  TIMESTAMP,
+  createEnvironment,
+  createService,
+  expectError,
+  expectNoContent,
+  expectStatus,
+  findService,
+  paths
+} from "./support/AdminApi.js"
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
@@ -31,7 +40,13 @@ describe("admin API: services", () => {
         const response = yield* admin.post(paths.services(profile, environment), { auth_type: "none" })
         expect({ status: response.status, body: response.body }).toEqual({
           status: 201,
-          body: { uuid: expect.stringMatching(UUID), name: expect.any(String), auth_type: "none", handler: { type: "echo" }, credentials: [] }
+          body: {
+            uuid: expect.stringMatching(UUID),
+            name: expect.any(String),
+            auth_type: "none",
+            handler: { type: "echo" },
+            credentials: []
+          }
         })
         expect(response.body.name.length).toBeGreaterThan(0)
       }))
@@ -69,7 +84,12 @@ describe("admin API: services", () => {
         const fixture = yield* createFixture()
         const updated = yield* admin.put(fixture.servicePath, { name: "renamed", auth_type: "oauth" })
         expectStatus(updated, 200)
-        expect(updated.body.credentials).toEqual([{ client_id: fixture.clientId, created_at: TIMESTAMP, expires_at: null, last_used_at: null }])
+        expect(updated.body.credentials).toEqual([{
+          client_id: fixture.clientId,
+          created_at: TIMESTAMP,
+          expires_at: null,
+          last_used_at: null
+        }])
         expect((yield* tokenRequest(fixture.tokenFields)).status).toBe(200)
       }))
 
@@ -119,10 +139,12 @@ describe("admin API: services", () => {
       Effect.gen(function*() {
         const { profile, environment } = yield* createEnvironment
         const body = { auth_type: "basic" }
-        for (const answer of [
-          yield* admin.post(paths.services(profile, environment), body),
-          yield* admin.put(paths.service(profile, environment, randomUUID()), body)
-        ]) {
+        for (
+          const answer of [
+            yield* admin.post(paths.services(profile, environment), body),
+            yield* admin.put(paths.service(profile, environment, randomUUID()), body)
+          ]
+        ) {
           expect(answer.status).toBe(400)
           expect(answer.body).toEqual({ error: "invalid_request", error_description: "auth_type: Expected \"oauth\" | \"none\"" })
         }

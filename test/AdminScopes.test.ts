@@ -102,9 +102,13 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
             expectErrorBody(yield* del!.run(caller), 403, forbidden(role === "owner" ? `${word} delete profiles` : word))
             // Setting the credential lifetime is refused naming that, not the creation of a profile.
             const policy = yield* caller.put(`/admin/profiles/${own.profile}`, { credential_max_lifetime_days: 30 })
-            expectErrorBody(policy, 403, forbidden(
-              role === "owner" ? "Only an admin token may set a profile's credential lifetime (credential_max_lifetime_days)" : word
-            ))
+            expectErrorBody(
+              policy,
+              403,
+              forbidden(
+                role === "owner" ? "Only an admin token may set a profile's credential lifetime (credential_max_lifetime_days)" : word
+              )
+            )
             expectStatus(yield* root.get(`/admin/profiles/${own.profile}`), 200)
           }
         }

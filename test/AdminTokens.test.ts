@@ -96,8 +96,9 @@ const bearer = (value: string) => ({ authorization: `Bearer ${value}` })
 
 /** An admin GET from a chosen local address (127.0.0.2 plays another machine). */
 const getFrom = (localAddress: string, path: string, headers: Record<string, string>) =>
-  Effect.flatMap(serverPort, (port) =>
-    Effect.promise(() => rawRequest(port, { method: "GET", path, localAddress, headers }))).pipe(Effect.map(asJsonResponse))
+  Effect.flatMap(serverPort, (port) => Effect.promise(() => rawRequest(port, { method: "GET", path, localAddress, headers }))).pipe(
+    Effect.map(asJsonResponse)
+  )
 
 const TOO_MANY = {
   error: "too_many_attempts",
@@ -204,40 +205,44 @@ const runToExit = (env: Record<string, string>, deadlineMs = FAILS_WITHIN_MS + 5
   })
 
 describe("the admin token of the real server", () => {
-  it("embedded, without any admin token: generated once into DATA_DIR/admin-token (0600), the same at every start, never printed", async () => {
-    const dataDir = join(freshDir(), "data")
-    const path = resolve(dataDir, "admin-token")
-    const profile = `kept-${randomBytes(4).toString("hex")}`
-    // A signing key of its own: generating one on a busy machine can outlast the storage timeout.
-    const keyFile = join(dataDir, "..", "key.pem")
-    writeFileSync(keyFile, generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }))
-    const env = { DATA_DIR: dataDir, ADMIN_TOKEN: "", ADMIN_TOKENS: "", SIGNING_KEY_FILE: keyFile }
-    const first = await startServer(env, { healthTimeoutMs: 100_000 })
-    let stored = ""
-    try {
-      stored = readFileSync(path, "utf8").trim()
-      expect(stored).toMatch(/^[A-Za-z0-9_-]{43}$/)
-      expect(statSync(path).mode & 0o777).toBe(0o600)
-      // The start line reaches us through npm's pipe, which may deliver it after /healthz answered.
-      await expect.poll(() => first.log(), { timeout: 30_000 })
-        .toContain(`ADMIN_TOKEN is not set: generated an admin token and kept it in ${path}`)
-      expect(first.log()).not.toContain(stored)
-      const created = await fetch(`${first.base}/admin/profiles/${profile}`, { method: "PUT", headers: bearer(stored) })
-      expect(created.status).toBe(201)
-    } finally {
-      expect(await first.stop()).toBe(0)
-    }
-    const second = await startServer(env)
-    try {
-      expect(readFileSync(path, "utf8").trim()).toBe(stored)
-      await expect.poll(() => second.log(), { timeout: 30_000 }).toContain(`ADMIN_TOKEN is not set: the admin token is in ${path}`)
-      expect(second.log()).not.toContain(stored)
-      const trail = await fetch(`${second.base}/admin/audit?profile=${profile}`, { headers: bearer(stored) })
-      expect(((await trail.json()) as any).events.map((e: any) => [e.action, e.actor])).toEqual([["profile.created", "admin"]])
-    } finally {
-      expect(await second.stop()).toBe(0)
-    }
-  }, 180_000)
+  it(
+    "embedded, without any admin token: generated once into DATA_DIR/admin-token (0600), the same at every start, never printed",
+    async () => {
+      const dataDir = join(freshDir(), "data")
+      const path = resolve(dataDir, "admin-token")
+      const profile = `kept-${randomBytes(4).toString("hex")}`
+      // A signing key of its own: generating one on a busy machine can outlast the storage timeout.
+      const keyFile = join(dataDir, "..", "key.pem")
+      writeFileSync(keyFile, generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }))
+      const env = { DATA_DIR: dataDir, ADMIN_TOKEN: "", ADMIN_TOKENS: "", SIGNING_KEY_FILE: keyFile }
+      const first = await startServer(env, { healthTimeoutMs: 100_000 })
+      let stored = ""
+      try {
+        stored = readFileSync(path, "utf8").trim()
+        expect(stored).toMatch(/^[A-Za-z0-9_-]{43}$/)
+        expect(statSync(path).mode & 0o777).toBe(0o600)
+        // The start line reaches us through npm's pipe, which may deliver it after /healthz answered.
+        await expect.poll(() => first.log(), { timeout: 30_000 })
+          .toContain(`ADMIN_TOKEN is not set: generated an admin token and kept it in ${path}`)
+        expect(first.log()).not.toContain(stored)
+        const created = await fetch(`${first.base}/admin/profiles/${profile}`, { method: "PUT", headers: bearer(stored) })
+        expect(created.status).toBe(201)
+      } finally {
+        expect(await first.stop()).toBe(0)
+      }
+      const second = await startServer(env)
+      try {
+        expect(readFileSync(path, "utf8").trim()).toBe(stored)
+        await expect.poll(() => second.log(), { timeout: 30_000 }).toContain(`ADMIN_TOKEN is not set: the admin token is in ${path}`)
+        expect(second.log()).not.toContain(stored)
+        const trail = await fetch(`${second.base}/admin/audit?profile=${profile}`, { headers: bearer(stored) })
+        expect(((await trail.json()) as any).events.map((e: any) => [e.action, e.actor])).toEqual([["profile.created", "admin"]])
+      } finally {
+        expect(await second.stop()).toBe(0)
+      }
+    },
+    180_000
+  )
 
   it("PostgreSQL without any admin token: one line, exit 1, before connecting", async () => {
     const result = await runToExit({ PORT: String(await freePort()), DATABASE_URL: "postgres://postgres@127.0.0.1:1/x" })

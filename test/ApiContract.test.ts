@@ -106,7 +106,9 @@ describe("npm run check:api", () => {
     expect(found).toMatch(new RegExp(`^POST ${CREDENTIALS.replace(/[{}/]/g, "\\$&")}: `, "m"))
     expect(found).toMatch(/^DELETE \/admin\/tokens\/\{name\}: /m)
     // A bound types cannot carry, tightened on a request member.
-    expect(found).toMatch(/^POST \/admin\/profiles\/\{profile\}\/environments\/\{environment\}\/services: body application\/json\.name: maxLength \S+ → 3$/m)
+    expect(found).toMatch(
+      /^POST \/admin\/profiles\/\{profile\}\/environments\/\{environment\}\/services: body application\/json\.name: maxLength \S+ → 3$/m
+    )
   }, 120_000)
 
   it("fails, exit 1, on a breaking edit: client_secret removed from the secret credential", async () => {

@@ -27,8 +27,7 @@ const bytesRequest = (port: number, method: string, path: string, headers: Recor
       const outgoing = NodeHttp.request({ host: "127.0.0.1", port, method, path, headers }, (incoming) => {
         const chunks: Array<Buffer> = []
         incoming.on("data", (chunk: Buffer) => chunks.push(chunk))
-        incoming.on("end", () =>
-          resolve({ status: incoming.statusCode ?? 0, headers: incoming.headers, body: Buffer.concat(chunks) }))
+        incoming.on("end", () => resolve({ status: incoming.statusCode ?? 0, headers: incoming.headers, body: Buffer.concat(chunks) }))
         incoming.on("error", reject)
       })
       outgoing.on("error", reject)
@@ -81,10 +80,10 @@ describe("GET /docs", () => {
         // The one without src is data (JSON), which browsers do not run; it is empty, so Scalar
         // reads the document from data-url.
         const [, configAttributes = "", configBody] = scripts[0]!
-        expect(configAttributes).toContain('id="api-reference"')
-        expect(configAttributes).toContain('type="application/json"')
+        expect(configAttributes).toContain("id=\"api-reference\"")
+        expect(configAttributes).toContain("type=\"application/json\"")
         expect(configBody?.trim()).toBe("")
-        expect(configAttributes).toContain('data-url="/openapi.yaml"')
+        expect(configAttributes).toContain("data-url=\"/openapi.yaml\"")
         const configuration = JSON.parse(
           (/data-configuration="([^"]*)"/.exec(configAttributes)?.[1] ?? "").replaceAll("&quot;", "\"")
             .replaceAll("&lt;", "<").replaceAll("&gt;", ">").replaceAll("&amp;", "&")

@@ -28,8 +28,7 @@ const expectStatus = (response: JsonResponse, status: number) =>
 
 const profilePath = (profile: string) => `/admin/profiles/${profile}`
 const environmentPath = (profile: string, environment: string) => `${profilePath(profile)}/environments/${environment}`
-const servicePath = (profile: string, environment: string, uuid: string) =>
-  `${environmentPath(profile, environment)}/services/${uuid}`
+const servicePath = (profile: string, environment: string, uuid: string) => `${environmentPath(profile, environment)}/services/${uuid}`
 
 /** One page of the trail, answered 200. */
 const page = (query: string) =>
@@ -80,8 +79,22 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
         const service = yield* alice.post(`${environmentPath(profile, "prod")}/services`, { name: "billing", auth_type: "none" })
         const uuid: string = service.body.uuid
         const path = servicePath(profile, "prod", uuid)
-        expectStatus(yield* alice.put(path, { name: "billing", auth_type: "oauth", handler: { type: "proxy", url: "https://user:pw@upstream.test/x" } }), 200)
-        expectStatus(yield* alice.put(path, { name: "billing", auth_type: "oauth", handler: { type: "proxy", url: "https://user:pw@upstream.test/x" } }), 200) // unchanged
+        expectStatus(
+          yield* alice.put(path, {
+            name: "billing",
+            auth_type: "oauth",
+            handler: { type: "proxy", url: "https://user:pw@upstream.test/x" }
+          }),
+          200
+        )
+        expectStatus(
+          yield* alice.put(path, {
+            name: "billing",
+            auth_type: "oauth",
+            handler: { type: "proxy", url: "https://user:pw@upstream.test/x" }
+          }),
+          200
+        ) // unchanged
         const first = yield* bob.post(`${path}/credentials`)
         expectStatus(first, 201)
         secrets.push(first.body.client_secret)
@@ -142,7 +155,9 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
           expect(event.source).toMatch(/^(::ffff:)?127\.0\.0\.1$/)
           expect(event.time).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
         }
-        const details = Object.fromEntries(trail.map((event) => [`${event.action} ${event.client_id ?? event.environment ?? ""}`, event.details]))
+        const details = Object.fromEntries(
+          trail.map((event) => [`${event.action} ${event.client_id ?? event.environment ?? ""}`, event.details])
+        )
         expect(details[`service.changed prod`]).toEqual({ name: "billing", auth_type: "oauth", handler: "proxy" })
         expect(trail.at(-3).details).toEqual({ name: "billing", auth_type: "none", handler: "echo" })
         expect(details["profile.saved "]).toEqual({ added: 1, removed: 1 })

@@ -17,7 +17,16 @@ import { randomBytes } from "node:crypto"
 import { FAILURE_WINDOW_MS, makeAuthFailureLimiter } from "../src/token/AuthFailureLimiter.js"
 import type { FailureCountsShape } from "../src/token/FailureCounts.js"
 import { asJsonResponse, basicAuthorization, formEncode, oauthError, rawRequest } from "./support/Http.js"
-import { admin, createFixture, type Fixture, type JsonResponse, makeTestServer, serverPort, tokenRequest, uniqueName } from "../src/testing.js"
+import {
+  admin,
+  createFixture,
+  type Fixture,
+  type JsonResponse,
+  makeTestServer,
+  serverPort,
+  tokenRequest,
+  uniqueName
+} from "../src/testing.js"
 
 const LIMIT = 5
 

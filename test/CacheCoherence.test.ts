@@ -81,8 +81,7 @@ interface Credential {
   readonly token: string
 }
 
-const adminPath = (service: Service) =>
-  `/admin/profiles/${service.profile}/environments/${service.environment}/services/${service.uuid}`
+const adminPath = (service: Service) => `/admin/profiles/${service.profile}/environments/${service.environment}/services/${service.uuid}`
 const callPath = (service: Service) => `/service/${service.profile}/${service.environment}/json/${service.uuid}`
 
 /** Any request, timed; never throws (no answer within REQUEST_TIMEOUT_MS is status 0). */
@@ -609,12 +608,14 @@ describe.skipIf(DATABASE_URL === undefined)("cache coherence: three instances on
       expectNotAcceptedDuringOutage(await requestToken(instance, a))
     }))
     // ...B works again on every instance within a few seconds, A never does,
-    await Promise.all(instances.map((instance) =>
-      pollUntil(`B on ${instance.name} after the connections were killed`, RECOVERY_MS, async () => {
-        expectNotAcceptedDuringOutage(await callService(instance, a))
-        return liveProblem(instance, b)
-      })
-    ))
+    await Promise.all(
+      instances.map((instance) =>
+        pollUntil(`B on ${instance.name} after the connections were killed`, RECOVERY_MS, async () => {
+          expectNotAcceptedDuringOutage(await callService(instance, a))
+          return liveProblem(instance, b)
+        })
+      )
+    )
     // ...and, recovered, A gets exactly the refusals of a deleted credential.
     for (const instance of instances) await expectRefused(instance, a, "revoked")
   }, 60_000)
@@ -689,8 +690,11 @@ describe.skipIf(DATABASE_URL === undefined)("cache coherence: three instances on
       ack = await admin(deleter, "DELETE", `${adminPath(service)}/credentials/${a.client_id}`)
       waiting = [callService(cutOff, a), requestToken(cutOff, a)]
       // The requests must be in its sockets before it runs again: the first thing it reads.
-      await pollUntil(`the requests queued at ${cutOff.name}`, RECOVERY_MS, async () =>
-        unreadConnections(cutOff.server.port) >= waiting.length ? undefined : "not yet")
+      await pollUntil(
+        `the requests queued at ${cutOff.name}`,
+        RECOVERY_MS,
+        async () => unreadConnections(cutOff.server.port) >= waiting.length ? undefined : "not yet"
+      )
     } finally {
       process.kill(pid, "SIGCONT")
     }
@@ -750,14 +754,20 @@ describe.skipIf(DATABASE_URL === undefined)("cache coherence: three instances on
     // The deletion is sent once every instance has answered enough of A's requests, and the loops
     // stop once every instance has answered enough that were sent after its acknowledgement.
     const startedAt = performance.now()
-    await pollUntil("requests before the deletion", SIDE_WITHIN_MS, async () =>
-      everyInstanceHas((s) => s.answer.end > startedAt) ? undefined : `${samples.length} requests so far`)
+    await pollUntil(
+      "requests before the deletion",
+      SIDE_WITHIN_MS,
+      async () => everyInstanceHas((s) => s.answer.end > startedAt) ? undefined : `${samples.length} requests so far`
+    )
     const sentAt = performance.now()
     const ack = await admin(deleter, "DELETE", `${adminPath(service)}/credentials/${a.client_id}`)
     const ackAt = ack.end
     try {
-      await pollUntil("requests after the acknowledgement", SIDE_WITHIN_MS, async () =>
-        everyInstanceHas((s) => s.answer.start > ackAt) ? undefined : `${samples.length} requests so far`)
+      await pollUntil(
+        "requests after the acknowledgement",
+        SIDE_WITHIN_MS,
+        async () => everyInstanceHas((s) => s.answer.start > ackAt) ? undefined : `${samples.length} requests so far`
+      )
     } finally {
       stopped = true
       await Promise.all(loops)

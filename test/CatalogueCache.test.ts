@@ -55,8 +55,7 @@ const countingRepo = () => {
   return { reads, deleted, repo }
 }
 
-const target = (repo: CatalogueReads, at: ServiceAddress, clientId: ClientId = CLIENT) =>
-  repo.findTokenTarget(at, Option.some(clientId))
+const target = (repo: CatalogueReads, at: ServiceAddress, clientId: ClientId = CLIENT) => repo.findTokenTarget(at, Option.some(clientId))
 
 describe("per-entity eviction", () => {
   it.effect("a write in profile A leaves profile B's entries cached, and evicts A's", () =>
@@ -87,7 +86,14 @@ describe("per-entity eviction", () => {
       lease.renewed(lease.renewalStarted())
       lease.versionRead(5n)
       const { repo, deleted } = countingRepo()
-      const cached = wholeOf(withReadCache(storeOf(repo), { generation: lease.generation, invalidate: lease.invalidate, settle: Effect.void, onScopedChange: lease.onScopedChange }))
+      const cached = wholeOf(
+        withReadCache(storeOf(repo), {
+          generation: lease.generation,
+          invalidate: lease.invalidate,
+          settle: Effect.void,
+          onScopedChange: lease.onScopedChange
+        })
+      )
       const held = (profile: string) => cached.peek?.tokenTarget(address(profile), Option.some(CLIENT)) !== undefined
       yield* target(cached, address("a"))
       yield* target(cached, address("b"))
@@ -159,7 +165,10 @@ describe("announcements", () => {
   it("say the scopes after the version, widened to profiles or left out when too long", () => {
     const few = announcedScopes([["acme", "production", "u1"]])
     expect(parseAnnouncement(`12${few}`)).toEqual({ version: 12n, scopes: [["acme", "production", "u1"]] })
-    const many = Array.from({ length: 400 }, (_, i) => ["acme", "production", `6f1c2a4e-8b3d-4c5e-9f10-${String(i).padStart(12, "0")}`] as const)
+    const many = Array.from(
+      { length: 400 },
+      (_, i) => ["acme", "production", `6f1c2a4e-8b3d-4c5e-9f10-${String(i).padStart(12, "0")}`] as const
+    )
     expect(parseAnnouncement(`1${announcedScopes(many)}`)).toEqual({ version: 1n, scopes: [["acme"]] })
     const profiles = Array.from({ length: 400 }, (_, i) => [`profile-${i}-${"x".repeat(20)}`] as const)
     expect(announcedScopes(profiles)).toBe("")
@@ -181,7 +190,12 @@ const givenCredential = (repo: WholeCatalogue) =>
     yield* repo.putEnvironment(profile, ENV, now, TEST_ACTOR)
     yield* repo.putService(at, { name: "s", auth_type: "oauth", handler: { type: "echo" } }, "create", now, TEST_ACTOR)
     const id = clientId()
-    yield* repo.applyCredentialChanges(profile, [{ op: "add_credential", environment: ENV, service_uuid: at.uuid, client_id: id, secret_hash: "digest" }], now, TEST_ACTOR)
+    yield* repo.applyCredentialChanges(
+      profile,
+      [{ op: "add_credential", environment: ENV, service_uuid: at.uuid, client_id: id, secret_hash: "digest" }],
+      now,
+      TEST_ACTOR
+    )
     return { profile, at, id, now }
   })
 
@@ -199,9 +213,25 @@ const cachedStore = (storage: Layer.Layer<CatalogueServices, unknown>) =>
         }
         const held = repo.peek?.tokenTarget(at, Option.some(id))
         expect(held !== undefined && Option.isSome(held) && Option.isSome(held.value.credential)).toBe(true)
-        expect(repo.peek?.serviceRoute(at, Option.some(id))).toEqual(Option.some({ authType: "oauth", handler: { type: "echo" }, credentialLive: true, credentialExpiresAt: null, rateLimit: null, requireDpop: false, upstreamApproved: false, upstreamOrigins: null }))
+        expect(repo.peek?.serviceRoute(at, Option.some(id))).toEqual(
+          Option.some({
+            authType: "oauth",
+            handler: { type: "echo" },
+            credentialLive: true,
+            credentialExpiresAt: null,
+            rateLimit: null,
+            requireDpop: false,
+            upstreamApproved: false,
+            upstreamOrigins: null
+          })
+        )
 
-        yield* repo.applyCredentialChanges(profile, [{ op: "remove_credential", environment: ENV, service_uuid: at.uuid, client_id: id }], now, TEST_ACTOR)
+        yield* repo.applyCredentialChanges(
+          profile,
+          [{ op: "remove_credential", environment: ENV, service_uuid: at.uuid, client_id: id }],
+          now,
+          TEST_ACTOR
+        )
         const after = Option.getOrThrow(yield* repo.findTokenTarget(at, Option.some(id)))
         expect(Option.isNone(after.credential)).toBe(true)
         expect((yield* repo.findServiceRoute(at, Option.some(id))).pipe(Option.getOrThrow).credentialLive).toBe(false)
@@ -218,7 +248,9 @@ const cachedStore = (storage: Layer.Layer<CatalogueServices, unknown>) =>
         expect(repo.recordUseSync).toBeDefined()
         repo.recordUseSync(id, used)
         const cachedNow = repo.peek?.tokenTarget(at, Option.some(id))
-        expect(cachedNow !== undefined && Option.isSome(cachedNow) && Option.getOrThrow(cachedNow.value.credential).lastUsedAt).toEqual(used)
+        expect(cachedNow !== undefined && Option.isSome(cachedNow) && Option.getOrThrow(cachedNow.value.credential).lastUsedAt).toEqual(
+          used
+        )
         // An admin read flushes first, so it shows the use.
         const service = Option.getOrThrow(yield* repo.getService(at))
         expect(service.credentials.find((c) => c.client_id === id)?.last_used_at).toEqual(used)
@@ -262,7 +294,12 @@ describe("the catalogue load", () => {
         liveServices: (_scope: unknown, _after: unknown, limit: number) =>
           Effect.sync(() => {
             pages.push(limit)
-            return [{ ...address("loaded"), authType: "oauth", handler: { type: "echo" }, credentials: [{ clientId: CLIENT, secretHash: "h", lastUsedAt: null }] }]
+            return [{
+              ...address("loaded"),
+              authType: "oauth",
+              handler: { type: "echo" },
+              credentials: [{ clientId: CLIENT, secretHash: "h", lastUsedAt: null }]
+            }]
           })
       }
       const cached = withReadCache(storeOf(repo), localGuard())

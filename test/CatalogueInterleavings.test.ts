@@ -10,22 +10,9 @@ import type { CatalogueServices } from "../src/storage/Storage.js"
 import { TEST_ACTOR } from "../src/testing.js"
 import { Catalogue } from "./support/Catalogue.js"
 import { describeWithPostgres, isolatedPostgresStorage } from "./support/Databases.js"
-import {
-  add,
-  ECHO,
-  givenService,
-  liveClientIds,
-  liveness,
-  newClientId,
-  newProfile,
-  T0,
-  T1,
-  T2,
-  T3
-} from "./support/RepoSuite.js"
+import { add, ECHO, givenService, liveClientIds, liveness, newClientId, newProfile, T0, T1, T2, T3 } from "./support/RepoSuite.js"
 
 describeWithPostgres("PostgreSQL", () => {
-
   /**
    * Interleavings only a server with concurrent sessions allows (the memory store and PGlite run one
    * operation or transaction at a time). Each test forces its interleaving with row locks held by
@@ -35,12 +22,11 @@ describeWithPostgres("PostgreSQL", () => {
   layer(isolatedPostgresStorage(), { excludeTestServices: true })("CredentialRepo (PostgreSQL interleavings)", (it) => {
     /** The pid of a backend that waits for a lock held by `blocker`. */
     const waiterOf = (blocker: number) =>
-      Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE ${blocker} = ANY (pg_blocking_pids(pid))`
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE ${blocker} = ANY (pg_blocking_pids(pid))`
       ).pipe(
-        Effect.flatMap((rows) =>
-          rows.length === 1 ? Effect.succeed(rows[0]!.pid) : Effect.fail(`waiters of ${blocker}: ${rows.length}`)
-        ),
+        Effect.flatMap((rows) => rows.length === 1 ? Effect.succeed(rows[0]!.pid) : Effect.fail(`waiters of ${blocker}: ${rows.length}`)),
         Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.upTo("10 seconds")))
       )
 

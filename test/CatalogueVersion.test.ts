@@ -18,17 +18,13 @@ import { CatalogueWrites } from "../src/catalogue/CatalogueWrites.js"
 import { LastUse } from "../src/catalogue/LastUse.js"
 import { type ServiceAddress } from "../src/domain/ServiceAddress.js"
 import { CATALOGUE_CHANNEL } from "../src/catalogue/CatalogueWritesSql.js"
-import {
-  describeWithPostgres,
-  embeddedStorage,
-  isolatedPostgresStorage,
-  postgresStorage,
-  TEST_DATABASE_URL
-} from "./support/Databases.js"
+import { describeWithPostgres, embeddedStorage, isolatedPostgresStorage, postgresStorage, TEST_DATABASE_URL } from "./support/Databases.js"
 import { TEST_ACTOR, uniqueName } from "../src/testing.js"
 
-const version = Effect.flatMap(SqlClient.SqlClient, (sql) =>
-  Effect.map(sql<{ version: string }>`SELECT version::text AS version FROM catalogue_version`, ([row]) => BigInt(row!.version)))
+const version = Effect.flatMap(
+  SqlClient.SqlClient,
+  (sql) => Effect.map(sql<{ version: string }>`SELECT version::text AS version FROM catalogue_version`, ([row]) => BigInt(row!.version))
+)
 
 const now = new Date()
 
@@ -60,9 +56,34 @@ const lifeOfAService = Effect.gen(function*() {
     ["putProfile", repo.putProfile(profile, now, TEST_ACTOR)],
     ["putEnvironment", repo.putEnvironment(profile, address.environment, now, TEST_ACTOR)],
     ["putService", repo.putService(address, { name: "billing", auth_type: "oauth", handler: { type: "echo" } }, "create", now, TEST_ACTOR)],
-    ["add credential", repo.applyCredentialChanges(profile, [{ op: "add_credential", environment: address.environment, service_uuid: address.uuid, client_id: id, secret_hash: "x".repeat(64) }], now, TEST_ACTOR)],
-    ["putService (upsert)", repo.putService(address, { name: "billing", auth_type: "none", handler: { type: "echo" } }, "upsert", now, TEST_ACTOR)],
-    ["remove credential", repo.applyCredentialChanges(profile, [{ op: "remove_credential", environment: address.environment, service_uuid: address.uuid, client_id: id }], now, TEST_ACTOR)],
+    [
+      "add credential",
+      repo.applyCredentialChanges(
+        profile,
+        [{
+          op: "add_credential",
+          environment: address.environment,
+          service_uuid: address.uuid,
+          client_id: id,
+          secret_hash: "x".repeat(64)
+        }],
+        now,
+        TEST_ACTOR
+      )
+    ],
+    [
+      "putService (upsert)",
+      repo.putService(address, { name: "billing", auth_type: "none", handler: { type: "echo" } }, "upsert", now, TEST_ACTOR)
+    ],
+    [
+      "remove credential",
+      repo.applyCredentialChanges(
+        profile,
+        [{ op: "remove_credential", environment: address.environment, service_uuid: address.uuid, client_id: id }],
+        now,
+        TEST_ACTOR
+      )
+    ],
     ["deleteService", repo.deleteService(address, now, TEST_ACTOR)],
     ["deleteEnvironment", repo.deleteEnvironment(profile, address.environment, now, TEST_ACTOR)],
     ["deleteProfile", repo.deleteProfile(profile, now, TEST_ACTOR)]
@@ -86,9 +107,11 @@ describe("catalogue version on the embedded database", () => {
         // Refused writes roll back, their count with them.
         expect(Either.isLeft(yield* Effect.either(repo.putEnvironment(profile, "prod" as EnvironmentName, now, TEST_ACTOR)))).toBe(true)
         expect(Either.isLeft(yield* Effect.either(repo.applyCredentialChanges(profile, [], now, TEST_ACTOR)))).toBe(true)
-        expect(Either.isLeft(yield* Effect.either(
-          repo.putService(address, { name: "x", auth_type: "oauth", handler: { type: "echo" } }, "create", now, TEST_ACTOR)
-        ))).toBe(true)
+        expect(Either.isLeft(
+          yield* Effect.either(
+            repo.putService(address, { name: "x", auth_type: "oauth", handler: { type: "echo" } }, "create", now, TEST_ACTOR)
+          )
+        )).toBe(true)
         yield* (yield* LastUse).recordUse(clientId(), now)
         expect(yield* version).toBe(before)
       }))

@@ -81,7 +81,13 @@ describe("service-auth admin CLI", () => {
       "environment.created",
       "profile.created"
     ])
-    expect(page.events[0]).toMatchObject({ actor: "admin", profile, environment: "production", service_uuid: uuid, client_id: credential.client_id })
+    expect(page.events[0]).toMatchObject({
+      actor: "admin",
+      profile,
+      environment: "production",
+      service_uuid: uuid,
+      client_id: credential.client_id
+    })
     expect(page.next).toBeNull()
     expect(JSON.stringify(page)).not.toContain(credential.client_secret)
 
@@ -137,7 +143,10 @@ describe("service-auth admin CLI", () => {
     expect(staleFile.stderr).toContain(`the CLI sent the admin token from ${join(tokenDir, "admin-token")} (ADMIN_TOKEN is not set`)
     expect(staleFile.stderr).not.toContain("another-servers-admin-token")
     writeFileSync(join(tokenDir, "admin-token"), `${ADMIN_TOKEN}\n`, { mode: 0o600 })
-    const elsewhere = await cli(["profiles", "list", "--url", "http://auth.example.invalid"], { ADMIN_TOKEN: undefined, DATA_DIR: tokenDir })
+    const elsewhere = await cli(["profiles", "list", "--url", "http://auth.example.invalid"], {
+      ADMIN_TOKEN: undefined,
+      DATA_DIR: tokenDir
+    })
     expect(elsewhere.code).toBe(1)
     expect(elsewhere.stderr).toContain("ADMIN_TOKEN is not set")
     rmSync(tokenDir, { recursive: true, force: true })
@@ -176,7 +185,15 @@ describe("service-auth admin CLI", () => {
     const badAuthType = await cli(["services", "create", "acme", "production", "--auth-type", "basic"])
     expect(badAuthType.code).toBe(2)
     expect(badAuthType.stderr).toContain("oauth")
-    const badDuration = await cli(["rotate", "acme", "production", "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10", `svc_${"0".repeat(32)}`, "--idle", "soon"])
+    const badDuration = await cli([
+      "rotate",
+      "acme",
+      "production",
+      "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10",
+      `svc_${"0".repeat(32)}`,
+      "--idle",
+      "soon"
+    ])
     expect(badDuration.code).toBe(2)
     expect(badDuration.stderr).toContain("--idle must be a positive duration")
     // A wrong word under a group names that group and its commands.
@@ -193,7 +210,11 @@ describe("service-auth admin CLI", () => {
     // The library's built-ins that do nothing useful here are refused like any unknown option.
     for (const option of ["--wizard", "--completions", "--log-level"]) {
       const refused = await cli(["profiles", "list", option, "bash"])
-      expect(refused).toEqual({ code: 2, stdout: "", stderr: `service-auth: ${option} is not an option of service-auth (see service-auth --help)\n` })
+      expect(refused).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: `service-auth: ${option} is not an option of service-auth (see service-auth --help)\n`
+      })
     }
   }, CLI_TEST_DEADLINE_MS)
 

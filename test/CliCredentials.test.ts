@@ -4,16 +4,7 @@
  * that the two files' CLI runs go side by side.
  */
 import { describe, expect, it } from "vitest"
-import {
-  ADMIN_TOKEN,
-  CLI_TEST_DEADLINE_MS,
-  cli,
-  cliJson,
-  server,
-  tokenRequest,
-  uniqueProfile,
-  useCliServer
-} from "./support/CliProcess.js"
+import { ADMIN_TOKEN, CLI_TEST_DEADLINE_MS, cli, cliJson, server, tokenRequest, uniqueProfile, useCliServer } from "./support/CliProcess.js"
 
 describe("service-auth admin CLI", () => {
   useCliServer()
@@ -174,7 +165,9 @@ describe("service-auth admin CLI", () => {
       expect((await cli(["credentials", "remove", profile, "production", uuid, second, "--yes"])).code).toBe(0)
       added.push(credential.client_id)
       const listed = await cli(["credentials", "list", profile, "production", uuid])
-      expect(listed.stdout).toMatch(new RegExp(`^${credential.client_id} +\\S+Z +never +${expiries[index]!.toISOString().replace(/\.\d{3}Z$/, "Z")}$`, "m"))
+      expect(listed.stdout).toMatch(
+        new RegExp(`^${credential.client_id} +\\S+Z +never +${expiries[index]!.toISOString().replace(/\.\d{3}Z$/, "Z")}$`, "m")
+      )
     }
     const soon = await cliJson(["credentials", "list", "--expiring", "30d"])
     const ids = soon.credentials.map((c: { client_id: string }) => c.client_id)
@@ -187,11 +180,17 @@ describe("service-auth admin CLI", () => {
     // The policy and a rate limit from the command line too.
     const policy = await cliJson(["profiles", "create", profiles[0]!, "--credential-max-lifetime-days", "90"])
     expect(policy.credential_max_lifetime_days).toBe(90)
-    expect((await cliJson(["profiles", "create", profiles[0]!, "--credential-max-lifetime-days", "none"]))).not.toHaveProperty(
+    expect(await cliJson(["profiles", "create", profiles[0]!, "--credential-max-lifetime-days", "none"])).not.toHaveProperty(
       "credential_max_lifetime_days"
     )
     // The upstream origins (the admin's decision): set, normalised, then removed with "".
-    const origins = await cliJson(["profiles", "create", profiles[0]!, "--upstream-origins", "https://API.example.com/, http://127.0.0.1:9"])
+    const origins = await cliJson([
+      "profiles",
+      "create",
+      profiles[0]!,
+      "--upstream-origins",
+      "https://API.example.com/, http://127.0.0.1:9"
+    ])
     expect(origins.upstream_origins).toEqual(["https://api.example.com", "http://127.0.0.1:9"])
     expect(await cliJson(["profiles", "create", profiles[0]!, "--upstream-origins", ""])).not.toHaveProperty("upstream_origins")
     const limited = await cliJson(["services", "create", profiles[0]!, "production", "--rate-limit", "100/60"])

@@ -60,7 +60,10 @@ describe("the CLI for a newcomer", () => {
   it("says what is wrong with a command line in one line that points to the command's --help, exit 2", async () => {
     const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
       [["credentials", "list", "acme", "production"], "Missing argument <service-uuid> (see service-auth credentials list --help)"],
-      [["services", "create", "acme", "production", "--nmae", "billing"], "Received unknown argument: '--nmae' (see service-auth services create --help)"],
+      [
+        ["services", "create", "acme", "production", "--nmae", "billing"],
+        "Received unknown argument: '--nmae' (see service-auth services create --help)"
+      ],
       [
         ["rotate", "acme", "production", SERVICE_UUID, `svc_${"0".repeat(32)}`, "--idle", "soon"],
         `--idle must be a positive duration such as 30s, 10m, 1h or 1h30m, not "soon" (see service-auth rotate --help)`

@@ -94,7 +94,10 @@ describe("ClientSecrets", () => {
   it.effect("instances sharing a key store share the digest key", () =>
     Effect.gen(function*() {
       const store = yield* ServerKeyStore
-      const build = Effect.provide(ClientSecrets, Layer.provide(ClientSecrets.layer, Layer.merge(Layer.succeed(ServerKeyStore, store), KeyEncryption.layerNone)))
+      const build = Effect.provide(
+        ClientSecrets,
+        Layer.provide(ClientSecrets.layer, Layer.merge(Layer.succeed(ServerKeyStore, store), KeyEncryption.layerNone))
+      )
       const one = yield* build
       const two = yield* build
       const generated = yield* one.generate

@@ -24,7 +24,6 @@ import { callPath, callService, expectEcho, expectInvalidToken, serverNow } from
 
 const DAY = 86_400_000
 
-
 const iso = (millis: number) => new Date(millis).toISOString()
 
 /** A second credential on the fixture's service, expiring at `expiresAt` (ms) when given. */
@@ -43,7 +42,7 @@ const nowOf = (fixture: Fixture) => Effect.map(serverNow(fixture), (seconds) => 
 /** The audit trail's `credential.expired` events of a profile, waited for (the sweep runs every real second). */
 const expiredEvents = (profile: string, expected: number) =>
   Effect.gen(function*() {
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = 0;; attempt++) {
       const page = yield* admin.get(`/admin/audit?profile=${profile}`)
       const events = page.body.events.filter((event: { action: string }) => event.action === "credential.expired")
       if (events.length >= expected || attempt >= 30) return events
@@ -63,7 +62,13 @@ const expiry = (storage: Layer.Layer<TestStorage, unknown>) =>
         const fixture = yield* createFixture()
         const now = yield* nowOf(fixture)
         const { fixture: expiring, response } = yield* addCredential(fixture, now + 60_000)
-        expect(Object.keys(response.body).sort()).toEqual(["client_id", "client_secret", "created_at", "expires_at", "token_endpoint_auth_method"])
+        expect(Object.keys(response.body).sort()).toEqual([
+          "client_id",
+          "client_secret",
+          "created_at",
+          "expires_at",
+          "token_endpoint_auth_method"
+        ])
         expect(response.body.expires_at).toBe(iso(now + 60_000))
         const listed = yield* admin.get(`${fixture.servicePath}/credentials`)
         expect(listed.body.credentials.map((c: { expires_at: string | null }) => c.expires_at)).toEqual([null, iso(now + 60_000)])

@@ -117,13 +117,18 @@ describeWithPostgres("the two-credential limit under concurrency (PostgreSQL)", 
           const results = yield* Effect.all(
             ids.map((clientId) =>
               Effect.either(
-                repo.applyCredentialChanges(address.profile, [{
-                  op: "add_credential",
-                  environment: address.environment,
-                  service_uuid: address.uuid,
-                  client_id: clientId,
-                  secret_hash: `hash-${clientId}`
-                }], NOW, TEST_ACTOR).pipe(
+                repo.applyCredentialChanges(
+                  address.profile,
+                  [{
+                    op: "add_credential",
+                    environment: address.environment,
+                    service_uuid: address.uuid,
+                    client_id: clientId,
+                    secret_hash: `hash-${clientId}`
+                  }],
+                  NOW,
+                  TEST_ACTOR
+                ).pipe(
                   // The storage timeout on a busy machine: tried again, as the admin API's caller would.
                   Effect.tapError((error) => Effect.sync(() => void (retried ||= error._tag === "StorageUnavailable"))),
                   Effect.retry({ times: RETRIES, while: (error) => error._tag === "StorageUnavailable" })
@@ -170,8 +175,10 @@ describeWithPostgres("the two-credential limit under concurrency (PostgreSQL)", 
           const { profile, environment, services } = yield* givenServices(2)
           const [first, second] = services.map((s) => ({ op: "add_credential", environment, service_uuid: s.address.uuid }))
           // A deadlock would be a 500 (PostgreSQL detects it within its deadlock_timeout of 1 s).
-          const answers = yield* concurrently(10, (i) =>
-            admin.post(`/admin/profiles/${profile}/save`, { changes: i % 2 === 0 ? [first, second] : [second, first] }))
+          const answers = yield* concurrently(
+            10,
+            (i) => admin.post(`/admin/profiles/${profile}/save`, { changes: i % 2 === 0 ? [first, second] : [second, first] })
+          )
           const saved = expectLimitAnswers(answers, 200)
           // A save lists what it created in the order of its changes, which alternates: every
           // credential created is listed under one of the two services, and each lists two.

@@ -31,8 +31,10 @@ const callProof = (
   claims: Record<string, unknown> = {},
   key = client.key
 ) =>
-  Effect.flatMap(Clock.currentTimeMillis, (now) =>
-    Effect.promise(() => dpopProof(key, `${ISSUER}${client.path}`, now, { ath: accessTokenHash(client.accessToken), ...claims })))
+  Effect.flatMap(
+    Clock.currentTimeMillis,
+    (now) => Effect.promise(() => dpopProof(key, `${ISSUER}${client.path}`, now, { ath: accessTokenHash(client.accessToken), ...claims }))
+  )
 
 const call = (path: string, headers: Record<string, string>) =>
   send(HttpClientRequest.post(path).pipe(HttpClientRequest.bodyUnsafeJson({ hello: "world" }), HttpClientRequest.setHeaders(headers)))
@@ -67,7 +69,10 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
     it.effect("refuses a bound token presented as Bearer, or without a proof", () =>
       Effect.gen(function*() {
         const client = yield* boundClient
-        expectRefused(yield* call(client.path, { authorization: `Bearer ${client.accessToken}`, dpop: yield* callProof(client) }), "invalid_token")
+        expectRefused(
+          yield* call(client.path, { authorization: `Bearer ${client.accessToken}`, dpop: yield* callProof(client) }),
+          "invalid_token"
+        )
         expectRefused(yield* call(client.path, { authorization: `Bearer ${client.accessToken}` }), "invalid_token")
         expectRefused(yield* call(client.path, { authorization: `DPoP ${client.accessToken}` }), "invalid_dpop_proof")
       }))

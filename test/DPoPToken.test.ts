@@ -21,8 +21,12 @@ const secretClient = Effect.gen(function*() {
   return { service, fields: { ...targetOf(service), client_id: credential.body.client_id, client_secret: credential.body.client_secret } }
 })
 
-const proofAt = (key: Awaited<ReturnType<typeof clientKey>>, claims: Record<string, unknown> = {}, header: Record<string, unknown> = {}, htu = TOKEN_URL) =>
-  Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.promise(() => dpopProof(key, htu, now, claims, header)))
+const proofAt = (
+  key: Awaited<ReturnType<typeof clientKey>>,
+  claims: Record<string, unknown> = {},
+  header: Record<string, unknown> = {},
+  htu = TOKEN_URL
+) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.promise(() => dpopProof(key, htu, now, claims, header)))
 
 const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
   layer(makeTestServer(storage), { timeout: 30_000 })((it) => {

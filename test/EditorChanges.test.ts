@@ -271,7 +271,7 @@ describe("staged credential changes", () => {
       headers: { "X-Api-Key": "abc:def", Authorization: "Token t" }
     })
     expect(headerLines("")).toEqual({ headers: {} })
-    expect(headerLines("X-A: 1\nsecret-without-colon")).toEqual({ error: 'Line 2 is not "Name: value".' })
-    expect(headerLines(": value")).toEqual({ error: 'Line 1 is not "Name: value".' })
+    expect(headerLines("X-A: 1\nsecret-without-colon")).toEqual({ error: "Line 2 is not \"Name: value\"." })
+    expect(headerLines(": value")).toEqual({ error: "Line 1 is not \"Name: value\"." })
   })
 })

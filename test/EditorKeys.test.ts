@@ -20,11 +20,13 @@ const pair = (kind: "rsa" | "ec" | "ed25519") =>
 
 describe("a pasted public key", () => {
   test("a PEM public key becomes the JWK of its public members, for each key type", async () => {
-    for (const [kind, label, members] of [
-      ["rsa", "RSA", ["kty", "n", "e"]],
-      ["ec", "EC P-256", ["kty", "crv", "x", "y"]],
-      ["ed25519", "Ed25519", ["kty", "crv", "x"]]
-    ] as const) {
+    for (
+      const [kind, label, members] of [
+        ["rsa", "RSA", ["kty", "n", "e"]],
+        ["ec", "EC P-256", ["kty", "crv", "x", "y"]],
+        ["ed25519", "Ed25519", ["kty", "crv", "x"]]
+      ] as const
+    ) {
       const { publicKey } = pair(kind)
       const pem = publicKey.export({ type: "spki", format: "pem" }).toString()
       const pasted = await pastedPublicKey(`\n  ${pem}  \n`)
@@ -48,8 +50,8 @@ describe("a pasted public key", () => {
       "": /^Paste a public key/,
       [privateKey.export({ type: "pkcs8", format: "pem" }).toString()]: /^This is a private key/,
       [JSON.stringify(privateKey.export({ format: "jwk" }))]: "This JWK holds private members (d): paste the public key only.",
-      '{"kty":"oct","k":"c2VjcmV0"}': "This JWK holds private members (k): paste the public key only.",
-      '{"kty":"XYZ"}': /^A key credential is an RSA, EC P-256 or Ed25519 public key/,
+      "{\"kty\":\"oct\",\"k\":\"c2VjcmV0\"}": "This JWK holds private members (k): paste the public key only.",
+      "{\"kty\":\"XYZ\"}": /^A key credential is an RSA, EC P-256 or Ed25519 public key/,
       "{not json": /^This is not valid JSON/,
       "[1,2]": /^The public key must be a JWK/,
       "-----BEGIN PUBLIC KEY-----\n!!!\n-----END PUBLIC KEY-----": /^The PEM's body is not base64/,
@@ -89,7 +91,10 @@ describe("a staged key credential", () => {
   test("a listed key credential keeps its public key's type, kid and thumbprint", () => {
     const publicKey = { kty: "EC", kid: "k1", thumbprint: "abc" }
     const doc = normalizeDoc({
-      environments: [{ name: "prod", services: [{ uuid: UUID, credentials: [{ client_id: "svc_a", public_key: publicKey }, { client_id: "svc_b" }] }] }]
+      environments: [{
+        name: "prod",
+        services: [{ uuid: UUID, credentials: [{ client_id: "svc_a", public_key: publicKey }, { client_id: "svc_b" }] }]
+      }]
     }, "acme")
     const [key, secret] = doc.environments[0]!.services[0]!.credentials
     expect(key!.public_key).toEqual(publicKey)

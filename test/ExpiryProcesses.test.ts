@@ -94,8 +94,11 @@ const expiresEverywhere = async (servers: ReadonlyArray<ServerProcess>) => {
 describe.skipIf(DATABASE_URL === undefined)("credential expiry on two instances on one PostgreSQL database", () => {
   const instances = twoInstances(() => ({ DATABASE_URL: DATABASE_URL!, ADMIN_TOKEN }))
 
-  it("a short lifetime: refused on both instances at once when the time passes, audited once", () =>
-    expiresEverywhere([instances.first, instances.second]), 60_000)
+  it(
+    "a short lifetime: refused on both instances at once when the time passes, audited once",
+    () => expiresEverywhere([instances.first, instances.second]),
+    60_000
+  )
 })
 
 describe("credential expiry on the embedded database", () => {

@@ -172,7 +172,12 @@ describe("both entries answer alike", () => {
     await issue("second") // now the lane answers
     await expectSame((side) => {
       const { client_id, client_secret, ...target } = tokenFields(side)
-      return { method: "POST", path: "/oauth/token", headers: { ...FORM, authorization: basicAuthorization(client_id, client_secret) }, body: form(target) }
+      return {
+        method: "POST",
+        path: "/oauth/token",
+        headers: { ...FORM, authorization: basicAuthorization(client_id, client_secret) },
+        body: form(target)
+      }
     }, 200)
     // last_used_at was recorded on both.
     for (const side of [lane, app]) {
@@ -205,13 +210,14 @@ describe("both entries answer alike", () => {
     await expectSame(call(doomed), 200)
     await expectSame(call(doomed), 200)
     for (const side of [lane, app]) {
-      const path = `/admin/profiles/${PROFILE}/environments/${ENVIRONMENT}/services/${OAUTH_UUID}/credentials/${side.credentials[1]!.client_id}`
+      const path = `/admin/profiles/${PROFILE}/environments/${ENVIRONMENT}/services/${OAUTH_UUID}/credentials/${
+        side.credentials[1]!.client_id
+      }`
       expect((await admin(side, "DELETE", path)).status).toBe(204)
     }
     await expectSame(call(doomed), 401)
     await expectSame(tokenPost((side) => tokenFields(side, 1)), 401)
   }, 30_000)
-
 })
 
 describe("differential property: random variations of valid requests get the same answer from both", () => {
@@ -220,9 +226,20 @@ describe("differential property: random variations of valid requests get the sam
     const fields = ["grant_type", "client_id", "client_secret", "profile", "environment", "service_uuid"] as const
     const tokenVariation = fc.record({
       drop: fc.option(fc.constantFrom(...fields), { nil: undefined }),
-      replace: fc.option(fc.tuple(fc.constantFrom(...fields), fc.constantFrom("", "x", "svc_00000000000000000000000000000000", OPEN_UUID, "ACME", "client_credentials")), { nil: undefined }),
+      replace: fc.option(
+        fc.tuple(
+          fc.constantFrom(...fields),
+          fc.constantFrom("", "x", "svc_00000000000000000000000000000000", OPEN_UUID, "ACME", "client_credentials")
+        ),
+        { nil: undefined }
+      ),
       duplicate: fc.option(fc.constantFrom(...fields), { nil: undefined }),
-      contentType: fc.constantFrom("application/x-www-form-urlencoded", "application/x-www-form-urlencoded; charset=utf-8", "application/json", "text/plain"),
+      contentType: fc.constantFrom(
+        "application/x-www-form-urlencoded",
+        "application/x-www-form-urlencoded; charset=utf-8",
+        "application/json",
+        "text/plain"
+      ),
       basic: fc.boolean()
     }).map((v): Scenario => (side) => {
       const all: Record<string, string> = { ...tokenFields(side) }
@@ -285,7 +302,12 @@ describe("brute force through both", () => {
   it("brute force: failures are counted the same, and the pair stays refused even with the right secret", async () => {
     // A credential of its own: the failures of earlier tests (in another minute) do not count here.
     for (const side of [lane, app]) {
-      const created = await admin(side, "POST", `/admin/profiles/${PROFILE}/environments/${ENVIRONMENT}/services/${OAUTH_UUID}/credentials`, {})
+      const created = await admin(
+        side,
+        "POST",
+        `/admin/profiles/${PROFILE}/environments/${ENVIRONMENT}/services/${OAUTH_UUID}/credentials`,
+        {}
+      )
       expect(created.status).toBe(201)
       side.credentials.push(created.body)
     }

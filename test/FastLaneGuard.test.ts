@@ -19,16 +19,19 @@ import { rawRequest } from "./support/Http.js"
 
 /** A catalogue whose cache "holds" every service, and throws when asked for it. */
 const throwingPeek = Layer.scopedContext(
-  Effect.map(Storage.makeCatalogue(Effect.map(CatalogueInMemory.make, ({ store }) => store), Effect.sync(localGuard)), (services) =>
-    Context.add(services, CatalogueLookup, {
-      ...Context.get(services, CatalogueLookup),
-      tokenTarget: () => {
-        throw new Error("peek failed")
-      },
-      serviceRoute: () => {
-        throw new Error("peek failed")
-      }
-    }))
+  Effect.map(
+    Storage.makeCatalogue(Effect.map(CatalogueInMemory.make, ({ store }) => store), Effect.sync(localGuard)),
+    (services) =>
+      Context.add(services, CatalogueLookup, {
+        ...Context.get(services, CatalogueLookup),
+        tokenTarget: () => {
+          throw new Error("peek failed")
+        },
+        serviceRoute: () => {
+          throw new Error("peek failed")
+        }
+      })
+  )
 )
 
 const lane = fastLaneLayer.pipe(
@@ -50,7 +53,8 @@ layer(lane)((it) => {
           bodies.push(bodyAlreadyRead(request))
           request.resume()
           response.writeHead(299, { "content-type": "application/json" }).end(`{"app":true}`)
-        }))
+        })
+      )
       const port = yield* Effect.async<number>((resume) => {
         server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.address() as { port: number }).port)))
       })
@@ -68,8 +72,7 @@ layer(lane)((it) => {
             method: "POST",
             path: "/oauth/token",
             headers: { "content-type": "application/x-www-form-urlencoded" },
-            body:
-              "grant_type=client_credentials&client_id=svc_00000000000000000000000000000000&client_secret=s" +
+            body: "grant_type=client_credentials&client_id=svc_00000000000000000000000000000000&client_secret=s" +
               "&profile=acme&environment=production&service_uuid=6f1c2a3b-4d5e-4f60-8a71-92b3c4d5e6f7"
           })
         )

@@ -222,8 +222,7 @@ const serverWith = async (env: Record<string, string>) => {
 }
 
 /** PostgreSQL when TEST_DATABASE_URL is set (faster to start), else the embedded database. */
-const storageEnv = (): Record<string, string> =>
-  DATABASE_URL !== undefined ? { DATABASE_URL } : { DATA_DIR: freshDataDir() }
+const storageEnv = (): Record<string, string> => DATABASE_URL !== undefined ? { DATABASE_URL } : { DATA_DIR: freshDataDir() }
 
 describe("graceful shutdown on SIGTERM (real server)", () => {
   it("refuses new connections at once, finishes the 10 calls in flight, closes the database and exits 0", async () => {

@@ -104,8 +104,11 @@ describe("the tracer, exporting to an OTLP sink", () => {
     const sampler: SamplerSettings = { name: "traceidratio", ratio: 0.25 }
     const spans = await exported(
       sampler,
-      Effect.forEach(Array.from({ length: 400 }, (_, i) => i), (i) =>
-        Effect.withSpan(Effect.withSpan(Effect.void, `child-${i}`), `root-${i}`), { discard: true })
+      Effect.forEach(
+        Array.from({ length: 400 }, (_, i) => i),
+        (i) => Effect.withSpan(Effect.withSpan(Effect.void, `child-${i}`), `root-${i}`),
+        { discard: true }
+      )
     )
     const roots = spans.filter((s) => s.name.startsWith("root-"))
     // 100 expected; the bounds are over five standard deviations (8.7) wide.
@@ -145,7 +148,10 @@ describe("the tracer, exporting to an OTLP sink", () => {
     const spans = await exported(
       { name: "always_on", ratio: 1 },
       Effect.gen(function*() {
-        const storage = Effect.withSpan(Effect.withSpan(Effect.void, "sql.execute", { attributes: { "db.query.text": "SELECT 1" } }), "CredentialRepo.find")
+        const storage = Effect.withSpan(
+          Effect.withSpan(Effect.void, "sql.execute", { attributes: { "db.query.text": "SELECT 1" } }),
+          "CredentialRepo.find"
+        )
         // A client span not marked as the upstream call (a database's, say) is work like any other.
         const unmarked = Effect.withSpan(Effect.void, "pg.query", { kind: "client" })
         yield* Effect.withSpan(

@@ -88,7 +88,9 @@ describe("hostile input: explicit cases", () => {
     it.effect("a huge JSON document (valid, over 1 MiB) to every admin endpoint and the service → 413", () =>
       Effect.gen(function*() {
         const f = yield* fixture
-        const huge = JSON.stringify({ changes: Array.from({ length: 40_000 }, () => ({ op: "add_credential", environment: "production", service_uuid: f.uuid })) })
+        const huge = JSON.stringify({
+          changes: Array.from({ length: 40_000 }, () => ({ op: "add_credential", environment: "production", service_uuid: f.uuid }))
+        })
         expect(huge.length).toBeGreaterThan(MAX_BODY)
         for (const endpoint of bodyEndpoints(f).slice(1)) {
           const request: RawRequest = { ...endpoint, body: huge }
@@ -140,11 +142,13 @@ describe("hostile input: explicit cases", () => {
         const f = yield* fixture
         const paths = adminPaths(f)
         const deep = deepJson(10_000, "array")
-        for (const [method, path, body] of [
-          ["POST", paths.services, `{"auth_type":${deep}}`],
-          ["PUT", paths.service, `{"auth_type":"oauth","name":${deep}}`],
-          ["POST", paths.save, `{"changes":[{"op":${deep}}]}`]
-        ] as const) {
+        for (
+          const [method, path, body] of [
+            ["POST", paths.services, `{"auth_type":${deep}}`],
+            ["PUT", paths.service, `{"auth_type":"oauth","name":${deep}}`],
+            ["POST", paths.save, `{"changes":[{"op":${deep}}]}`]
+          ] as const
+        ) {
           const request: RawRequest = { method, path, headers: { authorization: ADMIN, "content-type": "application/json" }, body }
           expectErrorAnswer(request, yield* Effect.promise(() => send(f.port, request)), [400])
         }
@@ -153,7 +157,12 @@ describe("hostile input: explicit cases", () => {
     it.effect("the admin API answers normally after deeply nested bodies", () =>
       Effect.gen(function*() {
         const f = yield* fixture
-        const request: RawRequest = { method: "PUT", path: adminPaths(f).service, headers: { authorization: ADMIN, "content-type": "application/json" }, body: "{\"auth_type\":\"oauth\",\"name\":\"billing\"}" }
+        const request: RawRequest = {
+          method: "PUT",
+          path: adminPaths(f).service,
+          headers: { authorization: ADMIN, "content-type": "application/json" },
+          body: "{\"auth_type\":\"oauth\",\"name\":\"billing\"}"
+        }
         expect((yield* Effect.promise(() => send(f.port, request))).status).toBe(200)
         yield* expectHealthy(f)
       }))

@@ -69,9 +69,7 @@ const segmentOr = (own: Own["own"], ownWeight: number) =>
 /** Requests whose headers the server refuses as too large (431) are not what these properties are about. */
 const tooLarge = (request: RawRequest) => headerBytes(request) >= 14_000
 
-const isTokenAnswer = (response: RawResponse) =>
-  response.status === 200 && typeof parse(response.text)?.access_token === "string"
-
+const isTokenAnswer = (response: RawResponse) => response.status === 200 && typeof parse(response.text)?.access_token === "string"
 
 /** How deeply a parsed JSON value nests arrays and objects (a scalar is 0). */
 const nestingDepth = (value: unknown): number => {
@@ -121,9 +119,25 @@ describe("hostile input: properties at every endpoint", () => {
       fc.record({
         kind: fc.constant("raw" as const),
         body: fc.oneof(
-          { weight: 1, arbitrary: fc.constantFrom<string | Uint8Array>("&&&", "=", "==&==", "a", "grant_type", "grant_type=&grant_type=", ";grant_type=client_credentials") },
+          {
+            weight: 1,
+            arbitrary: fc.constantFrom<string | Uint8Array>(
+              "&&&",
+              "=",
+              "==&==",
+              "a",
+              "grant_type",
+              "grant_type=&grant_type=",
+              ";grant_type=client_credentials"
+            )
+          },
           { weight: 5, arbitrary: fc.uint8Array({ maxLength: 4096 }).map((b): string | Uint8Array => b) },
-          { weight: 2, arbitrary: bytesWithInvalidUtf8.map((b): string | Uint8Array => Buffer.concat([Buffer.from("grant_type=client_credentials&client_id="), b])) },
+          {
+            weight: 2,
+            arbitrary: bytesWithInvalidUtf8.map((b): string | Uint8Array =>
+              Buffer.concat([Buffer.from("grant_type=client_credentials&client_id="), b])
+            )
+          },
           { weight: 2, arbitrary: hostileJsonDeep }
         )
       })
@@ -307,9 +321,25 @@ describe("hostile input: properties at every endpoint", () => {
       "random paths and methods, with and without the admin token → 4xx JSON error (2xx only for real resources)",
       {
         method: fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "PROPFIND", "SEARCH", "PURGE"),
-        prefix: fc.constantFrom("", "/admin", "/admin/profiles", "/admin/assets", "/service", "/oauth", "/oauth/token", "/.well-known", "/healthz", "/openapi.yaml", "/%2e%2e", "//", "/./"),
+        prefix: fc.constantFrom(
+          "",
+          "/admin",
+          "/admin/profiles",
+          "/admin/assets",
+          "/service",
+          "/oauth",
+          "/oauth/token",
+          "/.well-known",
+          "/healthz",
+          "/openapi.yaml",
+          "/%2e%2e",
+          "//",
+          "/./"
+        ),
         segments: fc.array(hostileSegment, { maxLength: 4 }),
-        query: fc.option(fc.constantFrom("?", "?%zz", "?a=%ff", "?__proto__[x]=1", "?a=" + "q".repeat(3000), "#frag", "?;;&&=="), { nil: undefined }),
+        query: fc.option(fc.constantFrom("?", "?%zz", "?a=%ff", "?__proto__[x]=1", "?a=" + "q".repeat(3000), "#frag", "?;;&&=="), {
+          nil: undefined
+        }),
         authorization: fc.oneof(fc.constant(ADMIN), oddAuthorization()),
         body: fc.option(hostileJson, { nil: undefined })
       },
@@ -363,4 +393,3 @@ describe("hostile input: properties at every endpoint", () => {
     it.effect("the server still answers normally after the properties", () => Effect.flatMap(fixture, expectHealthy))
   })
 })
-

@@ -356,7 +356,9 @@ describe("admin token names cannot pass for another actor", () => {
     }
     const inverted = configured({ HEADERS_TIMEOUT_MS: "30000", REQUEST_TIMEOUT_MS: "20000" })
     expect(Either.isLeft(inverted)).toBe(true)
-    if (Either.isLeft(inverted)) expect(String(inverted.left.message)).toContain("HEADERS_TIMEOUT_MS (30000) must not exceed REQUEST_TIMEOUT_MS")
+    if (Either.isLeft(inverted)) {
+      expect(String(inverted.left.message)).toContain("HEADERS_TIMEOUT_MS (30000) must not exceed REQUEST_TIMEOUT_MS")
+    }
     const settled = configured({ HEADERS_TIMEOUT_MS: "5000", REQUEST_TIMEOUT_MS: "5000", MAX_CONNECTIONS_PER_ADDRESS: "16" })
     expect(Either.getOrThrow(settled)).toMatchObject({ headersTimeoutMs: 5_000, requestTimeoutMs: 5_000, maxConnectionsPerAddress: 16 })
   })

@@ -67,8 +67,7 @@ interface Address {
   readonly uuid: string
 }
 
-const servicePath = (address: Address) =>
-  `/admin/profiles/${address.profile}/environments/${address.environment}/services/${address.uuid}`
+const servicePath = (address: Address) => `/admin/profiles/${address.profile}/environments/${address.environment}/services/${address.uuid}`
 const callPath = (address: Address) => `/service/${address.profile}/${address.environment}/json/${address.uuid}`
 
 const expectCreated = (response: { readonly status: number; readonly text: string }) =>
@@ -267,7 +266,11 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
         }
 
         // The owner opens its service, the URL kept, and calls it with no token, forging what it can.
-        const opened = yield* owner.put(servicePath(theirs), { name: "orders", auth_type: "none", handler: { type: "proxy", url: upstreamUrl } })
+        const opened = yield* owner.put(servicePath(theirs), {
+          name: "orders",
+          auth_type: "none",
+          handler: { type: "proxy", url: upstreamUrl }
+        })
         expect(opened.status).toBe(200)
         const forged = {
           "x-service-auth-assertion": String(corpCredential.body.client_id),

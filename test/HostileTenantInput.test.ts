@@ -57,14 +57,22 @@ const weakKeys = (): ReadonlyArray<readonly [string, unknown, string]> => {
     ["RSA n with a leading zero byte", { kty: "RSA", n: b64(Buffer.concat([Buffer.alloc(1), modulus])), e: "AQAB" }, "public_key.n"],
     ["RSA n even", { kty: "RSA", n: b64(even), e: "AQAB" }, "public_key.n must be an odd modulus"],
     ["RSA n of 16392 bits", { kty: "RSA", n: b64(huge), e: "AQAB" }, "public_key must be an RSA key of at most 16384 bits"],
-    ["RSA n of 1024 bits", { kty: "RSA", n: (generateKeyPairSync("rsa", { modulusLength: 1024 }).publicKey.export({ format: "jwk" }) as { n: string }).n, e: "AQAB" }, "public_key must be an RSA key of at least 2048 bits"],
+    ["RSA n of 1024 bits", {
+      kty: "RSA",
+      n: (generateKeyPairSync("rsa", { modulusLength: 1024 }).publicKey.export({ format: "jwk" }) as { n: string }).n,
+      e: "AQAB"
+    }, "public_key must be an RSA key of at least 2048 bits"],
     ["EC x with a leading zero byte", { ...ec, x: b64(Buffer.concat([Buffer.alloc(1), Buffer.from(ec.x!, "base64url")])) }, "public_key.x"],
     ["EC x of 31 bytes", { ...ec, x: b64(Buffer.from(ec.x!, "base64url").subarray(1)) }, "public_key.x"],
     ["EC point off the curve", { ...ec, y: b64(offCurve) }, "public_key is not a valid public key"],
     ["EC P-384", generateKeyPairSync("ec", { namedCurve: "P-384" }).publicKey.export({ format: "jwk" }), "public_key must be"],
     ["Ed25519 zero point", { ...ed, x: b64(Buffer.alloc(32)) }, "public_key.x must be an Ed25519 point of the main group"],
     ["Ed25519 identity", { ...ed, x: b64(Buffer.from("01".padEnd(64, "0"), "hex")) }, "public_key.x must be an Ed25519 point"],
-    ["Ed25519 point of order 8", { ...ed, x: b64(Buffer.from("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05", "hex")) }, "public_key.x"],
+    [
+      "Ed25519 point of order 8",
+      { ...ed, x: b64(Buffer.from("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05", "hex")) },
+      "public_key.x"
+    ],
     ["Ed25519 y = p", { ...ed, x: b64(Buffer.from(`ed${"ff".repeat(30)}7f`, "hex")) }, "public_key.x must be an Ed25519 point"],
     ["Ed25519 x of 33 bytes", { ...ed, x: b64(Buffer.concat([Buffer.from(ed.x!, "base64url"), Buffer.alloc(1)])) }, "public_key.x"]
   ]
@@ -214,14 +222,19 @@ const suite = (storage: Parameters<typeof makeTestServer>[0], fresh?: () => Laye
         const weak = { kty: "RSA" as const, n, e: "AQ", kid: "weak" }
         const clientId = `svc_${randomBytes(16).toString("hex")}` as ClientId
         const writes = yield* CatalogueWrites
-        yield* writes.applyCredentialChanges(service.profile as ProfileId, [{
-          op: "add_credential",
-          environment: service.environment as EnvironmentName,
-          service_uuid: service.uuid as ServiceUuid,
-          client_id: clientId,
-          secret_hash: keyVerifier(weak),
-          expires_at: null
-        }], new Date(0), TEST_ACTOR)
+        yield* writes.applyCredentialChanges(
+          service.profile as ProfileId,
+          [{
+            op: "add_credential",
+            environment: service.environment as EnvironmentName,
+            service_uuid: service.uuid as ServiceUuid,
+            client_id: clientId,
+            secret_hash: keyVerifier(weak),
+            expires_at: null
+          }],
+          new Date(0),
+          TEST_ACTOR
+        )
         const claims = { iss: clientId, sub: clientId, aud: ISSUER, jti: randomUUID(), iat: 0, exp: 60 }
         const forged = forgedForExponentOne(claims, Buffer.from(n, "base64url").length)
         // The forgery is a valid signature under that key: only the key checks stand in its way.

@@ -124,7 +124,11 @@ const hostileThrottleCases = (name: string, storage: () => Layer.Layer<TestStora
         const fixture = yield* createFixture()
         const attacker = attackerAddress()
         const attempts = times(PARALLEL, (i) =>
-          i % 3 === 0 ? tokenAttempt(fixture, wrong()) : i % 3 === 1 ? tokenAttempt(fixture, wrong(), true) : revokeAttempt(fixture, wrong()))
+          i % 3 === 0
+            ? tokenAttempt(fixture, wrong())
+            : i % 3 === 1
+            ? tokenAttempt(fixture, wrong(), true)
+            : revokeAttempt(fixture, wrong()))
         const answers = yield* inParallel(attacker, attempts)
         expectExactlyLimitEvaluated(answers, CLIENT_WRONG, CLIENT_REFUSED)
         const [revocation] = yield* inParallel(attacker, [revokeAttempt(fixture, fixture.clientSecret)])

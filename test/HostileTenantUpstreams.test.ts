@@ -25,7 +25,14 @@ import { outsidePolicyWarning, upstreamsOutsidePolicy } from "../src/service-cal
 import { decodeDocument } from "../src/transfer/ExportFile.js"
 import { importDatabase } from "../src/transfer/ImportDatabase.js"
 import { ADMIN_TOKEN, type JsonResponse, makeTestServer, serverPort, type TestStorage, uniqueName } from "../src/testing.js"
-import { describeWithPostgres, embeddedStorage, freshDatabase, memoryStorage, postgresStorage, TEST_DATABASE_URL } from "./support/Databases.js"
+import {
+  describeWithPostgres,
+  embeddedStorage,
+  freshDatabase,
+  memoryStorage,
+  postgresStorage,
+  TEST_DATABASE_URL
+} from "./support/Databases.js"
 import { adminAs as as, expectErrorBody } from "./support/Http.js"
 import { callService } from "./support/Tokens.js"
 
@@ -103,7 +110,13 @@ const callChunked = (path: string) =>
     Effect.promise(() =>
       new Promise<{ status: number; body: unknown }>((resolve, reject) => {
         const request = NodeHttp.request(
-          { host: "127.0.0.1", port, path, method: "POST", headers: { "content-type": "application/json", "transfer-encoding": "chunked" } },
+          {
+            host: "127.0.0.1",
+            port,
+            path,
+            method: "POST",
+            headers: { "content-type": "application/json", "transfer-encoding": "chunked" }
+          },
           (response) => {
             const chunks: Array<Buffer> = []
             response.on("data", (chunk: Buffer) => chunks.push(chunk))
@@ -118,7 +131,9 @@ const callChunked = (path: string) =>
 
 /** This machine's name, when /etc/hosts makes it resolve to loopback (most do); undefined otherwise. */
 const loopbackName = await lookup(hostname(), { all: true }).then(
-  (addresses) => (addresses.length > 0 && addresses.every((a) => a.address.startsWith("127.") || a.address === "::1") ? hostname() : undefined),
+  (
+    addresses
+  ) => (addresses.length > 0 && addresses.every((a) => a.address.startsWith("127.") || a.address === "::1") ? hostname() : undefined),
   () => undefined
 )
 
@@ -160,18 +175,21 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
         expect(reached("/owner-write")).toBe(false)
       }))
 
-    it.effect.skipIf(loopbackName === undefined)("an owner's name that resolves to loopback: refused when the connection is made (502)", () =>
-      Effect.gen(function*() {
-        const { owner, profile, services } = yield* givenOwnedProfile("tenant")
-        const service = yield* owner.post(services, proxy(`http://${loopbackName}:${PORT}/rebound`, STOLEN))
-        // A name is judged where it resolves, at every connection: saving it is allowed.
-        expectStatus(service, 201)
-        expectErrorBody(yield* callService(callPathOf(profile, service)), 502, NOT_ALLOWED)
-        expect(yield* callChunked(callPathOf(profile, service))).toEqual({ status: 502, body: NOT_ALLOWED })
-        // Refusals are not the upstream's failures: the breaker stays closed, no 503 after many.
-        for (let i = 0; i < 6; i++) expect((yield* callService(callPathOf(profile, service))).status).toBe(502)
-        expect(reached("/rebound")).toBe(false)
-      }))
+    it.effect.skipIf(loopbackName === undefined)(
+      "an owner's name that resolves to loopback: refused when the connection is made (502)",
+      () =>
+        Effect.gen(function*() {
+          const { owner, profile, services } = yield* givenOwnedProfile("tenant")
+          const service = yield* owner.post(services, proxy(`http://${loopbackName}:${PORT}/rebound`, STOLEN))
+          // A name is judged where it resolves, at every connection: saving it is allowed.
+          expectStatus(service, 201)
+          expectErrorBody(yield* callService(callPathOf(profile, service)), 502, NOT_ALLOWED)
+          expect(yield* callChunked(callPathOf(profile, service))).toEqual({ status: 502, body: NOT_ALLOWED })
+          // Refusals are not the upstream's failures: the breaker stays closed, no 503 after many.
+          for (let i = 0; i < 6; i++) expect((yield* callService(callPathOf(profile, service))).status).toBe(502)
+          expect(reached("/rebound")).toBe(false)
+        })
+    )
 
     it.effect("another profile's allowed origin is that profile's: an owner elsewhere is refused", () =>
       Effect.gen(function*() {
@@ -222,7 +240,9 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
         const malformed = yield* root.put(`/admin/profiles/${profile}`, { upstream_origins: [`${ORIGIN}/path`] })
         expect(malformed.status).toBe(400)
         expect(malformed.body.error_description).toMatch(/^upstream_origins\.0: must be an origin/)
-        const set = yield* root.put(`/admin/profiles/${profile}`, { upstream_origins: ["https://API.example.com:443/", "https://api.example.com"] })
+        const set = yield* root.put(`/admin/profiles/${profile}`, {
+          upstream_origins: ["https://API.example.com:443/", "https://api.example.com"]
+        })
         expect(set.body.upstream_origins).toEqual(["https://api.example.com"])
         expect((yield* owner.get(`/admin/profiles/${profile}`)).body.upstream_origins).toEqual(["https://api.example.com"])
         expect((yield* viewer.get(`/admin/profiles/${profile}`)).body.upstream_origins).toEqual(["https://api.example.com"])
@@ -288,7 +308,9 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
           "(an admin allows origins with UPSTREAM_ALLOWED_ORIGINS or the profile's upstream_origins))"
         ])
         expect(outsidePolicyWarning(profile, report.get(profile)!)).toMatch(
-          new RegExp(`^Profile ${profile}: 1 proxy service with an upstream outside the upstream policy, answering 502 bad_gateway until an admin token saves the service again`)
+          new RegExp(
+            `^Profile ${profile}: 1 proxy service with an upstream outside the upstream policy, answering 502 bad_gateway until an admin token saves the service again`
+          )
         )
       }))
   })
@@ -306,22 +328,36 @@ describeWithPostgres("hostile tenants and upstreams: PostgreSQL", () => {
 })
 
 describeWithPostgres("two instances on one PostgreSQL database", () => {
-  it.scoped("an admin removing a profile's origin is seen by the other instance's cached route on its next call", () =>
-    Effect.gen(function*() {
-      const url = Redacted.make(TEST_DATABASE_URL!)
-      const first = Context.get(yield* Layer.build(Storage.layerPostgres(url)), CatalogueWrites)
-      const second = Context.get(yield* Layer.build(Storage.layerPostgres(url)), CatalogueLookup)
-      const address = { profile: uniqueName("shared") as ProfileId, environment: "prod" as EnvironmentName, uuid: randomUUID() as ServiceUuid }
-      const actor = { name: "admin", source: "test" }
-      yield* first.putProfile(address.profile, new Date(), actor, undefined, [ORIGIN])
-      yield* first.putEnvironment(address.profile, address.environment, new Date(), actor)
-      yield* first.putService(address, { name: "s", auth_type: "none", handler: { type: "proxy", url: `${ORIGIN}/x` } }, "create", new Date(), actor)
-      const route = (repo: typeof second) => Effect.map(repo.findServiceRoute(address, Option.none()), Option.getOrThrow)
-      expect((yield* route(second)).upstreamOrigins).toEqual([ORIGIN])
-      expect((yield* route(second)).upstreamOrigins).toEqual([ORIGIN]) // held by the second's cache now
-      yield* first.putProfile(address.profile, new Date(), actor, undefined, null)
-      expect((yield* route(second)).upstreamOrigins).toBeNull()
-    }).pipe(Effect.orDie), 60_000)
+  it.scoped(
+    "an admin removing a profile's origin is seen by the other instance's cached route on its next call",
+    () =>
+      Effect.gen(function*() {
+        const url = Redacted.make(TEST_DATABASE_URL!)
+        const first = Context.get(yield* Layer.build(Storage.layerPostgres(url)), CatalogueWrites)
+        const second = Context.get(yield* Layer.build(Storage.layerPostgres(url)), CatalogueLookup)
+        const address = {
+          profile: uniqueName("shared") as ProfileId,
+          environment: "prod" as EnvironmentName,
+          uuid: randomUUID() as ServiceUuid
+        }
+        const actor = { name: "admin", source: "test" }
+        yield* first.putProfile(address.profile, new Date(), actor, undefined, [ORIGIN])
+        yield* first.putEnvironment(address.profile, address.environment, new Date(), actor)
+        yield* first.putService(
+          address,
+          { name: "s", auth_type: "none", handler: { type: "proxy", url: `${ORIGIN}/x` } },
+          "create",
+          new Date(),
+          actor
+        )
+        const route = (repo: typeof second) => Effect.map(repo.findServiceRoute(address, Option.none()), Option.getOrThrow)
+        expect((yield* route(second)).upstreamOrigins).toEqual([ORIGIN])
+        expect((yield* route(second)).upstreamOrigins).toEqual([ORIGIN]) // held by the second's cache now
+        yield* first.putProfile(address.profile, new Date(), actor, undefined, null)
+        expect((yield* route(second)).upstreamOrigins).toBeNull()
+      }).pipe(Effect.orDie),
+    60_000
+  )
 })
 
 describe("UPSTREAM_ALLOWED_ORIGINS: origins every profile may target", () => {
@@ -350,7 +386,8 @@ describe("export and import keep the lists and the approvals", () => {
         const approved = yield* root.post(services, proxy(`${ORIGIN}/moved`))
         const owned = yield* owner.post(services, proxy("https://api.example.com/v1"))
         const document = yield* (exportDatabase() as Effect.Effect<unknown, unknown, SqlClient.SqlClient>).pipe(Effect.orDie)
-        const tables = (document as { tables: { profiles: Array<Record<string, unknown>>; services: Array<Record<string, unknown>> } }).tables
+        const tables =
+          (document as { tables: { profiles: Array<Record<string, unknown>>; services: Array<Record<string, unknown>> } }).tables
         expect(tables.profiles.find((row) => row.profile === profile)?.upstream_origins).toEqual(["https://api.example.com"])
         const approvalOf = (uuid: unknown) => tables.services.find((row) => row.uuid === uuid)?.upstream_approved
         expect([approvalOf(approved.body.uuid), approvalOf(owned.body.uuid)]).toEqual([true, false])

@@ -232,7 +232,9 @@ describe("docs/integrators.md snippets, run as written", () => {
   it("jose: verifies issuer, audience and signature; refuses a token for another service", async () => {
     const accessToken = await token()
     expect(await runSnippet("verify-jose.mjs", { ACCESS_TOKEN: accessToken })).toBe(
-      `${env.CLIENT_ID} service:call ${JSON.stringify({ service_uuid: env.SERVICE_UUID, profile: env.PROFILE, environment: env.ENVIRONMENT })}`
+      `${env.CLIENT_ID} service:call ${
+        JSON.stringify({ service_uuid: env.SERVICE_UUID, profile: env.PROFILE, environment: env.ENVIRONMENT })
+      }`
     )
     await expect(runSnippet("verify-jose.mjs", { ACCESS_TOKEN: accessToken, SERVICE_UUID: otherService })).rejects
       .toThrow(/aud/)

@@ -13,7 +13,17 @@ import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage }
 import { adminAs, decodeJwt, expectErrorBody, NO_STORE_HEADERS, oauthError, request } from "./support/Http.js"
 import { addKeyCredential, assertion, clientKey, JWT_BEARER } from "./support/ClientKeys.js"
 import { serverNow, TEST_ISSUER } from "./support/Tokens.js"
-import { admin, createFixture, type Fixture, fixtureOf, issueToken, makeTestServer, type TestStorage, tokenRequest, uniqueName } from "../src/testing.js"
+import {
+  admin,
+  createFixture,
+  type Fixture,
+  fixtureOf,
+  issueToken,
+  makeTestServer,
+  type TestStorage,
+  tokenRequest,
+  uniqueName
+} from "../src/testing.js"
 
 const FORM = "application/x-www-form-urlencoded"
 const ISSUER = TEST_ISSUER
@@ -106,7 +116,12 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
         const basic = yield* introspectAs(rs, token)
         expect(basic.status).toBe(200)
         expect(basic.headers).toMatchObject(NO_STORE_HEADERS)
-        expect(basic.body).toMatchObject({ active: true, client_id: target.clientId, token_type: "Bearer", jti: decodeJwt(token).payload.jti })
+        expect(basic.body).toMatchObject({
+          active: true,
+          client_id: target.clientId,
+          token_type: "Bearer",
+          jti: decodeJwt(token).payload.jti
+        })
         const post = yield* introspectWith({ token, client_id: rs.clientId, client_secret: rs.clientSecret })
         expect(post.body).toEqual(basic.body)
         // Another profile's token, or its own: not in its list, so inactive, as RFC 7662 §2.2 says.
@@ -123,7 +138,11 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
         const jwt = yield* introspectWith({ token, client_assertion_type: JWT_BEARER, client_assertion: signed })
         expect(jwt.body).toEqual(basic.body)
         // The same assertion again is a replay: refused, as at the token endpoint.
-        expectErrorBody(yield* introspectWith({ token, client_assertion_type: JWT_BEARER, client_assertion: signed }), 401, oauthError("invalid_client"))
+        expectErrorBody(
+          yield* introspectWith({ token, client_assertion_type: JWT_BEARER, client_assertion: signed }),
+          401,
+          oauthError("invalid_client")
+        )
       }))
 
     it.effect("wrong secret or unknown client: 401 invalid_client, the Basic challenge for Basic; the token endpoint's throttle", () =>

@@ -40,8 +40,7 @@ const refusalOf = async (error: unknown) => {
     (e.response !== undefined && !e.response.bodyUsed ? ((await e.response.json()) as { error?: string }).error : undefined)
   return { status, error: code }
 }
-const refused = <A>(run: () => Promise<A>) =>
-  Effect.promise(() => run().then((value) => ({ resolved: value }), refusalOf))
+const refused = <A>(run: () => Promise<A>) => Effect.promise(() => run().then((value) => ({ resolved: value }), refusalOf))
 
 const toPort = (port: number) => (url: string, options: unknown) =>
   fetch(url.replace(ISSUER, `http://127.0.0.1:${port}`), options as RequestInit)

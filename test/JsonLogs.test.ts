@@ -74,7 +74,7 @@ describe("LOG_FORMAT=json", () => {
     ])
     expect(refusals.map((response) => response.status)).toEqual([404, 401, 401, 405, 404])
     // Each answer's line is written as it is answered: give the last ones a moment to reach the pipe.
-    const lineCount = () => server.log().split("\n").filter((line) => line.includes('"request_id"')).length
+    const lineCount = () => server.log().split("\n").filter((line) => line.includes("\"request_id\"")).length
     for (const deadline = Date.now() + 5_000; lineCount() < 11 && Date.now() < deadline;) {
       await new Promise((resolve) => setTimeout(resolve, 50))
     }

@@ -64,7 +64,12 @@ layer(makeTestServer(), { timeout: 30_000 })((it) => {
       expect(third.body.error).toBe("credential_limit_exceeded")
 
       const other = yield* createService()
-      for (const body of [{}, { public_key: "not a key" }, { public_key: { kty: "oct", k: "c2VjcmV0" } }, { public_key: key.publicJwk, extra: 1 }]) {
+      for (
+        const body of [{}, { public_key: "not a key" }, { public_key: { kty: "oct", k: "c2VjcmV0" } }, {
+          public_key: key.publicJwk,
+          extra: 1
+        }]
+      ) {
         const viaNew = yield* admin.post(`${other.servicePath}/key-credentials`, body)
         expect(viaNew.status).toBe(400)
         expect(viaNew.body.error).toBe("invalid_request")

@@ -126,66 +126,70 @@ describe.skipIf(TEST_DATABASE_URL === undefined)("secrets at rest on PostgreSQL"
     return ((await response.json()) as { keys: Array<{ kid: string }> }).keys.map((key) => key.kid)
   }
 
-  it("plaintext at first; sealed in place at the start with a key; kept across restarts; moved to a new key; refused without it", async () => {
-    const plain = await start({})
-    const [kid] = await listedKids(plain)
-    await stop(plain)
-    const before = await stored()
-    expect(before.keys.map((key) => key.kid)).toEqual([kid])
-    expect(before.keys[0]!.private_key).toMatch(/^-----BEGIN PRIVATE KEY-----/)
-    const digest = before.digest
-    expect(digest).toMatch(/^[A-Za-z0-9_-]{43}$/)
+  it(
+    "plaintext at first; sealed in place at the start with a key; kept across restarts; moved to a new key; refused without it",
+    async () => {
+      const plain = await start({})
+      const [kid] = await listedKids(plain)
+      await stop(plain)
+      const before = await stored()
+      expect(before.keys.map((key) => key.kid)).toEqual([kid])
+      expect(before.keys[0]!.private_key).toMatch(/^-----BEGIN PRIVATE KEY-----/)
+      const digest = before.digest
+      expect(digest).toMatch(/^[A-Za-z0-9_-]{43}$/)
 
-    // With a key (hex): sealed in place, same kid.
-    const sealedServer = await start({ KEY_ENCRYPTION_KEY: FIRST_KEY.toString("hex") })
-    expect(await listedKids(sealedServer)).toEqual([kid])
-    // A rotation under the key is stored sealed too.
-    const rotated = await fetch(`${sealedServer.base}/admin/keys/rotate`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}` }
-    })
-    expect(rotated.status).toBe(201)
-    await stop(sealedServer)
-    const sealed = await stored()
-    expect(sealed.keys).toHaveLength(2)
-    for (const key of sealed.keys) {
-      expect(key.private_key).toMatch(/^enc:v1:/)
-      expect(key.private_key).not.toContain("PRIVATE KEY")
-      expect(open(FIRST_KEY, `signing_key:${key.kid}`, key.private_key)).toMatch(/^-----BEGIN PRIVATE KEY-----/)
-    }
-    expect(sealed.digest).toMatch(/^enc:v1:/)
-    expect(open(FIRST_KEY, "credential_digest_key", sealed.digest)).toBe(digest)
+      // With a key (hex): sealed in place, same kid.
+      const sealedServer = await start({ KEY_ENCRYPTION_KEY: FIRST_KEY.toString("hex") })
+      expect(await listedKids(sealedServer)).toEqual([kid])
+      // A rotation under the key is stored sealed too.
+      const rotated = await fetch(`${sealedServer.base}/admin/keys/rotate`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` }
+      })
+      expect(rotated.status).toBe(201)
+      await stop(sealedServer)
+      const sealed = await stored()
+      expect(sealed.keys).toHaveLength(2)
+      for (const key of sealed.keys) {
+        expect(key.private_key).toMatch(/^enc:v1:/)
+        expect(key.private_key).not.toContain("PRIVATE KEY")
+        expect(open(FIRST_KEY, `signing_key:${key.kid}`, key.private_key)).toMatch(/^-----BEGIN PRIVATE KEY-----/)
+      }
+      expect(sealed.digest).toMatch(/^enc:v1:/)
+      expect(open(FIRST_KEY, "credential_digest_key", sealed.digest)).toBe(digest)
 
-    // Without the key, or with another: one line, no start.
-    expectStartRefused(await startToExit({ DATABASE_URL: database.url }), /stored encrypted, and KEY_ENCRYPTION_KEY is not set/)
-    expectStartRefused(
-      await startToExit({ DATABASE_URL: database.url, KEY_ENCRYPTION_KEY: SECOND_KEY.toString("base64") }),
-      /KEY_ENCRYPTION_KEY does not decrypt .*KEY_ENCRYPTION_KEY_PREVIOUS/
-    )
+      // Without the key, or with another: one line, no start.
+      expectStartRefused(await startToExit({ DATABASE_URL: database.url }), /stored encrypted, and KEY_ENCRYPTION_KEY is not set/)
+      expectStartRefused(
+        await startToExit({ DATABASE_URL: database.url, KEY_ENCRYPTION_KEY: SECOND_KEY.toString("base64") }),
+        /KEY_ENCRYPTION_KEY does not decrypt .*KEY_ENCRYPTION_KEY_PREVIOUS/
+      )
 
-    // A new key (base64) with the old one as previous: everything sealed again with the new one.
-    const moved = await start({
-      KEY_ENCRYPTION_KEY: SECOND_KEY.toString("base64"),
-      KEY_ENCRYPTION_KEY_PREVIOUS: FIRST_KEY.toString("hex")
-    })
-    expect(await listedKids(moved)).toEqual(sealed.keys.map((key) => key.kid).reverse())
-    await stop(moved)
-    const resealed = await stored()
-    for (const key of resealed.keys) {
-      expect(open(SECOND_KEY, `signing_key:${key.kid}`, key.private_key)).toMatch(/^-----BEGIN PRIVATE KEY-----/)
-      expect(open(FIRST_KEY, `signing_key:${key.kid}`, key.private_key)).toBeUndefined()
-    }
-    expect(open(SECOND_KEY, "credential_digest_key", resealed.digest)).toBe(digest)
+      // A new key (base64) with the old one as previous: everything sealed again with the new one.
+      const moved = await start({
+        KEY_ENCRYPTION_KEY: SECOND_KEY.toString("base64"),
+        KEY_ENCRYPTION_KEY_PREVIOUS: FIRST_KEY.toString("hex")
+      })
+      expect(await listedKids(moved)).toEqual(sealed.keys.map((key) => key.kid).reverse())
+      await stop(moved)
+      const resealed = await stored()
+      for (const key of resealed.keys) {
+        expect(open(SECOND_KEY, `signing_key:${key.kid}`, key.private_key)).toMatch(/^-----BEGIN PRIVATE KEY-----/)
+        expect(open(FIRST_KEY, `signing_key:${key.kid}`, key.private_key)).toBeUndefined()
+      }
+      expect(open(SECOND_KEY, "credential_digest_key", resealed.digest)).toBe(digest)
 
-    // The new key alone now suffices; the old one alone no longer does.
-    const again = await start({ KEY_ENCRYPTION_KEY: SECOND_KEY.toString("base64url") })
-    expect((await listedKids(again)).sort()).toEqual(sealed.keys.map((key) => key.kid).sort())
-    await stop(again)
-    expectStartRefused(
-      await startToExit({ DATABASE_URL: database.url, KEY_ENCRYPTION_KEY: FIRST_KEY.toString("hex") }),
-      /does not decrypt/
-    )
-  }, 180_000)
+      // The new key alone now suffices; the old one alone no longer does.
+      const again = await start({ KEY_ENCRYPTION_KEY: SECOND_KEY.toString("base64url") })
+      expect((await listedKids(again)).sort()).toEqual(sealed.keys.map((key) => key.kid).sort())
+      await stop(again)
+      expectStartRefused(
+        await startToExit({ DATABASE_URL: database.url, KEY_ENCRYPTION_KEY: FIRST_KEY.toString("hex") }),
+        /does not decrypt/
+      )
+    },
+    180_000
+  )
 
   it("the generated key of an earlier version becomes the first stored key, with its kid, and leaves server_keys", async () => {
     const legacy = await freshDatabase()

@@ -18,16 +18,7 @@ import { schedule, statusAt, verifiesAt } from "../src/keys/KeySchedule.js"
 import { KeyService } from "../src/keys/KeyService.js"
 import * as Storage from "../src/storage/Storage.js"
 import { decodeJwt } from "./support/Http.js"
-import {
-  admin,
-  createFixture,
-  type Fixture,
-  issueToken,
-  type JsonResponse,
-  makeTestServer,
-  send,
-  TEST_ACTOR
-} from "../src/testing.js"
+import { admin, createFixture, type Fixture, issueToken, type JsonResponse, makeTestServer, send, TEST_ACTOR } from "../src/testing.js"
 import { callPath, callService, expectEcho, expectInvalidToken } from "./support/Tokens.js"
 
 const kidOf = (token: string): string => decodeJwt(token).header.kid as string
@@ -44,8 +35,7 @@ const rotate = admin.post("/admin/keys/rotate")
 const iso = (seconds: number) => new Date(seconds * 1000).toISOString()
 const verifies = (fixture: Fixture, token: string) =>
   Effect.map(callService(callPath(fixture), { token }), (response) => expectEcho(response, fixture, fixture.clientId))
-const refused = (fixture: Fixture, token: string) =>
-  Effect.map(callService(callPath(fixture), { token }), expectInvalidToken)
+const refused = (fixture: Fixture, token: string) => Effect.map(callService(callPath(fixture), { token }), expectInvalidToken)
 const expectError = (response: JsonResponse, status: number, error: string) => {
   expect({ status: response.status, body: response.body }).toEqual({
     status,
@@ -63,73 +53,77 @@ describe("rotation with the default publication delay (300 s)", () => {
   )
   layer(makeTestServer({ keys: "stored" }))((it) => {
     // Generates RSA keys and walks the whole schedule: on a loaded two-core machine it has taken over 30 s.
-    it.effect("publishes at once, switches at active_from, keeps the old key until its last token expired, then retires it", () =>
-      Effect.gen(function*() {
-        const fixture = yield* createFixture()
-        const before = yield* issueToken(fixture)
-        const oldKid = kidOf(before)
-        expect(yield* listKeys).toEqual([{
-          kid: oldKid,
-          status: "active",
-          created_at: iso(0),
-          active_from: iso(0),
-          superseded_at: null,
-          retires_at: null
-        }])
-
-        const rotated = yield* rotate
-        expect(rotated.status).toBe(201)
-        expect(rotated.body).toEqual({ kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), status: "next", active_from: iso(300) })
-        const newKid: string = rotated.body.kid
-        expect(newKid).not.toBe(oldKid)
-
-        // Published at once: the JWKS has both, with a cache lifetime well within the delay.
-        const published = yield* jwks
-        expect(published.kids).toEqual([oldKid, newKid].sort())
-        expect(published.response.headers["cache-control"]).toBe("public, max-age=60")
-        expect(yield* listKeys).toEqual([
-          { kid: newKid, status: "next", created_at: iso(0), active_from: iso(300), superseded_at: null, retires_at: null },
-          {
+    it.effect(
+      "publishes at once, switches at active_from, keeps the old key until its last token expired, then retires it",
+      () =>
+        Effect.gen(function*() {
+          const fixture = yield* createFixture()
+          const before = yield* issueToken(fixture)
+          const oldKid = kidOf(before)
+          expect(yield* listKeys).toEqual([{
             kid: oldKid,
             status: "active",
             created_at: iso(0),
             active_from: iso(0),
-            superseded_at: iso(300),
-            retires_at: iso(300 + 3660)
-          }
-        ])
-        // One scheduled key at a time; the refused rotation leaves no audit event.
-        expect(yield* rotationEvents).toHaveLength(1)
-        expectError(yield* rotate, 409, "conflict")
-        expect(yield* rotationEvents).toHaveLength(1)
+            superseded_at: null,
+            retires_at: null
+          }])
 
-        // The old key signs until active_from...
-        yield* TestClock.adjust("299 seconds")
-        const lastOld = yield* issueToken(fixture)
-        expect(kidOf(lastOld)).toBe(oldKid)
-        // ...the new one from then on, and tokens of both verify.
-        yield* TestClock.adjust("1 second")
-        const after = yield* issueToken(fixture)
-        expect(kidOf(after)).toBe(newKid)
-        for (const token of [before, lastOld, after]) yield* verifies(fixture, token)
-        expect(yield* statuses).toEqual({ [newKid]: "active", [oldKid]: "retiring" })
+          const rotated = yield* rotate
+          expect(rotated.status).toBe(201)
+          expect(rotated.body).toEqual({ kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), status: "next", active_from: iso(300) })
+          const newKid: string = rotated.body.kid
+          expect(newKid).not.toBe(oldKid)
 
-        // The old key's last token (issued at 299 s) lives until 3899 s; the key until 3960 s.
-        yield* TestClock.adjust(`${3898 - 300} seconds`)
-        yield* verifies(fixture, lastOld)
-        yield* verifies(fixture, after)
-        yield* TestClock.adjust(`${3959 - 3898} seconds`)
-        expect((yield* jwks).kids).toEqual([oldKid, newKid].sort())
-        expect(yield* statuses).toEqual({ [newKid]: "active", [oldKid]: "retiring" })
+          // Published at once: the JWKS has both, with a cache lifetime well within the delay.
+          const published = yield* jwks
+          expect(published.kids).toEqual([oldKid, newKid].sort())
+          expect(published.response.headers["cache-control"]).toBe("public, max-age=60")
+          expect(yield* listKeys).toEqual([
+            { kid: newKid, status: "next", created_at: iso(0), active_from: iso(300), superseded_at: null, retires_at: null },
+            {
+              kid: oldKid,
+              status: "active",
+              created_at: iso(0),
+              active_from: iso(0),
+              superseded_at: iso(300),
+              retires_at: iso(300 + 3660)
+            }
+          ])
+          // One scheduled key at a time; the refused rotation leaves no audit event.
+          expect(yield* rotationEvents).toHaveLength(1)
+          expectError(yield* rotate, 409, "conflict")
+          expect(yield* rotationEvents).toHaveLength(1)
 
-        yield* TestClock.adjust("1 second")
-        expect((yield* jwks).kids).toEqual([newKid])
-        expect(yield* statuses).toEqual({ [newKid]: "active", [oldKid]: "retired" })
-        yield* refused(fixture, lastOld)
-        yield* verifies(fixture, yield* issueToken(fixture))
-        // A retired key is listed, and a rotation may follow.
-        expect((yield* rotate).status).toBe(201)
-      }), 120_000)
+          // The old key signs until active_from...
+          yield* TestClock.adjust("299 seconds")
+          const lastOld = yield* issueToken(fixture)
+          expect(kidOf(lastOld)).toBe(oldKid)
+          // ...the new one from then on, and tokens of both verify.
+          yield* TestClock.adjust("1 second")
+          const after = yield* issueToken(fixture)
+          expect(kidOf(after)).toBe(newKid)
+          for (const token of [before, lastOld, after]) yield* verifies(fixture, token)
+          expect(yield* statuses).toEqual({ [newKid]: "active", [oldKid]: "retiring" })
+
+          // The old key's last token (issued at 299 s) lives until 3899 s; the key until 3960 s.
+          yield* TestClock.adjust(`${3898 - 300} seconds`)
+          yield* verifies(fixture, lastOld)
+          yield* verifies(fixture, after)
+          yield* TestClock.adjust(`${3959 - 3898} seconds`)
+          expect((yield* jwks).kids).toEqual([oldKid, newKid].sort())
+          expect(yield* statuses).toEqual({ [newKid]: "active", [oldKid]: "retiring" })
+
+          yield* TestClock.adjust("1 second")
+          expect((yield* jwks).kids).toEqual([newKid])
+          expect(yield* statuses).toEqual({ [newKid]: "active", [oldKid]: "retired" })
+          yield* refused(fixture, lastOld)
+          yield* verifies(fixture, yield* issueToken(fixture))
+          // A retired key is listed, and a rotation may follow.
+          expect((yield* rotate).status).toBe(201)
+        }),
+      120_000
+    )
   })
 })
 
@@ -199,7 +193,11 @@ describe("KEY_ROTATION_DAYS", () => {
         expect(keys.map((key) => [key.status, key.active_from])).toEqual([["next", iso(1200)], ["active", iso(0)]])
         const trail = yield* admin.get("/admin/audit?limit=500")
         expect((trail.body.events as Array<any>).filter((event) => event.action === "key.rotated")).toEqual([
-          expect.objectContaining({ actor: "key-rotation-schedule", source: "server", details: { kid: keys[0]!.kid, active_from: iso(1200) } })
+          expect.objectContaining({
+            actor: "key-rotation-schedule",
+            source: "server",
+            details: { kid: keys[0]!.kid, active_from: iso(1200) }
+          })
         ])
         yield* TestClock.adjust("300 seconds")
         const second = kidOf(yield* issueToken(fixture))

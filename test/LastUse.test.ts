@@ -134,7 +134,9 @@ const testAdminClient: AdminClientShape = {
     ),
   removeCredential: (address: ServiceAddress, clientId: ClientId) =>
     Effect.asVoid(
-      admin.delete(`/admin/profiles/${address.profile}/environments/${address.environment}/services/${address.uuid}/credentials/${clientId}`)
+      admin.delete(
+        `/admin/profiles/${address.profile}/environments/${address.environment}/services/${address.uuid}/credentials/${clientId}`
+      )
     )
 } as unknown as AdminClientShape
 
@@ -145,34 +147,37 @@ const realSleep = (ms: number) => Effect.promise(() => new Promise<void>((resolv
 // another batch was still being written (the periodic one's, or another read's) once went ahead:
 // its own flush had nothing left to write, its SELECT began before that batch committed, and the
 // credential was listed as never used (seen in CI, on PostgreSQL).
-describeWithPostgres("last_used_at on PostgreSQL, while a batch is being written", () =>
-  layer(makeTestServer({ storage: postgresStorage() }), { timeout: 60_000 })((it) => {
-    it.effect("an admin read waits for the batch already on its way, then lists the use", () =>
-      Effect.gen(function*() {
-        const fixture = yield* createFixture()
-        yield* issueToken(fixture)
-        // Another connection holds the credential's row, so the batch's UPDATE waits on it.
-        const lock = new pg.Client({ connectionString: TEST_DATABASE_URL! })
-        yield* Effect.promise(() => lock.connect())
-        try {
-          yield* Effect.promise(() => lock.query("BEGIN"))
-          yield* Effect.promise(() => lock.query("SELECT 1 FROM credentials WHERE client_id = $1 FOR UPDATE", [fixture.clientId]))
-          // The first read's flush (or the periodic one) takes the batch and is held writing it.
-          const first = yield* Effect.fork(lastUsedOf(fixture))
-          yield* realSleep(300)
-          // The second read's own flush has nothing left to write: it must wait for that batch.
-          const second = yield* Effect.fork(lastUsedOf(fixture))
-          yield* realSleep(300)
-          expect(Option.isNone(yield* Fiber.poll(first))).toBe(true)
-          expect(Option.isNone(yield* Fiber.poll(second))).toBe(true)
-          yield* Effect.promise(() => lock.query("COMMIT"))
-          expect(yield* Fiber.join(second)).toEqual(expect.any(Number))
-          expect(yield* Fiber.join(first)).toEqual(expect.any(Number))
-        } finally {
-          yield* Effect.promise(() => lock.end())
-        }
-      }))
-  }))
+describeWithPostgres(
+  "last_used_at on PostgreSQL, while a batch is being written",
+  () =>
+    layer(makeTestServer({ storage: postgresStorage() }), { timeout: 60_000 })((it) => {
+      it.effect("an admin read waits for the batch already on its way, then lists the use", () =>
+        Effect.gen(function*() {
+          const fixture = yield* createFixture()
+          yield* issueToken(fixture)
+          // Another connection holds the credential's row, so the batch's UPDATE waits on it.
+          const lock = new pg.Client({ connectionString: TEST_DATABASE_URL! })
+          yield* Effect.promise(() => lock.connect())
+          try {
+            yield* Effect.promise(() => lock.query("BEGIN"))
+            yield* Effect.promise(() => lock.query("SELECT 1 FROM credentials WHERE client_id = $1 FOR UPDATE", [fixture.clientId]))
+            // The first read's flush (or the periodic one) takes the batch and is held writing it.
+            const first = yield* Effect.fork(lastUsedOf(fixture))
+            yield* realSleep(300)
+            // The second read's own flush has nothing left to write: it must wait for that batch.
+            const second = yield* Effect.fork(lastUsedOf(fixture))
+            yield* realSleep(300)
+            expect(Option.isNone(yield* Fiber.poll(first))).toBe(true)
+            expect(Option.isNone(yield* Fiber.poll(second))).toBe(true)
+            yield* Effect.promise(() => lock.query("COMMIT"))
+            expect(yield* Fiber.join(second)).toEqual(expect.any(Number))
+            expect(yield* Fiber.join(first)).toEqual(expect.any(Number))
+          } finally {
+            yield* Effect.promise(() => lock.end())
+          }
+        }))
+    })
+)
 
 describe("rotate waits while a client calls with a token it cached", () => {
   layer(makeTestServer())((it) => {

@@ -76,9 +76,12 @@ const folderOf = (file: string): string => posix.dirname(file).replace(/^src\/?/
 
 /** Each import that crosses from a folder matching `from` into a folder matching `to`. */
 const crossings = (graph: Map<string, Array<string>>, from: (file: string) => boolean, to: (target: string) => boolean) =>
-  [...graph].flatMap(([file, imports]) => (from(file) ? imports.filter((target) => to(target)).map((target) => `${file} -> ${target}`) : []))
+  [...graph].flatMap((
+    [file, imports]
+  ) => (from(file) ? imports.filter((target) => to(target)).map((target) => `${file} -> ${target}`) : []))
 
-const inFolder = (...folders: ReadonlyArray<string>) => (file: string) => folders.some((folder) => folderOf(file) === folder || folderOf(file).startsWith(`${folder}/`))
+const inFolder = (...folders: ReadonlyArray<string>) => (file: string) =>
+  folders.some((folder) => folderOf(file) === folder || folderOf(file).startsWith(`${folder}/`))
 
 /** The folders by feature; a new one is a decision about the architecture, made here and in docs/architecture.md. */
 const FOLDERS = [
@@ -163,7 +166,9 @@ describe("src/ layout", () => {
 
   it("has flows that depend on the narrow storage services, never on the whole CredentialRepo", () => {
     const flows = files.filter(inFolder("token", "service-call", "server", "admin", "transfer", "cli", "web"))
-    const wide = flows.filter((file) => /\bCredentialRepo\b(?!Shape)/.test(readFileSync(join(ROOT, file), "utf8").replace(/^\s*(\*|\/\/).*$/gm, "").replace(/"[^"\n]*"/g, "")))
+    const wide = flows.filter((file) =>
+      /\bCredentialRepo\b(?!Shape)/.test(readFileSync(join(ROOT, file), "utf8").replace(/^\s*(\*|\/\/).*$/gm, "").replace(/"[^"\n]*"/g, ""))
+    )
     expect(flows.length).toBeGreaterThan(0)
     expect(wide).toEqual([])
   })
@@ -176,7 +181,9 @@ describe("src/ layout", () => {
 })
 
 /** What a file that starts processes imports (written so that this file does not match itself). */
-const STARTS_PROCESSES = new RegExp(["node:child_process", "./support/ServerProcess", "./support/CliProcess"].map((module) => `from "${module}`).join("|"))
+const STARTS_PROCESSES = new RegExp(
+  ["node:child_process", "./support/ServerProcess", "./support/CliProcess"].map((module) => `from "${module}`).join("|")
+)
 
 describe("test/ layout", () => {
   it("lists every file that starts servers or CLIs among the process files (vitest.config.ts)", () => {

@@ -13,7 +13,13 @@ import type { ClientId } from "../src/domain/Identifiers.js"
 import { makeRateLimits, RateLimits } from "../src/service-call/RateLimits.js"
 import { makeUpstreamAssertions, REUSE_SECONDS } from "../src/service-call/proxy/UpstreamAssertion.js"
 import { FORGET_AFTER_MS, makeUpstreamGuard } from "../src/service-call/proxy/UpstreamGuard.js"
-import { LABEL_SET_COUNTS, recordDuration, recordServiceCall, requestDuration, UNMATCHED_ROUTE } from "../src/observability/ServiceMetrics.js"
+import {
+  LABEL_SET_COUNTS,
+  recordDuration,
+  recordServiceCall,
+  requestDuration,
+  UNMATCHED_ROUTE
+} from "../src/observability/ServiceMetrics.js"
 import { LocalIds } from "../src/token/SeenJtis.js"
 import { LastUse } from "../src/catalogue/LastUse.js"
 
@@ -121,7 +127,10 @@ describe("tables of the layers", () => {
         recordUseSync: (clientId, at) => void recorded.push(`${clientId}@${at.getTime()}`)
       })
       // As the server runs when it exports no traces: uses recorded synchronously.
-      const callUse = yield* Effect.provide(CallLastUse, yield* Layer.build(Layer.provide(CallLastUse.layer, usage).pipe(Layer.locally(FiberRef.currentTracerEnabled, false))))
+      const callUse = yield* Effect.provide(
+        CallLastUse,
+        yield* Layer.build(Layer.provide(CallLastUse.layer, usage).pipe(Layer.locally(FiberRef.currentTracerEnabled, false)))
+      )
       callUse.recordCallUse("svc_a" as ClientId, 0)
       callUse.recordCallUse("svc_a" as ClientId, 30_000)
       callUse.recordCallUse("svc_b" as ClientId, 0)
@@ -198,8 +207,7 @@ describe("tables of the layers", () => {
 describe("metric label sets", () => {
   it("stay closed: a route or status outside the set is counted under the fallback, not as a new series", () =>
     Effect.gen(function*() {
-      const seriesOf = (name: string) =>
-        Effect.map(Metric.snapshot, (pairs) => pairs.filter((pair) => pair.metricKey.name === name).length)
+      const seriesOf = (name: string) => Effect.map(Metric.snapshot, (pairs) => pairs.filter((pair) => pair.metricKey.name === name).length)
       const before = yield* seriesOf("service_auth_http_request_duration_seconds")
       for (let i = 0; i < 100; i++) recordDuration(`/made/up/${i}`, 0.001)
       recordServiceCall(999)

@@ -54,16 +54,18 @@ describe("405 method not allowed", () => {
     it.effect("unknown paths, and a known method the router cannot match, stay 404 not_found", () =>
       Effect.gen(function*() {
         const port = yield* serverPort
-        for (const [method, path] of [
-          ["GET", "/nope"],
-          ["POST", "/oauth/token/extra"],
-          ["GET", "/healthzz"],
-          ["GET", "//"],
-          ["DELETE", "//healthz"],
-          ["POST", `/service/acme/production/json/${UUID}/more`],
-          // A segment longer than the router takes: the method is right, so this is no 405.
-          ["PUT", `/admin/profiles/${"p".repeat(2_000)}`]
-        ] as const) {
+        for (
+          const [method, path] of [
+            ["GET", "/nope"],
+            ["POST", "/oauth/token/extra"],
+            ["GET", "/healthzz"],
+            ["GET", "//"],
+            ["DELETE", "//healthz"],
+            ["POST", `/service/acme/production/json/${UUID}/more`],
+            // A segment longer than the router takes: the method is right, so this is no 405.
+            ["PUT", `/admin/profiles/${"p".repeat(2_000)}`]
+          ] as const
+        ) {
           const response = yield* Effect.promise(() => rawRequest(port, { method, path, headers: ADMIN, body: "{}" }))
           expect(response.status, `${method} ${path.slice(0, 60)}`).toBe(404)
           expect(response.headers["allow"]).toBeUndefined()
@@ -85,9 +87,7 @@ describe("405 method not allowed", () => {
         const module = yield* Effect.promise(() => rawRequest(port, { method: "GET", path: "/admin/assets/editor-changes.js" }))
         expect(module.status).toBe(200)
         expect(module.headers["content-type"]).toMatch(/^text\/javascript/)
-        const declarations = yield* Effect.promise(() =>
-          rawRequest(port, { method: "GET", path: "/admin/assets/editor-changes.d.ts" })
-        )
+        const declarations = yield* Effect.promise(() => rawRequest(port, { method: "GET", path: "/admin/assets/editor-changes.d.ts" }))
         expect(declarations.status).toBe(404)
       }))
 

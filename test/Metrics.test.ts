@@ -189,7 +189,9 @@ describe("GET /metrics on the real server", () => {
     const { samples, types } = await scrape()
     expect(types.get("service_auth_http_request_duration_seconds")).toBe("histogram")
     const route = `route="/oauth/token"`
-    const buckets = [...samples].filter(([key]) => key.startsWith("service_auth_http_request_duration_seconds_bucket{") && key.includes(route))
+    const buckets = [...samples].filter(([key]) =>
+      key.startsWith("service_auth_http_request_duration_seconds_bucket{") && key.includes(route)
+    )
     expect(buckets.length).toBeGreaterThan(5)
     const counts = buckets.map(([, value]) => value)
     expect(counts).toEqual([...counts].sort((a, b) => a - b))

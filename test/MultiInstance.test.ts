@@ -121,9 +121,7 @@ describe.skipIf(DATABASE_URL === undefined)("two instances on one PostgreSQL dat
   })
 
   it("publishes the same JWKS from both instances", async () => {
-    const [a, b] = await Promise.all([first, second].map(async (server) =>
-      (await fetch(`${server.base}/.well-known/jwks.json`)).json()
-    ))
+    const [a, b] = await Promise.all([first, second].map(async (server) => (await fetch(`${server.base}/.well-known/jwks.json`)).json()))
     expect(a).toEqual(b)
   })
 })

@@ -30,14 +30,24 @@ describe.skipIf(TEST_DATABASE_URL === undefined)("stored admin tokens on two ins
   it("a token made on one works on both with its scope; revoked on one, both refuse it at the next request", async () => {
     const profile = `shared-${randomBytes(4).toString("hex")}`
     const other = `other-${randomBytes(4).toString("hex")}`
-    for (const name of [profile, other]) expect((await adminFetch(first.base, ADMIN_TOKEN, "PUT", `/admin/profiles/${name}`)).status).toBe(201)
+    for (const name of [profile, other]) {
+      expect((await adminFetch(first.base, ADMIN_TOKEN, "PUT", `/admin/profiles/${name}`)).status).toBe(201)
+    }
 
-    const created = await adminFetch(first.base, ADMIN_TOKEN, "POST", "/admin/tokens", { name: "customer", role: "owner", profiles: [profile] })
+    const created = await adminFetch(first.base, ADMIN_TOKEN, "POST", "/admin/tokens", {
+      name: "customer",
+      role: "owner",
+      profiles: [profile]
+    })
     expect(created.status).toBe(201)
     const token: string = created.body.token
 
     for (const server of [first, second]) {
-      expect((await adminFetch(server.base, token, "GET", "/admin/session")).body).toEqual({ name: "customer", role: "owner", profiles: [profile] })
+      expect((await adminFetch(server.base, token, "GET", "/admin/session")).body).toEqual({
+        name: "customer",
+        role: "owner",
+        profiles: [profile]
+      })
       expect((await adminFetch(server.base, token, "GET", `/admin/profiles/${profile}`)).status).toBe(200)
       expect((await adminFetch(server.base, token, "GET", `/admin/profiles/${other}`)).status).toBe(404)
       expect((await adminFetch(server.base, token, "GET", "/admin/keys")).status).toBe(403)

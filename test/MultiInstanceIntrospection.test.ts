@@ -56,7 +56,10 @@ describe.skipIf(DATABASE_URL === undefined)("introspection agrees across two ins
     await admin(server(), "PUT", `/admin/profiles/${profile}`)
     await admin(server(), "PUT", `/admin/profiles/${profile}/environments/prod`)
     const servicePath = async () => {
-      const service = await admin(server(), "POST", `/admin/profiles/${profile}/environments/prod/services`, { name: "billing", auth_type: "oauth" })
+      const service = await admin(server(), "POST", `/admin/profiles/${profile}/environments/prod/services`, {
+        name: "billing",
+        auth_type: "oauth"
+      })
       return { uuid: service.uuid as string, path: `/admin/profiles/${profile}/environments/prod/services/${service.uuid}` }
     }
     // The resource server: a credential of its own service, allowed by an admin on either instance.
@@ -71,10 +74,15 @@ describe.skipIf(DATABASE_URL === undefined)("introspection agrees across two ins
     const tokens: Array<{ readonly credential: Credential; readonly accessToken: string }> = []
     for (let i = 0; i < 1 + Math.floor(random() * 2); i++) {
       const expiresAt = random() < 0.5 ? undefined : Date.now() + 1_500 + Math.floor(random() * 2_500)
-      const created = await admin(server(), "POST", `${service.path}/credentials`, expiresAt === undefined ? {} : {
-        // Whole seconds ahead, as the API takes them.
-        expires_at: new Date(Math.ceil(expiresAt / 1000) * 1000).toISOString()
-      })
+      const created = await admin(
+        server(),
+        "POST",
+        `${service.path}/credentials`,
+        expiresAt === undefined ? {} : {
+          // Whole seconds ahead, as the API takes them.
+          expires_at: new Date(Math.ceil(expiresAt / 1000) * 1000).toISOString()
+        }
+      )
       const credential = {
         clientId: created.client_id as string,
         clientSecret: created.client_secret as string,
@@ -156,7 +164,10 @@ describe.skipIf(DATABASE_URL === undefined)("introspection agrees across two ins
     const [one, other] = both()
     await admin(one, "PUT", `/admin/profiles/${profile}`)
     await admin(one, "PUT", `/admin/profiles/${profile}/environments/prod`)
-    const service = await admin(one, "POST", `/admin/profiles/${profile}/environments/prod/services`, { name: "billing", auth_type: "oauth" })
+    const service = await admin(one, "POST", `/admin/profiles/${profile}/environments/prod/services`, {
+      name: "billing",
+      auth_type: "oauth"
+    })
     const path = `/admin/profiles/${profile}/environments/prod/services/${service.uuid}`
     const rsService = await admin(one, "POST", `/admin/profiles/${profile}/environments/prod/services`, { name: "rs", auth_type: "oauth" })
     const rsPath = `/admin/profiles/${profile}/environments/prod/services/${rsService.uuid}`
@@ -188,7 +199,7 @@ describe.skipIf(DATABASE_URL === undefined)("introspection agrees across two ins
     }).then((response) => expect(response.status).toBe(200))
     expect((await introspect(other, revoked, rsAuthorization)).body).toEqual({ active: false })
     expect((await introspect(other, deleted, rsAuthorization)).body.active).toBe(true)
-    expect((await admin(one, "DELETE", `${path}/credentials/${spare.client_id}`))).toBeUndefined()
+    expect(await admin(one, "DELETE", `${path}/credentials/${spare.client_id}`)).toBeUndefined()
     expect((await introspect(other, deleted, rsAuthorization)).body).toEqual({ active: false })
 
     await sleep(expiresAt.getTime() + 300 - Date.now())

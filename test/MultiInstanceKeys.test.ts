@@ -16,8 +16,7 @@ const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 const adminCall = (server: ServerProcess, method: string, path: string, body?: unknown) =>
   adminFetch(server.base, ADMIN_TOKEN, method, path, body)
 
-const kidOf = (token: string): string =>
-  JSON.parse(Buffer.from(token.split(".")[0]!, "base64url").toString("utf8")).kid
+const kidOf = (token: string): string => JSON.parse(Buffer.from(token.split(".")[0]!, "base64url").toString("utf8")).kid
 
 const jwksKids = async (server: ServerProcess) => {
   const response = await fetch(`${server.base}/.well-known/jwks.json`)
@@ -32,8 +31,7 @@ describe.skipIf(TEST_DATABASE_URL === undefined)("signing-key rotation on two in
 
   beforeAll(async () => {
     database = await freshDatabase()
-    const env = { DATABASE_URL: database.url, ADMIN_TOKEN, KEY_PUBLISH_DELAY_S: "0" }
-    // Started together on an empty database: they race to create the first key, and agree on it.
+    const env = { DATABASE_URL: database.url, ADMIN_TOKEN, KEY_PUBLISH_DELAY_S: "0" } // Started together on an empty database: they race to create the first key, and agree on it.
     ;[first, second] = await Promise.all([startServer(env), startServer(env)])
   }, 120_000)
 

@@ -101,7 +101,11 @@ describe.skipIf(DATABASE_URL === undefined)("revocation seen by a second instanc
     const profile = `introspector-${randomBytes(6).toString("hex")}`
     await adminJson(instances.first.base, ADMIN_TOKEN, "PUT", `/admin/profiles/${profile}`)
     const name = `rs-${randomBytes(4).toString("hex")}`
-    const created = await adminJson(instances.first.base, ADMIN_TOKEN, "POST", "/admin/tokens", { name, role: "introspector", profiles: [profile] })
+    const created = await adminJson(instances.first.base, ADMIN_TOKEN, "POST", "/admin/tokens", {
+      name,
+      role: "introspector",
+      profiles: [profile]
+    })
     const ask = (server: ServerProcess) =>
       fetch(`${server.base}/oauth/introspect`, {
         method: "POST",

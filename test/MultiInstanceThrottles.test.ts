@@ -29,9 +29,9 @@ describe.skipIf(DATABASE_URL === undefined)("failure throttles of two instances 
   let servers: ReadonlyArray<ServerProcess> = []
 
   beforeAll(async () => {
-    servers = await Promise.all([0, 1].map(() =>
-      startServer({ DATABASE_URL: DATABASE_URL!, ADMIN_TOKEN, AUTH_FAILURE_LIMIT: String(LIMIT) })
-    ))
+    servers = await Promise.all(
+      [0, 1].map(() => startServer({ DATABASE_URL: DATABASE_URL!, ADMIN_TOKEN, AUTH_FAILURE_LIMIT: String(LIMIT) }))
+    )
   }, 120_000)
 
   afterAll(async () => {
@@ -53,7 +53,12 @@ describe.skipIf(DATABASE_URL === undefined)("failure throttles of two instances 
     const servicePath = `/admin/profiles/${profile}/environments/prod/services/${service.body.uuid}`
     const credential = await adminFetch(server!.base, ADMIN_TOKEN, "POST", `${servicePath}/credentials`)
     expect(credential.status).toBe(201)
-    return { profile, uuid: service.body.uuid as string, clientId: credential.body.client_id as string, secret: credential.body.client_secret as string }
+    return {
+      profile,
+      uuid: service.body.uuid as string,
+      clientId: credential.body.client_id as string,
+      secret: credential.body.client_secret as string
+    }
   }
 
   it("wrong client secrets in parallel over both instances: exactly the limit answered 401 between them", async () => {
@@ -85,15 +90,18 @@ describe.skipIf(DATABASE_URL === undefined)("failure throttles of two instances 
 
   it("wrong admin tokens in parallel over both instances and endpoints: exactly the limit answered 401 between them", async () => {
     const attempt = (server: ServerProcess, from: string, token: string, introspect: boolean) =>
-      rawRequest(server.port, introspect
-        ? {
-          method: "POST",
-          path: "/oauth/introspect",
-          localAddress: from,
-          headers: { authorization: `Bearer ${token}`, "content-type": "application/x-www-form-urlencoded" },
-          body: "token=not-a-token"
-        }
-        : { method: "GET", path: "/admin/session", localAddress: from, headers: { authorization: `Bearer ${token}` } })
+      rawRequest(
+        server.port,
+        introspect
+          ? {
+            method: "POST",
+            path: "/oauth/introspect",
+            localAddress: from,
+            headers: { authorization: `Bearer ${token}`, "content-type": "application/x-www-form-urlencoded" },
+            body: "token=not-a-token"
+          }
+          : { method: "GET", path: "/admin/session", localAddress: from, headers: { authorization: `Bearer ${token}` } }
+      )
     const attacker = attackerAddress()
     const answers = await Promise.all(Array.from({ length: PARALLEL }, (_, i) => attempt(either(i), attacker, wrong(), i % 4 >= 2)))
     expect(tally(answers)).toEqual({ evaluated: LIMIT, refused: PARALLEL - LIMIT })

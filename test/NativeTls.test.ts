@@ -38,9 +38,23 @@ const makePair = (): Pair => {
   const name = randomBytes(4).toString("hex")
   const [certFile, keyFile] = [join(dir, `${name}.crt`), join(dir, `${name}.key`)]
   execFileSync("openssl", [
-    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
-    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-    "-keyout", keyFile, "-out", certFile
+    "req",
+    "-x509",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-days",
+    "2",
+    "-subj",
+    "/CN=localhost",
+    "-addext",
+    "subjectAltName=DNS:localhost,IP:127.0.0.1",
+    "-keyout",
+    keyFile,
+    "-out",
+    certFile
   ], { stdio: "ignore" })
   const cert = readFileSync(certFile, "utf8")
   return { cert, key: readFileSync(keyFile, "utf8"), fingerprint: new X509Certificate(cert).fingerprint256 }
@@ -194,7 +208,9 @@ describe("HTTPS on PORT (TLS_CERT_FILE, TLS_KEY_FILE)", () => {
     expect(again.status).toBe(200)
     const refused = await send("POST", "/oauth/token", form("wrong-secret"))
     expect(refused.status).toBe(401)
-    for (const answer of [metadata, issued, again, call, refused, credential, await send("GET", "/healthz"), await send("GET", "/nowhere")]) {
+    for (
+      const answer of [metadata, issued, again, call, refused, credential, await send("GET", "/healthz"), await send("GET", "/nowhere")]
+    ) {
       expect(answer.headers["strict-transport-security"]).toBe(HSTS)
     }
   })
@@ -278,15 +294,24 @@ describe("TLS files that cannot be used stop the start with one line", () => {
     const missing = join(dir, "missing.crt")
     const cases: ReadonlyArray<readonly [Record<string, string>, string]> = [
       [{ TLS_CERT_FILE: missing, TLS_KEY_FILE: keyFile }, `cannot read TLS_CERT_FILE ${missing}: no such file or directory`],
-      [{ TLS_CERT_FILE: certFile, TLS_KEY_FILE: KEY_FILE.replace("server", "absent") }, `cannot read TLS_KEY_FILE ${KEY_FILE.replace("server", "absent")}: no such file or directory`],
-      [{ TLS_CERT_FILE: certFile, TLS_KEY_FILE: join(dir, "server.key") }, `TLS_CERT_FILE ${certFile} and TLS_KEY_FILE ${join(dir, "server.key")} do not match (the certificate is for another key)`],
+      [
+        { TLS_CERT_FILE: certFile, TLS_KEY_FILE: KEY_FILE.replace("server", "absent") },
+        `cannot read TLS_KEY_FILE ${KEY_FILE.replace("server", "absent")}: no such file or directory`
+      ],
+      [
+        { TLS_CERT_FILE: certFile, TLS_KEY_FILE: join(dir, "server.key") },
+        `TLS_CERT_FILE ${certFile} and TLS_KEY_FILE ${join(dir, "server.key")} do not match (the certificate is for another key)`
+      ],
       [{ TLS_CERT_FILE: garbage, TLS_KEY_FILE: keyFile }, `TLS_CERT_FILE ${garbage} holds no PEM certificate`],
       [{ TLS_CERT_FILE: certFile, TLS_KEY_FILE: garbage }, `TLS_KEY_FILE ${garbage} holds no unencrypted PEM private key`],
-      [{ TLS_CERT_FILE: certFile }, "invalid setting: TLS_CERT_FILE and TLS_KEY_FILE must be set together (the certificate and its private key, PEM)"]
+      [
+        { TLS_CERT_FILE: certFile },
+        "invalid setting: TLS_CERT_FILE and TLS_KEY_FILE must be set together (the certificate and its private key, PEM)"
+      ]
     ]
-    const outcomes = await Promise.all(cases.map(([env]) =>
-      runToExit({ ADMIN_TOKEN, DATA_DIR: join(dir, `refused-${randomBytes(4).toString("hex")}`), ...env }, 60_000)
-    ))
+    const outcomes = await Promise.all(
+      cases.map(([env]) => runToExit({ ADMIN_TOKEN, DATA_DIR: join(dir, `refused-${randomBytes(4).toString("hex")}`), ...env }, 60_000))
+    )
     outcomes.forEach(({ code, output }, i) => {
       expect(code, output).toBe(1)
       expect(output.trim().split("\n")).toEqual([`service-auth could not start: ${cases[i]![1]}`])

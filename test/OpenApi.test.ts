@@ -34,9 +34,7 @@ const referencedSchemas = (schema: Record<string, any>): Array<string | undefine
 const allRefs = (value: unknown): Array<string> => {
   if (Array.isArray(value)) return value.flatMap(allRefs)
   if (typeof value !== "object" || value === null) return []
-  return Object.entries(value).flatMap(([key, child]) =>
-    key === "$ref" && typeof child === "string" ? [child] : allRefs(child)
-  )
+  return Object.entries(value).flatMap(([key, child]) => key === "$ref" && typeof child === "string" ? [child] : allRefs(child))
 }
 
 describe("openapi.yaml", () => {
@@ -176,7 +174,7 @@ describe("openapi.yaml", () => {
     }
     expect(spec.paths[`${SERVICE}/credentials`].post.requestBody.required).toBe(false)
     expect(schemas.EmptyObject).toMatchObject({ type: "object", additionalProperties: false })
-    expect(JSON.stringify(spec)).not.toContain('"type":"array"}]') // no anyOf [object, array]
+    expect(JSON.stringify(spec)).not.toContain("\"type\":\"array\"}]") // no anyOf [object, array]
   })
 
   it("says what fields mean: date-time formats, descriptions instead of regexes, no stray $id", () => {
@@ -184,7 +182,7 @@ describe("openapi.yaml", () => {
     const text = JSON.stringify(spec)
     expect(text).not.toContain("a string matching the pattern")
     expect(text).not.toContain("a string to be decoded into a Date")
-    expect(text).not.toContain('"$id"')
+    expect(text).not.toContain("\"$id\"")
     for (const { operation, path, method } of operations()) {
       expect(operation.summary, `${method} ${path}`).toEqual(expect.any(String))
     }

@@ -35,7 +35,9 @@ layer(makeTestServer(), { timeout: 30_000 })("openid-client", (it) => {
       const DPoP = client.getDPoPHandle(config, yield* Effect.promise(() => client.randomDPoPKeyPair("ES256")))
 
       const tokens = yield* Effect.promise(() =>
-        client.clientCredentialsGrant(config, { profile: service.profile, environment: service.environment, service_uuid: service.uuid }, { DPoP })
+        client.clientCredentialsGrant(config, { profile: service.profile, environment: service.environment, service_uuid: service.uuid }, {
+          DPoP
+        })
       )
       expect(tokens.token_type).toBe("dpop")
       expect(decodeJwt(tokens.access_token).payload).toMatchObject({ client_id: added.body.client_id, cnf: { jkt: expect.any(String) } })

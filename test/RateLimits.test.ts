@@ -78,7 +78,13 @@ layer(makeTestServer(), { timeout: 60_000 })("rate limits", (it) => {
       const second = yield* limitedService()
       const limitedToken = yield* issueToken(fixture)
       expectAllowed(yield* callService(callPath(fixture), { token: limitedToken }), fixture, fixture.clientId, 1, 10)
-      expectAllowed(yield* callService(callPath(second.fixture), { token: yield* issueToken(second.fixture) }), second.fixture, second.fixture.clientId, 1, 10)
+      expectAllowed(
+        yield* callService(callPath(second.fixture), { token: yield* issueToken(second.fixture) }),
+        second.fixture,
+        second.fixture.clientId,
+        1,
+        10
+      )
       // Removing the limit removes the headers.
       const cleared = yield* admin.put(fixture.servicePath, { name: "billing", auth_type: "oauth", rate_limit: null })
       expect(cleared.body.rate_limit).toBeUndefined()

@@ -82,7 +82,6 @@ const definitions = (shell: string): Array<string> => {
   return names
 }
 
-
 const groups: Array<number> = []
 const dirs: Array<string> = []
 afterAll(() => {
@@ -143,7 +142,7 @@ describe("README walk-through", () => {
       const { code, stderr, stdout } = await run(script, env)
       expect(code, `round ${round}:\n${stdout}\n${stderr}`).toBe(0)
       const lines = stdout.trim().split("\n")
-      const echoed = JSON.parse(lines.find((line) => line.includes('"body":{"amount":42}'))!)
+      const echoed = JSON.parse(lines.find((line) => line.includes("\"body\":{\"amount\":42}"))!)
       expect(echoed).toMatchObject({ profile: "acme", environment: "production", body: { amount: 42 } })
       expect(echoed.client_id).toMatch(/^svc_[0-9a-f]{32}$/)
       expect(stdout).toContain("alg: 'RS256'") // the decoded header

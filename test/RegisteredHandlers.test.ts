@@ -209,7 +209,12 @@ describe("handlers registered in code: keys that are not a service's full addres
 
   it.effect("so does anything else that is not profile/environment/uuid, every such key named", () =>
     Effect.gen(function*() {
-      const wrong = [`${HOME}/${CUSTOM_UUID}`, `${HOME}/production/not-a-uuid`, `${HOME}/../${CUSTOM_UUID}`, `/${HOME}/production/${CUSTOM_UUID}`]
+      const wrong = [
+        `${HOME}/${CUSTOM_UUID}`,
+        `${HOME}/production/not-a-uuid`,
+        `${HOME}/../${CUSTOM_UUID}`,
+        `/${HOME}/production/${CUSTOM_UUID}`
+      ]
       const message = yield* buildFailure({
         [`${HOME}/production/${CUSTOM_UUID}`]: custom,
         ...Object.fromEntries(wrong.map((key) => [key, custom]))

@@ -87,10 +87,13 @@ describe("programs written against released documents, on the current server", (
 
   it("0.4.0 code reading a credential's secret without narrowing compiles against the current types, and runs", async () => {
     const dir = prepare(workDir, "0.4.0", "0.4.0-unnarrowed")
-    writeFileSync(join(dir, "program.ts"), readFileSync(join(dir, "program.ts"), "utf8").replace(
-      "if (!(\"client_secret\" in answer)) throw new Error(\"POST credential {} answered a key credential\")\n",
-      ""
-    ))
+    writeFileSync(
+      join(dir, "program.ts"),
+      readFileSync(join(dir, "program.ts"), "utf8").replace(
+        "if (!(\"client_secret\" in answer)) throw new Error(\"POST credential {} answered a key credential\")\n",
+        ""
+      )
+    )
     expect(readFileSync(join(dir, "program.ts"), "utf8")).not.toContain("\"client_secret\" in answer")
     expect(await compile(dir, await generatedTypes(readFileSync(join(ROOT, "api/releases/0.4.0/openapi.yaml"), "utf8")))).toBe("")
     expect(await compile(dir, current), "against the current document's types").toBe("")

@@ -152,7 +152,12 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
         expect({ status: badProof.status, error: badProof.body.error }).toEqual({ status: 400, error: "invalid_dpop_proof" })
 
         const key = yield* Effect.promise(() => clientKey("EC"))
-        for (const issued of [yield* tokenRequest(client.fields, { dpop: yield* tokenProof(key) }), yield* tokenThroughApp(client.fields, { dpop: yield* tokenProof(key) })]) {
+        for (
+          const issued of [
+            yield* tokenRequest(client.fields, { dpop: yield* tokenProof(key) }),
+            yield* tokenThroughApp(client.fields, { dpop: yield* tokenProof(key) })
+          ]
+        ) {
           expect({ status: issued.status, type: issued.body.token_type }).toEqual({ status: 200, type: "DPoP" })
         }
       }))
@@ -168,7 +173,10 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
         expectDpopRequired(yield* tokenRequest(fields(yield* signed)))
         // A refused assertion stays invalid_client.
         const other = yield* Effect.promise(() => clientKey("Ed25519"))
-        const forged = yield* Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.promise(() => assertion(other, clientId, ISSUER, {}, now)))
+        const forged = yield* Effect.flatMap(
+          Clock.currentTimeMillis,
+          (now) => Effect.promise(() => assertion(other, clientId, ISSUER, {}, now))
+        )
         expect((yield* tokenRequest(fields(forged))).body.error).toBe("invalid_client")
         const issued = yield* tokenRequest(fields(yield* signed), { dpop: yield* tokenProof(key) })
         expect({ status: issued.status, type: issued.body.token_type }).toEqual({ status: 200, type: "DPoP" })

@@ -9,15 +9,7 @@ import { Effect, type Layer } from "effect"
 import * as oauth from "oauth4webapi"
 import { basicAuthorization, decodeJwt, expectErrorBody, NO_STORE_HEADERS, oauthError } from "./support/Http.js"
 import { TEST_ISSUER } from "./support/Tokens.js"
-import {
-  admin,
-  createFixture,
-  type Fixture,
-  makeTestServer,
-  serverPort,
-  type TestStorage,
-  tokenRequest
-} from "../src/testing.js"
+import { admin, createFixture, type Fixture, makeTestServer, serverPort, type TestStorage, tokenRequest } from "../src/testing.js"
 import { describeWithPostgres, embeddedStorage, postgresStorage } from "./support/Databases.js"
 
 const resourceOf = (fixture: Pick<Fixture, "profile" | "environment" | "uuid">, issuer = TEST_ISSUER) =>
@@ -186,7 +178,12 @@ const suite = (storage?: Layer.Layer<TestStorage, unknown>) =>
         expectRefused(yield* tokenRequest({ grant_type: "client_credentials", resource: resourceOf(fixture) }), 400, MISSING)
         const gone = { ...fixture, uuid: "00000000-0000-4000-8000-000000000000" }
         expectRefused(
-          yield* tokenRequest({ grant_type: "client_credentials", client_id: fixture.clientId, client_secret: "wrong", resource: resourceOf(gone) }),
+          yield* tokenRequest({
+            grant_type: "client_credentials",
+            client_id: fixture.clientId,
+            client_secret: "wrong",
+            resource: resourceOf(gone)
+          }),
           400,
           NO_SERVICE
         )

@@ -35,7 +35,9 @@ const remember = (label: string, value: string) => {
 }
 remember("admin token", ADMIN_TOKEN)
 // Every 64-character line of the key, and the whole body.
-for (let i = 0; i + 64 <= PRIVATE_KEY_BASE64.length; i += 64) remember(`private key base64 [${i}..${i + 64}]`, PRIVATE_KEY_BASE64.slice(i, i + 64))
+for (let i = 0; i + 64 <= PRIVATE_KEY_BASE64.length; i += 64) {
+  remember(`private key base64 [${i}..${i + 64}]`, PRIVATE_KEY_BASE64.slice(i, i + 64))
+}
 remember("private key base64 (all)", PRIVATE_KEY_BASE64)
 
 interface Answer {
@@ -187,7 +189,10 @@ describe("secret hygiene: the real server at LOG_LEVEL=debug", () => {
       )
       const wrongBasic = secretLooking(`wrong-basic-${label}`)
       remember(`wrong client secret (basic, ${label} id)`, wrongBasic)
-      const answer = await call("POST", "/oauth/token", { headers: { ...formHeaders, authorization: basic(clientId, wrongBasic) }, body: form(fields) })
+      const answer = await call("POST", "/oauth/token", {
+        headers: { ...formHeaders, authorization: basic(clientId, wrongBasic) },
+        body: form(fields)
+      })
       expectError(answer, 401, "invalid_client", [wrongBasic])
       expect(answer.headers.get("www-authenticate")).toBe(`Basic realm="oauth"`)
     }
@@ -195,7 +200,10 @@ describe("secret hygiene: the real server at LOG_LEVEL=debug", () => {
     const inIdSlot = secretLooking("in-client-id")
     remember("secret in the client_id field", inIdSlot)
     expectError(
-      await call("POST", "/oauth/token", { headers: formHeaders, body: form({ ...fields, client_id: inIdSlot, client_secret: first.secret }) }),
+      await call("POST", "/oauth/token", {
+        headers: formHeaders,
+        body: form({ ...fields, client_id: inIdSlot, client_secret: first.secret })
+      }),
       401,
       "invalid_client",
       [inIdSlot, first.secret]
@@ -210,13 +218,40 @@ describe("secret hygiene: the real server at LOG_LEVEL=debug", () => {
       [first.secret]
     )
     // Other 4xx at the token endpoint: a missing field, an unsupported grant, an unknown profile.
-    expectError(await call("POST", "/oauth/token", { headers: formHeaders, body: form({ grant_type: "client_credentials", client_secret: first.secret }) }), 400, "invalid_request", [first.secret])
-    expectError(await call("POST", "/oauth/token", { headers: formHeaders, body: form({ ...fields, grant_type: "password", client_id: first.id, client_secret: first.secret }) }), 400, "unsupported_grant_type", [first.secret])
-    expectError(await call("POST", "/oauth/token", { headers: formHeaders, body: form({ ...fields, profile: "nope", client_id: first.id, client_secret: first.secret }) }), 400, "invalid_request", [first.secret])
+    expectError(
+      await call("POST", "/oauth/token", {
+        headers: formHeaders,
+        body: form({ grant_type: "client_credentials", client_secret: first.secret })
+      }),
+      400,
+      "invalid_request",
+      [first.secret]
+    )
+    expectError(
+      await call("POST", "/oauth/token", {
+        headers: formHeaders,
+        body: form({ ...fields, grant_type: "password", client_id: first.id, client_secret: first.secret })
+      }),
+      400,
+      "unsupported_grant_type",
+      [first.secret]
+    )
+    expectError(
+      await call("POST", "/oauth/token", {
+        headers: formHeaders,
+        body: form({ ...fields, profile: "nope", client_id: first.id, client_secret: first.secret })
+      }),
+      400,
+      "invalid_request",
+      [first.secret]
+    )
 
     // Service calls: both tokens work; bogus tokens are refused without being echoed.
     for (const token of tokens) {
-      const answer = await call("POST", callPath, { headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: "{\"n\":1}" })
+      const answer = await call("POST", callPath, {
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: "{\"n\":1}"
+      })
       expect(answer.status, answer.text).toBe(200)
     }
     const bogus = secretLooking("bogus-token")
@@ -224,34 +259,63 @@ describe("secret hygiene: the real server at LOG_LEVEL=debug", () => {
     const forged = `${tokens[0]!.split(".").slice(0, 2).join(".")}.${Buffer.from(secretLooking("forged-signature")).toString("base64url")}`
     remember("forged token", forged)
     for (const token of [bogus, forged, `${tokens[0]}x`]) {
-      const answer = await call("POST", callPath, { headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: "{}" })
+      const answer = await call("POST", callPath, {
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: "{}"
+      })
       expectError(answer, 401, "invalid_token", [token])
       expect(answer.headers.get("www-authenticate")).toMatch(/^Bearer realm="service", error="invalid_token"/)
     }
-    expectError(await call("POST", callPath, { headers: { authorization: `Basic ${bogus}`, "content-type": "application/json" }, body: "{}" }), 400, "invalid_request", [bogus])
+    expectError(
+      await call("POST", callPath, { headers: { authorization: `Basic ${bogus}`, "content-type": "application/json" }, body: "{}" }),
+      400,
+      "invalid_request",
+      [bogus]
+    )
     expectError(await call("POST", callPath, { headers: { "content-type": "application/json" }, body: "{}" }), 401, "invalid_token")
-    expectError(await call("POST", `/service/${profile}/${environment}/json/${"0".repeat(8)}-0000-0000-0000-${"0".repeat(12)}`, { headers: { authorization: `Bearer ${tokens[0]}` }, body: "{}" }), 404, "not_found", [tokens[0]!])
+    expectError(
+      await call("POST", `/service/${profile}/${environment}/json/${"0".repeat(8)}-0000-0000-0000-${"0".repeat(12)}`, {
+        headers: { authorization: `Bearer ${tokens[0]}` },
+        body: "{}"
+      }),
+      404,
+      "not_found",
+      [tokens[0]!]
+    )
     // A token for this service, at another service path, is refused and not echoed.
-    expectError(await call("POST", `/service/${profile}/staging/json/${uuid}`, { headers: { authorization: `Bearer ${tokens[0]}` }, body: "{}" }), 404, "not_found", [tokens[0]!])
+    expectError(
+      await call("POST", `/service/${profile}/staging/json/${uuid}`, { headers: { authorization: `Bearer ${tokens[0]}` }, body: "{}" }),
+      404,
+      "not_found",
+      [tokens[0]!]
+    )
 
     // The admin API: wrong admin tokens, in both schemes; a secret where a client id belongs.
     const wrongAdmin = secretLooking("wrong-admin-token")
     remember("wrong admin token", wrongAdmin)
     expectError(await admin("GET", "/admin/profiles", undefined, wrongAdmin), 401, "unauthorized", [wrongAdmin, ADMIN_TOKEN])
-    expectError(await call("GET", "/admin/profiles", { headers: { authorization: `Basic ${ADMIN_TOKEN}` } }), 401, "unauthorized", [ADMIN_TOKEN])
-    expectError(await call("GET", "/admin/profiles", { headers: { authorization: basic("admin", wrongAdmin) } }), 401, "unauthorized", [wrongAdmin])
+    expectError(await call("GET", "/admin/profiles", { headers: { authorization: `Basic ${ADMIN_TOKEN}` } }), 401, "unauthorized", [
+      ADMIN_TOKEN
+    ])
+    expectError(await call("GET", "/admin/profiles", { headers: { authorization: basic("admin", wrongAdmin) } }), 401, "unauthorized", [
+      wrongAdmin
+    ])
     expectError(await admin("PUT", `/admin/profiles/${profile}x`, {}, `${ADMIN_TOKEN}x`), 401, "unauthorized", [ADMIN_TOKEN])
 
     const pasted = secretLooking("pasted-as-client-id")
     remember("secret pasted as a client id", pasted)
     expectError(
-      await admin("POST", `${profilePath}/save`, { changes: [{ op: "remove_credential", environment, service_uuid: uuid, client_id: pasted }] }),
+      await admin("POST", `${profilePath}/save`, {
+        changes: [{ op: "remove_credential", environment, service_uuid: uuid, client_id: pasted }]
+      }),
       400,
       "invalid_request",
       [pasted]
     )
     expectError(
-      await admin("POST", `${profilePath}/save`, { changes: [{ op: "remove_credential", environment, service_uuid: uuid, client_id: first.secret }] }),
+      await admin("POST", `${profilePath}/save`, {
+        changes: [{ op: "remove_credential", environment, service_uuid: uuid, client_id: first.secret }]
+      }),
       400,
       "invalid_request",
       [first.secret]
@@ -262,7 +326,9 @@ describe("secret hygiene: the real server at LOG_LEVEL=debug", () => {
     expectError(await admin("POST", `${servicePath}/credentials`, { client_secret: inBody }), 400, "invalid_request", [inBody])
 
     // Rotation: remove the first credential by a save, delete the second one directly.
-    const removed = await admin("POST", `${profilePath}/save`, { changes: [{ op: "remove_credential", environment, service_uuid: uuid, client_id: first.id }] })
+    const removed = await admin("POST", `${profilePath}/save`, {
+      changes: [{ op: "remove_credential", environment, service_uuid: uuid, client_id: first.id }]
+    })
     expect(removed.status, removed.text).toBe(200)
     expect(removed.body.removed).toEqual([{ environment, service_uuid: uuid, client_id: first.id }])
     expect((await admin("DELETE", `${servicePath}/credentials/${second.id}`)).status).toBe(204)
@@ -270,16 +336,24 @@ describe("secret hygiene: the real server at LOG_LEVEL=debug", () => {
 
     // The deleted credentials: their tokens and secrets are refused, and not echoed.
     for (const token of tokens) {
-      expectError(await call("POST", callPath, { headers: { authorization: `Bearer ${token}` }, body: "{}" }), 401, "invalid_token", [token])
+      expectError(await call("POST", callPath, { headers: { authorization: `Bearer ${token}` }, body: "{}" }), 401, "invalid_token", [
+        token
+      ])
     }
     expectError(
-      await call("POST", "/oauth/token", { headers: formHeaders, body: form({ ...fields, client_id: first.id, client_secret: first.secret }) }),
+      await call("POST", "/oauth/token", {
+        headers: formHeaders,
+        body: form({ ...fields, client_id: first.id, client_secret: first.secret })
+      }),
       401,
       "invalid_client",
       [first.secret]
     )
     expectError(
-      await call("POST", "/oauth/token", { headers: { ...formHeaders, authorization: basic(second.id, second.secret) }, body: form(fields) }),
+      await call("POST", "/oauth/token", {
+        headers: { ...formHeaders, authorization: basic(second.id, second.secret) },
+        body: form(fields)
+      }),
       401,
       "invalid_client",
       [second.secret]
@@ -289,8 +363,18 @@ describe("secret hygiene: the real server at LOG_LEVEL=debug", () => {
     const inQuery = secretLooking("in-query")
     remember("secret in a query string", inQuery)
     expect((await call("GET", `/healthz?client_secret=${inQuery}`)).status).toBe(200)
-    expectError(await call("POST", `/oauth/token?client_secret=${inQuery}&access_token=${inQuery}`, { headers: formHeaders, body: form(fields) }), 400, "invalid_request", [inQuery])
-    expectError(await call("POST", `${callPath}?access_token=${inQuery}`, { headers: { "content-type": "application/json" }, body: "{}" }), 401, "invalid_token", [inQuery])
+    expectError(
+      await call("POST", `/oauth/token?client_secret=${inQuery}&access_token=${inQuery}`, { headers: formHeaders, body: form(fields) }),
+      400,
+      "invalid_request",
+      [inQuery]
+    )
+    expectError(
+      await call("POST", `${callPath}?access_token=${inQuery}`, { headers: { "content-type": "application/json" }, body: "{}" }),
+      401,
+      "invalid_token",
+      [inQuery]
+    )
 
     // Discovery publishes the public key only.
     const jwks = await call("GET", "/.well-known/jwks.json")

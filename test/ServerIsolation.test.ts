@@ -92,10 +92,20 @@ describe("two servers in one process", () => {
       // Each tracer is read inside the scope its layer was built in.
       const on = yield* Effect.flatMap(Layer.buildWithScope(TracingOtlp.layer(settings("always_on", "server-on")), scopeOn), (context) =>
         Effect.provide(Effect.tracer, context))
-      const off = yield* Effect.flatMap(Layer.buildWithScope(TracingOtlp.layer(settings("always_off", "server-off")), scopeOff), (context) =>
-        Effect.provide(Effect.tracer, context))
+      const off = yield* Effect.flatMap(
+        Layer.buildWithScope(TracingOtlp.layer(settings("always_off", "server-off")), scopeOff),
+        (context) =>
+          Effect.provide(Effect.tracer, context)
+      )
       expect(on).not.toBe(off)
-      const facts = { method: "POST", route: "/oauth/token", path: "/oauth/token", encrypted: false, clientAddress: () => undefined, caller: undefined }
+      const facts = {
+        method: "POST",
+        route: "/oauth/token",
+        path: "/oauth/token",
+        encrypted: false,
+        clientAddress: () => undefined,
+        caller: undefined
+      }
       const spanOn = startRequestSpan(on, facts, 1n)
       const spanOff = startRequestSpan(off, facts, 1n)
       expect(spanOn.sampled).toBe(true)

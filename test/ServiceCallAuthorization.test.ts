@@ -11,14 +11,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { randomUUID } from "node:crypto"
 import { createFixture, makeTestServer, sharedFixture, uniqueName } from "../src/testing.js"
-import {
-  callPath,
-  callService,
-  CHALLENGE,
-  expectEcho,
-  expectInvalidToken,
-  expectServiceError
-} from "./support/Tokens.js"
+import { callPath, callService, CHALLENGE, expectEcho, expectInvalidToken, expectServiceError } from "./support/Tokens.js"
 import { withToken } from "./support/ServiceCall.js"
 
 describe("POST /service/…: not found (404 not_found)", () => {

@@ -8,14 +8,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { randomUUID } from "node:crypto"
 import { admin, createFixture, makeTestServer, serverPort, sharedFixture } from "../src/testing.js"
-import {
-  callPath,
-  callService,
-  CHALLENGE,
-  expectEcho,
-  expectInvalidToken,
-  expectServiceError
-} from "./support/Tokens.js"
+import { callPath, callService, CHALLENGE, expectEcho, expectInvalidToken, expectServiceError } from "./support/Tokens.js"
 import { asJsonResponse, rawRequest } from "./support/Http.js"
 import { withToken } from "./support/ServiceCall.js"
 

@@ -80,7 +80,11 @@ describe("npm start's own lines", () => {
   }, 150_000)
 
   it("with ADMIN_TOKEN set, the ready line says to paste it", async () => {
-    const server = await startServer({ ADMIN_TOKEN: "start-lines-admin-token-0123456789", LOG_LEVEL: "info", DATA_DIR: join(freshDir(), "data") })
+    const server = await startServer({
+      ADMIN_TOKEN: "start-lines-admin-token-0123456789",
+      LOG_LEVEL: "info",
+      DATA_DIR: join(freshDir(), "data")
+    })
     try {
       const lines = await linesUntilReady(server.log)
       const ready = lines.find((line) => line.includes("listening on"))
@@ -117,7 +121,11 @@ describe("npm start's own lines", () => {
 
   it("a DATABASE_URL of another database names its scheme, in one line", async () => {
     for (const [url, scheme] of [["mysql://x", "mysql"], ["sqlite:///tmp/x.db", "sqlite"]] as const) {
-      const result = await runToExit({ PORT: String(await freePort()), ADMIN_TOKEN: "start-lines-admin-token-0123456789", DATABASE_URL: url })
+      const result = await runToExit({
+        PORT: String(await freePort()),
+        ADMIN_TOKEN: "start-lines-admin-token-0123456789",
+        DATABASE_URL: url
+      })
       const lines = result.output.split("\n").filter((line) => line.trim() !== "")
       expect(result.code, result.output).toBe(1)
       expect(lines).toEqual([

@@ -156,20 +156,52 @@ describe("start-up failures: one clear line, a non-zero exit, promptly", () => {
   }, 60_000)
 
   const cases: ReadonlyArray<readonly [string, () => Record<string, string>, RegExp]> = [
-    ["PostgreSQL refuses connections", () => ({ DATABASE_URL: "postgres://postgres@127.0.0.1:1/service_auth" }), /PostgreSQL at 127\.0\.0\.1:1\/service_auth: connection refused/],
-    ["the database host does not exist", () => ({ DATABASE_URL: "postgres://postgres:hunter2@no-such-host.invalid:5432/x" }), /PostgreSQL at no-such-host\.invalid:5432\/x: host not found/],
-    ["the signing key file is missing", () => ({ DATA_DIR: join(freshDir(), "data"), SIGNING_KEY_FILE: "/no/such/key.pem" }), /cannot read SIGNING_KEY_FILE \/no\/such\/key\.pem: no such file or directory/],
+    [
+      "PostgreSQL refuses connections",
+      () => ({ DATABASE_URL: "postgres://postgres@127.0.0.1:1/service_auth" }),
+      /PostgreSQL at 127\.0\.0\.1:1\/service_auth: connection refused/
+    ],
+    [
+      "the database host does not exist",
+      () => ({ DATABASE_URL: "postgres://postgres:hunter2@no-such-host.invalid:5432/x" }),
+      /PostgreSQL at no-such-host\.invalid:5432\/x: host not found/
+    ],
+    [
+      "the signing key file is missing",
+      () => ({ DATA_DIR: join(freshDir(), "data"), SIGNING_KEY_FILE: "/no/such/key.pem" }),
+      /cannot read SIGNING_KEY_FILE \/no\/such\/key\.pem: no such file or directory/
+    ],
     ["the signing key file is not a key", () => {
       const file = join(freshDir(), "key.pem")
       writeFileSync(file, "not a key\n")
       return { DATA_DIR: join(freshDir(), "data"), SIGNING_KEY_FILE: file }
     }, /SIGNING_KEY_FILE .*key\.pem is not a usable signing key/],
-    ["LOG_LEVEL is not a level", () => ({ LOG_LEVEL: "loud", DATA_DIR: join(freshDir(), "data") }), /invalid setting: LOG_LEVEL must be one of trace, debug, info, warning, error, none/],
-    ["LOG_FORMAT is not a format", () => ({ LOG_FORMAT: "xml", DATA_DIR: join(freshDir(), "data") }), /invalid setting: LOG_FORMAT must be text or json/],
+    [
+      "LOG_LEVEL is not a level",
+      () => ({ LOG_LEVEL: "loud", DATA_DIR: join(freshDir(), "data") }),
+      /invalid setting: LOG_LEVEL must be one of trace, debug, info, warning, error, none/
+    ],
+    [
+      "LOG_FORMAT is not a format",
+      () => ({ LOG_FORMAT: "xml", DATA_DIR: join(freshDir(), "data") }),
+      /invalid setting: LOG_FORMAT must be text or json/
+    ],
     ["PORT is not a port", () => ({ PORT: "http", DATA_DIR: join(freshDir(), "data") }), /invalid setting: PORT/],
-    ["MAX_BODY_BYTES is not positive", () => ({ MAX_BODY_BYTES: "0", DATA_DIR: join(freshDir(), "data") }), /invalid setting: MAX_BODY_BYTES must be a positive integer/],
-    ["DATA_DIR cannot be created", () => ({ DATA_DIR: "/etc/hostname/data" }), /cannot use DATA_DIR \/etc\/hostname\/data: a part of the path is not a directory/],
-    ["HOST is not a local address", () => ({ HOST: "192.0.2.1", DATA_DIR: join(freshDir(), "data") }), /cannot listen on 192\.0\.2\.1: no such local address/]
+    [
+      "MAX_BODY_BYTES is not positive",
+      () => ({ MAX_BODY_BYTES: "0", DATA_DIR: join(freshDir(), "data") }),
+      /invalid setting: MAX_BODY_BYTES must be a positive integer/
+    ],
+    [
+      "DATA_DIR cannot be created",
+      () => ({ DATA_DIR: "/etc/hostname/data" }),
+      /cannot use DATA_DIR \/etc\/hostname\/data: a part of the path is not a directory/
+    ],
+    [
+      "HOST is not a local address",
+      () => ({ HOST: "192.0.2.1", DATA_DIR: join(freshDir(), "data") }),
+      /cannot listen on 192\.0\.2\.1: no such local address/
+    ]
   ]
   for (const [label, env, pattern] of cases) {
     it(label, async () => {

@@ -56,8 +56,7 @@ const withHeader = (token: string, header: object) => {
   return `${base64url(header)}.${payload}.${signature}`
 }
 
-const expectRefused = (fixture: Fixture, token: string) =>
-  Effect.map(callService(callPath(fixture), { token }), expectInvalidToken)
+const expectRefused = (fixture: Fixture, token: string) => Effect.map(callService(callPath(fixture), { token }), expectInvalidToken)
 
 /** Records every request it receives: the attacker's JWKS / certificate host for jku and x5u. */
 const attackerHost = {
@@ -103,12 +102,14 @@ describe("forged tokens (RFC 8725) → 401 invalid_token", () => {
         const { fixture, keys, now } = yield* setup
         const claims = realClaims(fixture, now)
         const { aud: _, ...withoutAud } = claims
-        for (const payload of [
-          { ...claims, aud: claims.aud.replace(fixture.uuid, "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10") },
-          { ...claims, aud: claims.aud.replace(TEST_ISSUER, "http://elsewhere.test") },
-          { ...claims, aud: [claims.aud] },
-          withoutAud
-        ]) {
+        for (
+          const payload of [
+            { ...claims, aud: claims.aud.replace(fixture.uuid, "0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10") },
+            { ...claims, aud: claims.aud.replace(TEST_ISSUER, "http://elsewhere.test") },
+            { ...claims, aud: [claims.aud] },
+            withoutAud
+          ]
+        ) {
           expectInvalidToken(yield* callService(callPath(fixture), { token: signWith(keys.privateKey, realHeader(keys.kid), payload) }))
         }
       }))

@@ -175,7 +175,9 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
         const now = decodeJwt(token).payload.iat as number
         const { kid, privateKey } = yield* testSigningKey
         const [header, payload, signature] = token.split(".") as [string, string, string]
-        const tampered = `${header}.${Buffer.from(JSON.stringify({ ...decodeJwt(token).payload, client_id: "svc_x" })).toString("base64url")}.${signature}`
+        const tampered = `${header}.${
+          Buffer.from(JSON.stringify({ ...decodeJwt(token).payload, client_id: "svc_x" })).toString("base64url")
+        }.${signature}`
         const attacker = attackerKeyPair().privateKey
         const candidates = [
           `${header}.${payload}.${signature.slice(0, -4)}AAAA`,

@@ -10,22 +10,14 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
 import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { basicAuthorization, expectErrorBody, NO_STORE_HEADERS, oauthError, request } from "./support/Http.js"
-import {
-  admin,
-  createFixture,
-  type Fixture,
-  issueToken,
-  makeTestServer,
-  type TestStorage
-} from "../src/testing.js"
+import { admin, createFixture, type Fixture, issueToken, makeTestServer, type TestStorage } from "../src/testing.js"
 
 const FORM = "application/x-www-form-urlencoded"
 
 export const revoke = (fields: Record<string, string>, headers: Record<string, string> = {}) =>
   request("POST", "/oauth/revoke", { body: new URLSearchParams(fields).toString(), contentType: FORM, headers })
 
-const byPost = (fixture: Fixture, token: string) =>
-  revoke({ token, client_id: fixture.clientId, client_secret: fixture.clientSecret })
+const byPost = (fixture: Fixture, token: string) => revoke({ token, client_id: fixture.clientId, client_secret: fixture.clientSecret })
 const byBasic = (fixture: Fixture, token: string) =>
   revoke({ token, token_type_hint: "access_token" }, { authorization: basicAuthorization(fixture.clientId, fixture.clientSecret) })
 

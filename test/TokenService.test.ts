@@ -308,11 +308,13 @@ it.layer(TokenServiceTest)("TokenService", (it) => {
       expect(tokens.isForService(genuine, ADDRESS)).toBe(true)
       expect(tokens.isForService(genuine, other)).toBe(false)
       // data right, aud naming another service, another issuer, or no service at all: not for it.
-      for (const aud of [
-        `${ISSUER}/service/${other.profile}/${other.environment}/json/${other.uuid}`,
-        `http://elsewhere.test/service/${ADDRESS.profile}/${ADDRESS.environment}/json/${ADDRESS.uuid}`,
-        ISSUER
-      ]) {
+      for (
+        const aud of [
+          `${ISSUER}/service/${other.profile}/${other.environment}/json/${other.uuid}`,
+          `http://elsewhere.test/service/${ADDRESS.profile}/${ADDRESS.environment}/json/${ADDRESS.uuid}`,
+          ISSUER
+        ]
+      ) {
         expect(tokens.isForService(yield* claimsOf(yield* ownToken(claimsAt(NOW, { aud }))), ADDRESS)).toBe(false)
       }
       // aud missing, or not a string: the claims are invalid.
@@ -338,7 +340,9 @@ it.layer(TokenServiceTest)("TokenService", (it) => {
           return tokens.isForService(claims, ADDRESS)
         }).pipe(Effect.provide(unconfigured))
       expect(yield* check(`http://localhost:3001${path}`)).toBe(true)
-      expect(yield* check(`http://localhost:3001/service/${ADDRESS.profile}/${ADDRESS.environment}/json/0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10`)).toBe(false)
+      expect(
+        yield* check(`http://localhost:3001/service/${ADDRESS.profile}/${ADDRESS.environment}/json/0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10`)
+      ).toBe(false)
     }))
 
   it.effect("answers InsufficientScope for an otherwise valid token without service:call", () =>

@@ -59,7 +59,9 @@ const resourceServer = (profiles: ReadonlyArray<string>) =>
     const service = yield* createService()
     const created = yield* admin.post(`${service.servicePath}/credentials`)
     const { client_id, client_secret } = created.body as { client_id: string; client_secret: string }
-    const allowed = yield* admin.put(`${service.servicePath}/credentials/${client_id}/introspect_profiles`, { introspect_profiles: profiles })
+    const allowed = yield* admin.put(`${service.servicePath}/credentials/${client_id}/introspect_profiles`, {
+      introspect_profiles: profiles
+    })
     expect(allowed.status).toBe(200)
     return `Basic ${Buffer.from(`${client_id}:${client_secret}`).toString("base64")}`
   })
@@ -72,7 +74,8 @@ const gatewayAccepts = (token: Token) =>
       const now = yield* Clock.currentTimeMillis
       headers.authorization = `DPoP ${token.accessToken}`
       headers.dpop = yield* Effect.promise(() =>
-        dpopProof(token.key!, `${ISSUER}${token.path}`, now, { ath: accessTokenHash(token.accessToken) }))
+        dpopProof(token.key!, `${ISSUER}${token.path}`, now, { ath: accessTokenHash(token.accessToken) })
+      )
     }
     const response = yield* send(
       HttpClientRequest.post(token.path).pipe(HttpClientRequest.bodyUnsafeJson({}), HttpClientRequest.setHeaders(headers))
@@ -112,7 +115,12 @@ const walk = (random: () => number, seed: number) =>
       expect(created.status).toBe(201)
       const clientId = created.body.client_id as string
       const clientSecret = created.body.client_secret as string
-      const credential = { fields: { ...targetOf(service), client_id: clientId, client_secret: clientSecret }, clientId, clientSecret, deleted: false }
+      const credential = {
+        fields: { ...targetOf(service), client_id: clientId, client_secret: clientSecret },
+        clientId,
+        clientSecret,
+        deleted: false
+      }
       credentials.push(credential)
       for (let j = 0; j < 1 + Math.floor(random() * 2); j++) {
         tokens.push(yield* issue(credential, path, requireDpop || random() < 0.4))
@@ -175,7 +183,10 @@ const walk = (random: () => number, seed: number) =>
       if (revoked.status === 200) authenticated++
       // Introspection asks the same function: 401 exactly when the token endpoint's is, else 403
       // (the credential was never allowed to introspect).
-      const asClient = yield* introspect("not-a-token", `Basic ${Buffer.from(`${credential.clientId}:${credential.clientSecret}`).toString("base64")}`)
+      const asClient = yield* introspect(
+        "not-a-token",
+        `Basic ${Buffer.from(`${credential.clientId}:${credential.clientSecret}`).toString("base64")}`
+      )
       expect(asClient.status, label).toBe(token.status === 401 ? 401 : 403)
     }
     return { tokens: tokens.length, active, credentials: credentials.length, authenticated }
@@ -204,7 +215,12 @@ const agreement = (storage: Layer.Layer<TestStorage, unknown>) =>
         const created = yield* admin.post(`${service.servicePath}/credentials`, { expires_at: new Date(now + 10_000).toISOString() })
         const { client_id, client_secret } = created.body as { client_id: string; client_secret: string }
         const path = `/service/${service.profile}/${service.environment}/json/${service.uuid}`
-        const credential = { fields: { ...targetOf(service), client_id, client_secret }, clientId: client_id, clientSecret: client_secret, deleted: false }
+        const credential = {
+          fields: { ...targetOf(service), client_id, client_secret },
+          clientId: client_id,
+          clientSecret: client_secret,
+          deleted: false
+        }
         const token = yield* issue(credential, path, false)
         expect((yield* introspect(token.accessToken)).body.active).toBe(true)
         yield* TestClock.adjust("10 seconds")
@@ -223,7 +239,12 @@ const agreement = (storage: Layer.Layer<TestStorage, unknown>) =>
         const created = yield* admin.post(`${service.servicePath}/credentials`)
         const { client_id, client_secret } = created.body as { client_id: string; client_secret: string }
         const path = `/service/${service.profile}/${service.environment}/json/${service.uuid}`
-        const credential = { fields: { ...targetOf(service), client_id, client_secret }, clientId: client_id, clientSecret: client_secret, deleted: false }
+        const credential = {
+          fields: { ...targetOf(service), client_id, client_secret },
+          clientId: client_id,
+          clientSecret: client_secret,
+          deleted: false
+        }
         const token = yield* issue(credential, path, true)
         const claims = decodeJwt(token.accessToken).payload
         const answer = yield* introspect(token.accessToken)

@@ -8,15 +8,7 @@
 import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type ServerProcess, startServer } from "./support/ServerProcess.js"
-import {
-  ADMIN_TOKEN,
-  type Receiver,
-  removeTestDirs,
-  serverSettings,
-  spansOf,
-  startReceiver,
-  tokenAndCall
-} from "./support/TracedServer.js"
+import { ADMIN_TOKEN, type Receiver, removeTestDirs, serverSettings, spansOf, startReceiver, tokenAndCall } from "./support/TracedServer.js"
 import { waitFor } from "./support/OtlpSink.js"
 
 afterAll(removeTestDirs)
@@ -135,10 +127,10 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
     // A proxy's upstream (the receiver again, answering {}) continues the trace of the call: two spans.
     const proxied = await tokenAndCall(server.base, {}, { type: "proxy", url: `${receiver.endpoint}/upstream?key=upstream-key` })
     const upstream = receiver.received.find((e) => e.path.startsWith("/upstream"))!
-    const proxySpan = await waitFor("the proxy's span", () =>
-      spansOf(receiver).find((s) =>
-        s.name === "ServiceHandlers.proxy" && s.attributes["http.response.status_code"] === 200
-      ))
+    const proxySpan = await waitFor(
+      "the proxy's span",
+      () => spansOf(receiver).find((s) => s.name === "ServiceHandlers.proxy" && s.attributes["http.response.status_code"] === 200)
+    )
     expect(upstream.headers["traceparent"]).toBe(`00-${proxySpan.traceId}-${proxySpan.spanId}-01`)
     expect(proxySpan.kind).toBe(3)
     expect(proxySpan.attributes).toEqual({
@@ -147,8 +139,10 @@ describe("OTEL_EXPORTER_OTLP_ENDPOINT set (http/json, the default)", () => {
       "server.port": Number(new URL(receiver.endpoint).port),
       "http.response.status_code": 200
     })
-    const proxiedCall = await waitFor("the spans of the proxied call", () =>
-      spansOf(receiver).find((s) => s.name === SERVICE_SPAN && s.attributes["service_auth.service_uuid"] === proxied.service.uuid))
+    const proxiedCall = await waitFor(
+      "the spans of the proxied call",
+      () => spansOf(receiver).find((s) => s.name === SERVICE_SPAN && s.attributes["service_auth.service_uuid"] === proxied.service.uuid)
+    )
     expect(proxySpan.parentSpanId).toBe(proxiedCall.spanId)
     expect(proxiedCall.attributes["service_auth.handler.configured"]).toBe("proxy")
     expect(spansOf(receiver).filter((s) => s.traceId === proxiedCall.traceId)).toHaveLength(2)
@@ -238,4 +232,3 @@ describe("head sampling (OTEL_TRACES_SAMPLER=parentbased_traceidratio, OTEL_TRAC
     }
   }, 120_000)
 })
-

@@ -8,14 +8,7 @@ import { spawn } from "node:child_process"
 import { gunzipSync } from "node:zlib"
 import { afterAll, describe, expect, it } from "vitest"
 import { freePort, startServer } from "./support/ServerProcess.js"
-import {
-  removeTestDirs,
-  ROOT,
-  serverSettings,
-  sleep,
-  startReceiver,
-  tokenAndCall
-} from "./support/TracedServer.js"
+import { removeTestDirs, ROOT, serverSettings, sleep, startReceiver, tokenAndCall } from "./support/TracedServer.js"
 import { waitFor } from "./support/OtlpSink.js"
 
 afterAll(removeTestDirs)
@@ -142,13 +135,19 @@ const expectNothingSent = async (env: (endpoint: string) => Record<string, strin
 }
 
 describe("no OTLP endpoint", () => {
-  it("sends nothing, and leftover OTEL_ settings neither matter nor stop the start", () =>
-    expectNothingSent(() => ({ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc", OTEL_SERVICE_NAME: "leftover" })), 120_000)
+  it(
+    "sends nothing, and leftover OTEL_ settings neither matter nor stop the start",
+    () => expectNothingSent(() => ({ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc", OTEL_SERVICE_NAME: "leftover" })),
+    120_000
+  )
 })
 
 describe("an endpoint, but traces turned off", () => {
-  it.each([{ OTEL_SDK_DISABLED: "true" }, { OTEL_TRACES_EXPORTER: "none" }])("%j: nothing is sent", (off) =>
-    expectNothingSent((endpoint) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, ...off })), 120_000)
+  it.each([{ OTEL_SDK_DISABLED: "true" }, { OTEL_TRACES_EXPORTER: "none" }])(
+    "%j: nothing is sent",
+    (off) => expectNothingSent((endpoint) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, ...off })),
+    120_000
+  )
 })
 
 describe("start-up failures: one line, exit 1", () => {

@@ -14,17 +14,19 @@ const settingsOf = (env: Record<string, string>) =>
 describe("settingsFromEnv", () => {
   it.effect("reads the exporter's variables, the signal's own first", () =>
     Effect.gen(function*() {
-      const settings = Option.getOrThrow(yield* settingsOf({
-        OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/base/",
-        OTEL_EXPORTER_OTLP_HEADERS: "api-key=general,x-team=core",
-        OTEL_EXPORTER_OTLP_TRACES_HEADERS: "api-key=traces%20key",
-        OTEL_EXPORTER_OTLP_COMPRESSION: "GZIP",
-        OTEL_EXPORTER_OTLP_TIMEOUT: "2500",
-        OTEL_BSP_SCHEDULE_DELAY: "250",
-        OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "not a number",
-        OTEL_RESOURCE_ATTRIBUTES: "deployment.environment=prod,service.name=from-attributes",
-        OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT: "64"
-      }))
+      const settings = Option.getOrThrow(
+        yield* settingsOf({
+          OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/base/",
+          OTEL_EXPORTER_OTLP_HEADERS: "api-key=general,x-team=core",
+          OTEL_EXPORTER_OTLP_TRACES_HEADERS: "api-key=traces%20key",
+          OTEL_EXPORTER_OTLP_COMPRESSION: "GZIP",
+          OTEL_EXPORTER_OTLP_TIMEOUT: "2500",
+          OTEL_BSP_SCHEDULE_DELAY: "250",
+          OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "not a number",
+          OTEL_RESOURCE_ATTRIBUTES: "deployment.environment=prod,service.name=from-attributes",
+          OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT: "64"
+        })
+      )
       expect(settings).toMatchObject({
         tracesUrl: "http://collector:4318/base/v1/traces",
         protocol: "http/json",
@@ -42,11 +44,13 @@ describe("settingsFromEnv", () => {
 
   it.effect("OTEL_SERVICE_NAME wins; defaults when nothing else is set", () =>
     Effect.gen(function*() {
-      const named = Option.getOrThrow(yield* settingsOf({
-        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://collector/v1/traces",
-        OTEL_SERVICE_NAME: "gateway",
-        OTEL_RESOURCE_ATTRIBUTES: "service.name=other"
-      }))
+      const named = Option.getOrThrow(
+        yield* settingsOf({
+          OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://collector/v1/traces",
+          OTEL_SERVICE_NAME: "gateway",
+          OTEL_RESOURCE_ATTRIBUTES: "service.name=other"
+        })
+      )
       expect(named.serviceName).toBe("gateway")
       expect(named.tracesUrl).toBe("https://collector/v1/traces")
       const plain = Option.getOrThrow(yield* settingsOf({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" }))

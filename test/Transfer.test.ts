@@ -81,8 +81,7 @@ const snapshot = (url: string) =>
   }, url)
 
 /** `startServer` (which starts once more when the first statements outlasted the storage timeout). */
-const start = (env: Readonly<Record<string, string>>): Promise<ServerProcess> =>
-  startServer(env, { healthTimeoutMs: 120_000 })
+const start = (env: Readonly<Record<string, string>>): Promise<ServerProcess> => startServer(env, { healthTimeoutMs: 120_000 })
 
 const adminCall = (server: ServerProcess, method: string, path: string, body?: unknown) =>
   adminFetch(server.base, ADMIN_TOKEN, method, path, body)
@@ -272,56 +271,60 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     expect(JSON.parse(readFileSync(file, "utf8")).format).toBe("service-auth-export")
   }, TRANSFER_TEST_DEADLINE_MS)
 
-  it("imports into PostgreSQL: the credential made before the move gets a token, the tokens of both keys still work, keys and history are the same", async () => {
-    const url = await createDatabase()
-    const result = await runCli(["import", "--in", file], { DATABASE_URL: url })
-    expect(result.stderr).toBe("")
-    expect(result.code).toBe(0)
-    expect(result.stdout).toMatch(
-      /^imported 1 profile, 1 environment, 1 service, 3 credentials \(1 deleted\), 3 keys \(2 signing\), 9 audit events into PostgreSQL at 127\.0\.0\.1:5432\/sa_transfer_\w+\n$/
-    )
-    // Exported back from PostgreSQL, the rows are the same, to the microsecond.
-    const roundTrip = join(work, "round-trip.json")
-    const exported = await runCli(["export", "--out", roundTrip, "--database-url", url])
-    expect(exported.code).toBe(0)
-    expect(JSON.parse(readFileSync(roundTrip, "utf8")).tables).toEqual(JSON.parse(readFileSync(file, "utf8")).tables)
+  it(
+    "imports into PostgreSQL: the credential made before the move gets a token, the tokens of both keys still work, keys and history are the same",
+    async () => {
+      const url = await createDatabase()
+      const result = await runCli(["import", "--in", file], { DATABASE_URL: url })
+      expect(result.stderr).toBe("")
+      expect(result.code).toBe(0)
+      expect(result.stdout).toMatch(
+        /^imported 1 profile, 1 environment, 1 service, 3 credentials \(1 deleted\), 3 keys \(2 signing\), 9 audit events into PostgreSQL at 127\.0\.0\.1:5432\/sa_transfer_\w+\n$/
+      )
+      // Exported back from PostgreSQL, the rows are the same, to the microsecond.
+      const roundTrip = join(work, "round-trip.json")
+      const exported = await runCli(["export", "--out", roundTrip, "--database-url", url])
+      expect(exported.code).toBe(0)
+      expect(JSON.parse(readFileSync(roundTrip, "utf8")).tables).toEqual(JSON.parse(readFileSync(file, "utf8")).tables)
 
-    const server = await start({ ADMIN_TOKEN, DATABASE_URL: url })
-    try {
-      const issued = await requestToken(server, target)
-      expect(issued.status).toBe(200)
-      const fresh = ((await issued.json()) as { access_token: string }).access_token
-      expect((await callService(server, target, fresh)).status).toBe(200)
-      expect(kidOf(fresh)).toBe(kidOf(rotatedToken))
-      const before = await callService(server, target, token)
-      expect(before.status).toBe(200)
-      expect(await before.json()).toMatchObject({ client_id: target.clientId, body: { amount: 42 } })
-      expect((await callService(server, target, rotatedToken)).status).toBe(200)
-      expect((await requestToken(server, spare)).status).toBe(200)
-      // The same schedule: kids, statuses and every time.
-      expect((await adminCall(server, "GET", "/admin/keys")).body).toEqual(sourceKeys)
-      // The same history, newest first.
-      expect((await adminCall(server, "GET", "/admin/audit")).body).toEqual(sourceAudit)
-      // Order and content as the admin API shows them.
-      const profile = await adminCall(server, "GET", `/admin/profiles/${target.profile}`)
-      expect(profile.body.environments[0].services[0].credentials.map((c: { client_id: string }) => c.client_id)).toEqual([
-        target.clientId,
-        spare.clientId
-      ])
-    } finally {
-      expect(await server.stop()).toBe(0)
-    }
+      const server = await start({ ADMIN_TOKEN, DATABASE_URL: url })
+      try {
+        const issued = await requestToken(server, target)
+        expect(issued.status).toBe(200)
+        const fresh = ((await issued.json()) as { access_token: string }).access_token
+        expect((await callService(server, target, fresh)).status).toBe(200)
+        expect(kidOf(fresh)).toBe(kidOf(rotatedToken))
+        const before = await callService(server, target, token)
+        expect(before.status).toBe(200)
+        expect(await before.json()).toMatchObject({ client_id: target.clientId, body: { amount: 42 } })
+        expect((await callService(server, target, rotatedToken)).status).toBe(200)
+        expect((await requestToken(server, spare)).status).toBe(200)
+        // The same schedule: kids, statuses and every time.
+        expect((await adminCall(server, "GET", "/admin/keys")).body).toEqual(sourceKeys)
+        // The same history, newest first.
+        expect((await adminCall(server, "GET", "/admin/audit")).body).toEqual(sourceAudit)
+        // Order and content as the admin API shows them.
+        const profile = await adminCall(server, "GET", `/admin/profiles/${target.profile}`)
+        expect(profile.body.environments[0].services[0].credentials.map((c: { client_id: string }) => c.client_id)).toEqual([
+          target.clientId,
+          spare.clientId
+        ])
+      } finally {
+        expect(await server.stop()).toBe(0)
+      }
 
-    // Now it is not empty: a second import refuses and changes nothing.
-    const unchanged = await snapshot(url)
-    const again = await runCli(["import", "--in", file], { DATABASE_URL: url })
-    expectRefusal(
-      again,
-      /^service-auth import: the target database is not empty \(1 profile, 3 credentials\); --merge adds what is missing; nothing was imported$/
-    )
-    expect(await snapshot(url)).toBe(unchanged)
-    expectNoSecret(result.stdout + result.stderr + again.stderr, target, token)
-  }, TRANSFER_TEST_DEADLINE_MS)
+      // Now it is not empty: a second import refuses and changes nothing.
+      const unchanged = await snapshot(url)
+      const again = await runCli(["import", "--in", file], { DATABASE_URL: url })
+      expectRefusal(
+        again,
+        /^service-auth import: the target database is not empty \(1 profile, 3 credentials\); --merge adds what is missing; nothing was imported$/
+      )
+      expect(await snapshot(url)).toBe(unchanged)
+      expectNoSecret(result.stdout + result.stderr + again.stderr, target, token)
+    },
+    TRANSFER_TEST_DEADLINE_MS
+  )
 
   it("a database where a server merely started counts as empty: its generated keys are replaced", async () => {
     const url = await createDatabase()
@@ -442,13 +445,37 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
 
     const unchanged = await snapshot(url)
     const refusals: ReadonlyArray<[string, (document: any) => void, RegExp]> = [
-      ["renamed", (d) => (d.tables.services[0].name = "invoicing"), /service .* exists in the target with another name \(a conflict\); nothing was imported$/],
-      ["older", (d) => (d.tables.profiles[0].created_at = "2020-01-01T00:00:00Z"), /profile .* exists in the target with another created_at/],
-      ["foreign-key", (d) => (d.tables.server_keys.find((k: any) => k.name === "credential_digest_key").value = randomBytes(32).toString("base64url")), /the target's credential digest key differs from the file's, and its live credentials depend on it: the imported credentials could never authenticate there; nothing was imported$/],
+      [
+        "renamed",
+        (d) => (d.tables.services[0].name = "invoicing"),
+        /service .* exists in the target with another name \(a conflict\); nothing was imported$/
+      ],
+      [
+        "older",
+        (d) => (d.tables.profiles[0].created_at = "2020-01-01T00:00:00Z"),
+        /profile .* exists in the target with another created_at/
+      ],
+      [
+        "foreign-key",
+        (d) => (d.tables.server_keys.find((k: any) => k.name === "credential_digest_key").value = randomBytes(32).toString("base64url")),
+        /the target's credential digest key differs from the file's, and its live credentials depend on it: the imported credentials could never authenticate there; nothing was imported$/
+      ],
       // Another schedule for the same keys, one key fewer, a key more: the target's tokens depend on its keys.
-      ["rescheduled", (d) => (d.tables.signing_keys[1].active_from = "2030-01-01T00:00:00.000000Z"), /the target's signing keys differ from the file's \(key [\w-]{43} has another active_from\), and its live credentials' tokens depend on them: .*; nothing was imported$/],
-      ["fewer-keys", (d) => d.tables.signing_keys.pop(), /the target's signing keys differ from the file's \(only in the target: [\w-]{43}\)/],
-      ["foreign-signing-key", (d) => d.tables.signing_keys.push(foreignSigningKey()), /the target's signing keys differ from the file's \(only in the file: [\w-]{43}\)/],
+      [
+        "rescheduled",
+        (d) => (d.tables.signing_keys[1].active_from = "2030-01-01T00:00:00.000000Z"),
+        /the target's signing keys differ from the file's \(key [\w-]{43} has another active_from\), and its live credentials' tokens depend on them: .*; nothing was imported$/
+      ],
+      [
+        "fewer-keys",
+        (d) => d.tables.signing_keys.pop(),
+        /the target's signing keys differ from the file's \(only in the target: [\w-]{43}\)/
+      ],
+      [
+        "foreign-signing-key",
+        (d) => d.tables.signing_keys.push(foreignSigningKey()),
+        /the target's signing keys differ from the file's \(only in the file: [\w-]{43}\)/
+      ],
       // Two live credentials in the file (which no longer lists the first), one live in the target: three.
       ["crowded", (d) => {
         d.tables.credentials = d.tables.credentials.filter((c: any) => c.client_id !== target.clientId)
@@ -468,22 +495,26 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     const foreign = join(work, "foreign.json")
     const signingKey = generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" })
     const at = "2026-01-01T00:00:00.000000Z"
-    writeFileSync(foreign, JSON.stringify({
-      format: "service-auth-export",
-      version: 1,
-      exported_at: at,
-      schema_version: 1,
-      tables: {
-        profiles: [{ profile: "initech", created_at: at }],
-        environments: [],
-        services: [],
-        credentials: [],
-        server_keys: [
-          { name: "credential_digest_key", value: randomBytes(32).toString("base64url"), created_at: at },
-          { name: "signing_key", value: signingKey, created_at: at }
-        ]
-      }
-    }), { mode: 0o600 })
+    writeFileSync(
+      foreign,
+      JSON.stringify({
+        format: "service-auth-export",
+        version: 1,
+        exported_at: at,
+        schema_version: 1,
+        tables: {
+          profiles: [{ profile: "initech", created_at: at }],
+          environments: [],
+          services: [],
+          credentials: [],
+          server_keys: [
+            { name: "credential_digest_key", value: randomBytes(32).toString("base64url"), created_at: at },
+            { name: "signing_key", value: signingKey, created_at: at }
+          ]
+        }
+      }),
+      { mode: 0o600 }
+    )
     expect((await runCli(["import", "--in", foreign], { DATABASE_URL: url })).code).toBe(0)
     expectRefusal(await runCli(["import", "--in", file], { DATABASE_URL: url }), /not empty \(1 profile, 0 credentials\)/)
     const merged = await runCli(["import", "--in", file, "--merge", "--json"], { DATABASE_URL: url })
@@ -510,21 +541,25 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 })
     const { n, e } = publicKey.export({ format: "jwk" })
     const early = join(work, "early.json")
-    writeFileSync(early, JSON.stringify({
-      ...original,
-      tables: {
-        ...original.tables,
-        credentials: [],
-        signing_keys: [{
-          kid: createHash("sha256").update(JSON.stringify({ e, kty: "RSA", n })).digest("base64url"),
-          public_jwk: { kty: "RSA", n, e },
-          private_key: privateKey.export({ type: "pkcs8", format: "pem" }),
-          created_at: "2026-01-01T00:00:00.000000Z",
-          active_from: "2026-01-01T00:00:00.000000Z"
-        }],
-        audit_events: []
-      }
-    }), { mode: 0o600 })
+    writeFileSync(
+      early,
+      JSON.stringify({
+        ...original,
+        tables: {
+          ...original.tables,
+          credentials: [],
+          signing_keys: [{
+            kid: createHash("sha256").update(JSON.stringify({ e, kty: "RSA", n })).digest("base64url"),
+            public_jwk: { kty: "RSA", n, e },
+            private_key: privateKey.export({ type: "pkcs8", format: "pem" }),
+            created_at: "2026-01-01T00:00:00.000000Z",
+            active_from: "2026-01-01T00:00:00.000000Z"
+          }],
+          audit_events: []
+        }
+      }),
+      { mode: 0o600 }
+    )
     expect((await runCli(["import", "--in", early], { DATABASE_URL: url })).code).toBe(0)
     const server = await start({ ADMIN_TOKEN, DATABASE_URL: url })
     try {
@@ -566,17 +601,100 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     const cases: ReadonlyArray<[string, string, RegExp]> = [
       ["truncated", text.slice(0, text.length / 2), /: not JSON \(.*\); nothing was imported$/],
       ["not an export", JSON.stringify({ hello: "world" }), /: not a service-auth export \("format" is not "service-auth-export"\)/],
-      ["another version", JSON.stringify({ ...document, version: 4 }), /: export format version 4 is not one this service-auth reads \(1, 2, 3\)/],
-      ["a missing field", JSON.stringify({ ...document, tables: { ...document.tables, credentials: [{ ...document.tables.credentials[0], secret_hash: undefined }] } }), /: tables\.credentials\[0\]\.secret_hash: is missing; nothing was imported$/],
-      ["an unknown table", JSON.stringify({ ...document, tables: { ...document.tables, audit: [] } }), /: tables\.audit: is not a field of this format/],
-      ["a bad key", JSON.stringify({ ...document, tables: { ...document.tables, server_keys: [...document.tables.server_keys, { name: "signing_key", value: badPem, created_at: document.exported_at }] } }), /: the file's signing key is not usable/],
-      ["a bad signing key", JSON.stringify({ ...document, tables: { ...document.tables, signing_keys: [{ ...document.tables.signing_keys[0], private_key: badPem }, document.tables.signing_keys[1]] } }), /: tables\.signing_keys\[0\]: private_key is not usable \(.*\); nothing was imported$/],
-      ["a swapped signing key", JSON.stringify({ ...document, tables: { ...document.tables, signing_keys: [{ ...document.tables.signing_keys[0], private_key: document.tables.signing_keys[1].private_key }, document.tables.signing_keys[1]] } }), /: tables\.signing_keys\[0\]: private_key is not the private half of public_jwk; nothing was imported$/],
-      ["a kid that is not the thumbprint", JSON.stringify({ ...document, tables: { ...document.tables, signing_keys: [{ ...document.tables.signing_keys[0], kid: document.tables.signing_keys[1].kid }] } }), /: tables\.signing_keys\[0\]: kid is not the RFC 7638 thumbprint of public_jwk; nothing was imported$/],
-      ["a duplicate kid", JSON.stringify({ ...document, tables: { ...document.tables, signing_keys: [document.tables.signing_keys[0], document.tables.signing_keys[0]] } }), /: tables: signing key [\w-]{43} is listed twice; nothing was imported$/],
-      ["a private JWK", JSON.stringify({ ...document, tables: { ...document.tables, signing_keys: [{ ...document.tables.signing_keys[0], public_jwk: { ...document.tables.signing_keys[0].public_jwk, d: "AAAA" } }] } }), /: tables\.signing_keys\[0\]\.public_jwk\.d: is not a field of this format/],
-      ["an unknown action", JSON.stringify({ ...document, tables: { ...document.tables, audit_events: [{ ...document.tables.audit_events[0], action: "profile.renamed" }] } }), /: tables\.audit_events\[0\]\.action: Expected /],
-      ["an orphan", JSON.stringify({ ...document, tables: { ...document.tables, profiles: [] } }), /: tables: environment .*: its profile is not in the file; nothing was imported$/]
+      [
+        "another version",
+        JSON.stringify({ ...document, version: 4 }),
+        /: export format version 4 is not one this service-auth reads \(1, 2, 3\)/
+      ],
+      [
+        "a missing field",
+        JSON.stringify({
+          ...document,
+          tables: { ...document.tables, credentials: [{ ...document.tables.credentials[0], secret_hash: undefined }] }
+        }),
+        /: tables\.credentials\[0\]\.secret_hash: is missing; nothing was imported$/
+      ],
+      [
+        "an unknown table",
+        JSON.stringify({ ...document, tables: { ...document.tables, audit: [] } }),
+        /: tables\.audit: is not a field of this format/
+      ],
+      [
+        "a bad key",
+        JSON.stringify({
+          ...document,
+          tables: {
+            ...document.tables,
+            server_keys: [...document.tables.server_keys, { name: "signing_key", value: badPem, created_at: document.exported_at }]
+          }
+        }),
+        /: the file's signing key is not usable/
+      ],
+      [
+        "a bad signing key",
+        JSON.stringify({
+          ...document,
+          tables: {
+            ...document.tables,
+            signing_keys: [{ ...document.tables.signing_keys[0], private_key: badPem }, document.tables.signing_keys[1]]
+          }
+        }),
+        /: tables\.signing_keys\[0\]: private_key is not usable \(.*\); nothing was imported$/
+      ],
+      [
+        "a swapped signing key",
+        JSON.stringify({
+          ...document,
+          tables: {
+            ...document.tables,
+            signing_keys: [
+              { ...document.tables.signing_keys[0], private_key: document.tables.signing_keys[1].private_key },
+              document.tables.signing_keys[1]
+            ]
+          }
+        }),
+        /: tables\.signing_keys\[0\]: private_key is not the private half of public_jwk; nothing was imported$/
+      ],
+      [
+        "a kid that is not the thumbprint",
+        JSON.stringify({
+          ...document,
+          tables: { ...document.tables, signing_keys: [{ ...document.tables.signing_keys[0], kid: document.tables.signing_keys[1].kid }] }
+        }),
+        /: tables\.signing_keys\[0\]: kid is not the RFC 7638 thumbprint of public_jwk; nothing was imported$/
+      ],
+      [
+        "a duplicate kid",
+        JSON.stringify({
+          ...document,
+          tables: { ...document.tables, signing_keys: [document.tables.signing_keys[0], document.tables.signing_keys[0]] }
+        }),
+        /: tables: signing key [\w-]{43} is listed twice; nothing was imported$/
+      ],
+      [
+        "a private JWK",
+        JSON.stringify({
+          ...document,
+          tables: {
+            ...document.tables,
+            signing_keys: [{ ...document.tables.signing_keys[0], public_jwk: { ...document.tables.signing_keys[0].public_jwk, d: "AAAA" } }]
+          }
+        }),
+        /: tables\.signing_keys\[0\]\.public_jwk\.d: is not a field of this format/
+      ],
+      [
+        "an unknown action",
+        JSON.stringify({
+          ...document,
+          tables: { ...document.tables, audit_events: [{ ...document.tables.audit_events[0], action: "profile.renamed" }] }
+        }),
+        /: tables\.audit_events\[0\]\.action: Expected /
+      ],
+      [
+        "an orphan",
+        JSON.stringify({ ...document, tables: { ...document.tables, profiles: [] } }),
+        /: tables: environment .*: its profile is not in the file; nothing was imported$/
+      ]
     ]
     for (const [label, content, pattern] of cases) {
       const path = join(work, `corrupt-${label.replaceAll(" ", "-")}.json`)
@@ -644,7 +762,9 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
     const { tables } = JSON.parse(text)
     expect(tables.signing_keys).toHaveLength(1)
     expect(tables.signing_keys[0].private_key).toMatch(/^enc:v1:/)
-    expect(tables.server_keys).toEqual([expect.objectContaining({ name: "credential_digest_key", value: expect.stringMatching(/^enc:v1:/) })])
+    expect(tables.server_keys).toEqual([
+      expect.objectContaining({ name: "credential_digest_key", value: expect.stringMatching(/^enc:v1:/) })
+    ])
 
     const url = await createDatabase()
     const imported = await runCli(["import", "--in", sealedFile], { DATABASE_URL: url })
@@ -690,9 +810,7 @@ describeWithPostgres("export from the embedded database, import into PostgreSQL"
         Effect.provide(Storage.layerMigrated(Storage.layerPostgresClient(Redacted.make(url))))
       )
       expect(found).toEqual(["column services.note", "table webhooks"])
-      const refused = yield* Effect.promise(() =>
-        runCli(["export", "--out", join(work, "incomplete.json")], { DATABASE_URL: url })
-      )
+      const refused = yield* Effect.promise(() => runCli(["export", "--out", join(work, "incomplete.json")], { DATABASE_URL: url }))
       expectRefusal(
         refused,
         /^service-auth export: this service-auth does not know how to export column services\.note, table webhooks: the file would be incomplete$/

@@ -22,8 +22,12 @@ const FORM = { "content-type": "application/x-www-form-urlencoded" }
 const runCli = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>) =>
   new Promise<{ readonly code: number | null; readonly stderr: string }>((resolve) => {
     const { DATABASE_URL: _url, DATA_DIR: _dir, ...inherited } = process.env
-    execFile(process.execPath, [CLI, ...args], { env: { ...inherited, ...env }, timeout: 120_000 }, (error, _stdout, stderr) =>
-      resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stderr }))
+    execFile(
+      process.execPath,
+      [CLI, ...args],
+      { env: { ...inherited, ...env }, timeout: 120_000 },
+      (error, _stdout, stderr) => resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stderr })
+    )
   })
 
 describe.skipIf(TEST_DATABASE_URL === undefined)("export and import carry introspect_profiles", () => {

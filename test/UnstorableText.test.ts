@@ -63,8 +63,7 @@ const MISSING = { error: "invalid_request", error_description: "Missing required
 /** A path segment carrying any text, percent-encoded byte by byte (lone surrogates become U+FFFD). */
 const segment = (value: string) => formEncode(value)
 
-const form = (fields: Record<string, string>) =>
-  Object.entries(fields).map(([name, value]) => `${name}=${formEncode(value)}`).join("&")
+const form = (fields: Record<string, string>) => Object.entries(fields).map(([name, value]) => `${name}=${formEncode(value)}`).join("&")
 
 const expectAnswer = (
   request: RawRequest,
@@ -99,7 +98,12 @@ const storageSuite = (storage: Layer.Layer<TestStorage, unknown>) =>
         for (const bad of UNSTORABLE) {
           for (const clientId of [bad, f.clientId + bad, bad + f.clientId]) {
             // client_secret_post
-            const post: RawRequest = { method: "POST", path: "/oauth/token", headers: FORM, body: form({ ...f.tokenFields, client_id: clientId }) }
+            const post: RawRequest = {
+              method: "POST",
+              path: "/oauth/token",
+              headers: FORM,
+              body: form({ ...f.tokenFields, client_id: clientId })
+            }
             const postAnswer = yield* send(post)
             expectAnswer(post, postAnswer, 401, INVALID_CLIENT)
             expect(postAnswer.headers["www-authenticate"]).toBeUndefined()
@@ -219,11 +223,13 @@ const storageSuite = (storage: Layer.Layer<TestStorage, unknown>) =>
       Effect.gen(function*() {
         const f = yield* fixture
         for (const bad of UNSTORABLE) {
-          for (const path of [
-            `/service/${segment(f.profile + bad)}/${f.environment}/json/${f.uuid}`,
-            `/service/${f.profile}/${segment(f.environment + bad)}/json/${f.uuid}`,
-            `/service/${f.profile}/${f.environment}/json/${segment(f.uuid + bad)}`
-          ]) {
+          for (
+            const path of [
+              `/service/${segment(f.profile + bad)}/${f.environment}/json/${f.uuid}`,
+              `/service/${f.profile}/${segment(f.environment + bad)}/json/${f.uuid}`,
+              `/service/${f.profile}/${f.environment}/json/${segment(f.uuid + bad)}`
+            ]
+          ) {
             const request: RawRequest = { method: "POST", path, headers: { "content-type": "application/json" }, body: "{}" }
             expectAnswer(request, yield* send(request), 404)
           }
@@ -263,7 +269,13 @@ const storageSuite = (storage: Layer.Layer<TestStorage, unknown>) =>
             path: paths.save,
             headers: JSON_ADMIN,
             body: JSON.stringify({
-              changes: [{ op: "remove_credential", environment: f.environment, service_uuid: f.uuid, client_id: f.clientId, [field]: value }]
+              changes: [{
+                op: "remove_credential",
+                environment: f.environment,
+                service_uuid: f.uuid,
+                client_id: f.clientId,
+                [field]: value
+              }]
             })
           })),
           fc.tuple(
@@ -325,12 +337,12 @@ describe("an unexpected storage failure", () => {
           writes: {
             ...store.writes,
             putService: () =>
-            Effect.die(
-              new SqlError({
-                cause: Object.assign(new Error(`invalid byte sequence for encoding "UTF8": ${INPUT}`), { code: "22021" }),
-                message: "Failed to execute statement"
-              })
-            )
+              Effect.die(
+                new SqlError({
+                  cause: Object.assign(new Error(`invalid byte sequence for encoding "UTF8": ${INPUT}`), { code: "22021" }),
+                  message: "Failed to execute statement"
+                })
+              )
           }
         })
         return Context.add(yield* Storage.makeCatalogue(failing, Effect.sync(localGuard)), AuditTrail, auditTrail)

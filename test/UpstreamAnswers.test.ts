@@ -9,7 +9,19 @@ import { afterAll, beforeAll, describe, expect, layer } from "@effect/vitest"
 import { Effect, Fiber, TestClock } from "effect"
 import { makeTestServer, send } from "../src/testing.js"
 import { expectServiceError } from "./support/Tokens.js"
-import { ENTRIES, FAILING, Mode, callThroughApp, eventually, proxyService, startUpstream, stopUpstream, throughLane, upstream, upstreamPort } from "./support/UpstreamGateway.js"
+import {
+  ENTRIES,
+  FAILING,
+  Mode,
+  callThroughApp,
+  eventually,
+  proxyService,
+  startUpstream,
+  stopUpstream,
+  throughLane,
+  upstream,
+  upstreamPort
+} from "./support/UpstreamGateway.js"
 
 beforeAll(startUpstream)
 

@@ -39,7 +39,11 @@ describe("upstream assertions", () => {
     const second = await signingKey("second")
     let current = first
     let ids = 0
-    const assertions = makeUpstreamAssertions({ issuer: "https://auth.example", signingKeyAt: () => current, randomId: () => `id-${++ids}` })
+    const assertions = makeUpstreamAssertions({
+      issuer: "https://auth.example",
+      signingKeyAt: () => current,
+      randomId: () => `id-${++ids}`
+    })
     const t0 = 1_800_000_000_000
     const [a, b] = await Promise.all([assertions.assertionAt(subject, t0), assertions.assertionAt(subject, t0)])
     expect(a).toBe(b)
@@ -78,7 +82,10 @@ describe("upstream assertions", () => {
       (await Jose.jwtVerify(token, key.publicKey, { audience: subject.audience, currentDate: new Date(t0) })).payload
     const openClaims = await claimsOf(open)
     expect(openClaims).not.toHaveProperty("sub")
-    expect(openClaims).toMatchObject({ client_authenticated: false, data: { service_uuid: subject.uuid, profile: "acme", environment: "production" } })
+    expect(openClaims).toMatchObject({
+      client_authenticated: false,
+      data: { service_uuid: subject.uuid, profile: "acme", environment: "production" }
+    })
     expect(Object.keys(openClaims).sort()).toEqual(["aud", "client_authenticated", "data", "exp", "iat", "iss", "jti"])
     expect((await claimsOf(authenticated)).client_authenticated).toBe(true)
   })

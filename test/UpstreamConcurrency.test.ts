@@ -9,7 +9,16 @@ import { Effect, Fiber } from "effect"
 import { request as httpRequest } from "node:http"
 import { type Fixture, makeTestServer, send, serverPort } from "../src/testing.js"
 import { callPath } from "./support/Tokens.js"
-import { FAILING, callThroughApp, eventually, proxyService, startUpstream, stopUpstream, throughLane, upstream } from "./support/UpstreamGateway.js"
+import {
+  FAILING,
+  callThroughApp,
+  eventually,
+  proxyService,
+  startUpstream,
+  stopUpstream,
+  throughLane,
+  upstream
+} from "./support/UpstreamGateway.js"
 
 beforeAll(startUpstream)
 

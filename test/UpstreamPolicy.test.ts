@@ -47,20 +47,62 @@ describe("internal hosts, as a URL names them", () => {
   })
 
   const internal = [
-    "0.0.0.0", "0.1.2.3", "10.0.0.1", "10.255.255.255", "100.64.0.1", "100.127.255.255", "127.255.255.254",
-    "169.254.169.254", "172.16.0.1", "172.31.255.255", "192.0.0.8", "192.168.1.1", "198.18.0.1", "198.19.255.255",
-    "224.0.0.1", "239.255.255.250", "240.0.0.1", "255.255.255.255",
-    "::", "::1", "fc00::1", "fd12:3456::1", "fe80::1", "fe80::1%eth0", "febf::1", "ff02::1", "::ffff:10.0.0.1",
-    "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe", "2002:c0a8:0101::1", "::127.0.0.1", "[::1]", "fd00:ec2::254"
+    "0.0.0.0",
+    "0.1.2.3",
+    "10.0.0.1",
+    "10.255.255.255",
+    "100.64.0.1",
+    "100.127.255.255",
+    "127.255.255.254",
+    "169.254.169.254",
+    "172.16.0.1",
+    "172.31.255.255",
+    "192.0.0.8",
+    "192.168.1.1",
+    "198.18.0.1",
+    "198.19.255.255",
+    "224.0.0.1",
+    "239.255.255.250",
+    "240.0.0.1",
+    "255.255.255.255",
+    "::",
+    "::1",
+    "fc00::1",
+    "fd12:3456::1",
+    "fe80::1",
+    "fe80::1%eth0",
+    "febf::1",
+    "ff02::1",
+    "::ffff:10.0.0.1",
+    "::ffff:169.254.169.254",
+    "64:ff9b::a9fe:a9fe",
+    "2002:c0a8:0101::1",
+    "::127.0.0.1",
+    "[::1]",
+    "fd00:ec2::254"
   ]
   for (const address of internal) {
     it(`${address} is internal`, () => expect(internalAddressKind(address)).toBeDefined())
   }
 
   const publicAddresses = [
-    "8.8.8.8", "1.1.1.1", "100.63.255.255", "100.128.0.0", "172.15.255.255", "172.32.0.0", "192.0.1.1", "192.169.0.1",
-    "198.17.255.255", "198.20.0.0", "223.255.255.255", "93.184.216.34",
-    "2606:4700:4700::1111", "2001:4860:4860::8888", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"
+    "8.8.8.8",
+    "1.1.1.1",
+    "100.63.255.255",
+    "100.128.0.0",
+    "172.15.255.255",
+    "172.32.0.0",
+    "192.0.1.1",
+    "192.169.0.1",
+    "198.17.255.255",
+    "198.20.0.0",
+    "223.255.255.255",
+    "93.184.216.34",
+    "2606:4700:4700::1111",
+    "2001:4860:4860::8888",
+    "::ffff:8.8.8.8",
+    "64:ff9b::808:808",
+    "2002:808:808::1"
   ]
   for (const address of publicAddresses) {
     it(`${address} is public`, () => expect(internalAddressKind(address)).toBeUndefined())
@@ -81,8 +123,18 @@ describe("origins an operator lists", () => {
     expect(parseOrigin("https://API.example.com:443/")).toEqual(Either.right("https://api.example.com"))
     expect(parseOrigin("http://127.0.0.1:8080")).toEqual(Either.right("http://127.0.0.1:8080"))
     expect(parseOrigin("http://[::1]:9000")).toEqual(Either.right("http://[::1]:9000"))
-    for (const bad of ["https://a.example.com/path", "ftp://a.example.com", "https://u:p@a.example.com", "a.example.com",
-      "https://a.example.com?x", "https://a.example.com#x", "", "https://"]) {
+    for (
+      const bad of [
+        "https://a.example.com/path",
+        "ftp://a.example.com",
+        "https://u:p@a.example.com",
+        "a.example.com",
+        "https://a.example.com?x",
+        "https://a.example.com#x",
+        "",
+        "https://"
+      ]
+    ) {
       expect(Either.isLeft(parseOrigin(bad))).toBe(true)
     }
   })

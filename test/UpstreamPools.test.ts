@@ -55,14 +55,18 @@ const oneServer = Effect.scoped(Effect.gen(function*() {
 }))
 
 describe("upstream connections", () => {
-  it.effect("are the server's: kept while it runs, closed when it stops, never reused by the next server in the process", () =>
-    Effect.gen(function*() {
-      yield* oneServer
-      expect(yield* eventually(() => open.size === 0)).toBe(true)
-      expect(connections).toBe(1)
-      yield* oneServer
-      // The second server opened its own connection: nothing of the first's pool survived.
-      expect(connections).toBe(2)
-      expect(yield* eventually(() => open.size === 0)).toBe(true)
-    }), 120_000)
+  it.effect(
+    "are the server's: kept while it runs, closed when it stops, never reused by the next server in the process",
+    () =>
+      Effect.gen(function*() {
+        yield* oneServer
+        expect(yield* eventually(() => open.size === 0)).toBe(true)
+        expect(connections).toBe(1)
+        yield* oneServer
+        // The second server opened its own connection: nothing of the first's pool survived.
+        expect(connections).toBe(2)
+        expect(yield* eventually(() => open.size === 0)).toBe(true)
+      }),
+    120_000
+  )
 })

@@ -26,7 +26,6 @@ const jwks = Effect.map(send(HttpClientRequest.get("/.well-known/jwks.json")), (
  */
 const TRANSPORT = new Set(["host", "connection", "content-length", "traceparent"])
 
-
 describe("what the upstream receives", () => {
   layer(makeTestServer())((it) => {
     for (const [entry, call] of ENTRIES) {
@@ -129,19 +128,36 @@ describe("what the upstream receives", () => {
           // Written back as read: the names keep their values.
           yield* admin.put(fixture.servicePath, { name: "billing", auth_type: "oauth", handler: service.body.handler }),
           // Without headers: kept.
-          yield* admin.put(fixture.servicePath, { name: "billing", auth_type: "oauth", handler: { type: "proxy", url: upstream.url(key), timeout_ms: 5000 } })
+          yield* admin.put(fixture.servicePath, {
+            name: "billing",
+            auth_type: "oauth",
+            handler: { type: "proxy", url: upstream.url(key), timeout_ms: 5000 }
+          })
         ]
         for (const answer of answers) expect(answer.text).not.toContain(secret)
-        expect(answers[4]!.body.handler).toEqual({ type: "proxy", url: upstream.url(key), timeout_ms: 5000, headers: ["Authorization", "X-Api-Key"] })
+        expect(answers[4]!.body.handler).toEqual({
+          type: "proxy",
+          url: upstream.url(key),
+          timeout_ms: 5000,
+          headers: ["Authorization", "X-Api-Key"]
+        })
         yield* throughLane(fixture, token)
         expect((yield* upstream.received(key))[1]!.headers["x-api-key"]).toBe(secret)
 
         // An object replaces them all; {} removes them.
-        yield* admin.put(fixture.servicePath, { name: "billing", auth_type: "oauth", handler: { type: "proxy", url: upstream.url(key), headers: { "X-Other": "v2" } } })
+        yield* admin.put(fixture.servicePath, {
+          name: "billing",
+          auth_type: "oauth",
+          handler: { type: "proxy", url: upstream.url(key), headers: { "X-Other": "v2" } }
+        })
         yield* throughLane(fixture, token)
         const third = (yield* upstream.received(key))[2]!.headers
         expect([third["x-other"], third["x-api-key"]]).toEqual(["v2", undefined])
-        const removed = yield* admin.put(fixture.servicePath, { name: "billing", auth_type: "oauth", handler: { type: "proxy", url: upstream.url(key), headers: {} } })
+        const removed = yield* admin.put(fixture.servicePath, {
+          name: "billing",
+          auth_type: "oauth",
+          handler: { type: "proxy", url: upstream.url(key), headers: {} }
+        })
         expect(removed.body.handler).toEqual({ type: "proxy", url: upstream.url(key) })
       }))
 
@@ -149,16 +165,35 @@ describe("what the upstream receives", () => {
       Effect.gen(function*() {
         const { fixture, key } = yield* proxyService()
         const put = (headers: unknown) =>
-          admin.put(fixture.servicePath, { name: "billing", auth_type: "oauth", handler: { type: "proxy", url: upstream.url(key), headers } })
+          admin.put(fixture.servicePath, {
+            name: "billing",
+            auth_type: "oauth",
+            handler: { type: "proxy", url: upstream.url(key), headers }
+          })
         const eleven = Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`X-H${i}`, "v"]))
-        for (const headers of [{ Host: "x" }, { "X-Client-Id": "x" }, { "Content-Length": "1" }, { Connection: "close" }, { "bad name": "x" }, { "X-Ok": "line\r\nbreak" }, eleven, ["X-Never-Stored"]]) {
+        for (
+          const headers of [
+            { Host: "x" },
+            { "X-Client-Id": "x" },
+            { "Content-Length": "1" },
+            { Connection: "close" },
+            { "bad name": "x" },
+            { "X-Ok": "line\r\nbreak" },
+            eleven,
+            ["X-Never-Stored"]
+          ]
+        ) {
           const answer = yield* put(headers)
           expect(answer.status).toBe(400)
           expect(answer.body.error).toBe("invalid_request")
           expect(answer.body.error_description).toMatch(/header|headers/)
         }
         for (const timeout_ms of [99, 60_001, 1.5]) {
-          const answer = yield* admin.put(fixture.servicePath, { name: "billing", auth_type: "oauth", handler: { type: "proxy", url: upstream.url(key), timeout_ms } })
+          const answer = yield* admin.put(fixture.servicePath, {
+            name: "billing",
+            auth_type: "oauth",
+            handler: { type: "proxy", url: upstream.url(key), timeout_ms }
+          })
           expect([answer.status, answer.body.error]).toEqual([400, "invalid_request"])
         }
       }))

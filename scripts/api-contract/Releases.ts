@@ -18,8 +18,7 @@ export const parseVersion = (text: string): Version | undefined => {
   return match === null ? undefined : { major: Number(match[1]), minor: Number(match[2]), patch: Number(match[3]), text }
 }
 
-export const compareVersions = (a: Version, b: Version): number =>
-  a.major - b.major || a.minor - b.minor || a.patch - b.patch
+export const compareVersions = (a: Version, b: Version): number => a.major - b.major || a.minor - b.minor || a.patch - b.patch
 
 export const packageVersion = (root: string): Version => {
   const text = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).version as string

@@ -151,7 +151,10 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
   .add(
     HttpApiEndpoint.put("putEnvironment", "/admin/profiles/:profile/environments/:environment")
       .annotate(OpenApi.Summary, "Create an environment")
-      .annotate(OpenApi.Description, "Creates the environment in the profile if it does not exist (201); answers it as it is otherwise (200). No body, or `{}`.")
+      .annotate(
+        OpenApi.Description,
+        "Creates the environment in the profile if it does not exist (201); answers it as it is otherwise (200). No body, or `{}`."
+      )
       .setPath(EnvironmentPath)
       .setPayload(EmptyObject)
       .addSuccess(EnvironmentDocument.annotations({ description: "The environment existed." }))

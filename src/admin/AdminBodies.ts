@@ -37,8 +37,7 @@ export const layer = Layer.effect(
       Object.create(request, {
         json: { get: () => readJson(request, maxBodyBytes) },
         headers: { get: () => ({ ...request.headers, "content-type": "application/json" }) }
-      }) as HttpServerRequest.HttpServerRequest
-    ))
+      }) as HttpServerRequest.HttpServerRequest))
 )
 
 export const decodeFailureAnswer = (failure: HttpApiError.HttpApiDecodeError): InvalidRequest =>

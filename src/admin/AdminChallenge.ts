@@ -23,5 +23,7 @@ const challengeUnauthorized: HttpApp.PreResponseHandler = (_request, response) =
   )
 
 export const adminChallenge = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-    isAdminApi(request.url) ? Effect.zipRight(HttpApp.appendPreResponseHandler(challengeUnauthorized), app) : app)
+  Effect.flatMap(
+    HttpServerRequest.HttpServerRequest,
+    (request) => isAdminApi(request.url) ? Effect.zipRight(HttpApp.appendPreResponseHandler(challengeUnauthorized), app) : app
+  )

@@ -16,7 +16,17 @@ import { AUDIT_PAGE_DEFAULT } from "../domain/AuditEvents.js"
 import { InvalidRequest, NotFound, type StorageUnavailable } from "../domain/Errors.js"
 import { parsePublicJwk, pemToJwk } from "../domain/KeyCredential.js"
 import { ClientId, EnvironmentName, type ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import { type CredentialChange, DateTimeInput, EnvironmentDocument, type KeyCredentialInput, NewCredential, NewKeyCredential, ProfileDocument, ServiceDocument, type ServiceInput } from "../domain/Models.js"
+import {
+  type CredentialChange,
+  DateTimeInput,
+  EnvironmentDocument,
+  type KeyCredentialInput,
+  NewCredential,
+  NewKeyCredential,
+  ProfileDocument,
+  ServiceDocument,
+  type ServiceInput
+} from "../domain/Models.js"
 import { defaultHandler } from "../domain/Handlers.js"
 import { type AllowedOrigins, judgeUpstream, normalisedOrigins, upstreamStanding } from "../domain/UpstreamPolicy.js"
 import { AppConfig } from "../config/AppConfig.js"
@@ -34,8 +44,7 @@ import { describeParseError } from "./DecodeFailure.js"
 /** A field of a staged change, checked as a path segment would be; the problem is prefixed by its place. */
 const checked = <A, I>(schema: Schema.Schema<A, I>) => {
   const decode = Schema.decodeUnknown(schema)
-  return (raw: string) =>
-    Effect.mapError(decode(raw), (error) => new InvalidRequest({ description: describeParseError(error) }))
+  return (raw: string) => Effect.mapError(decode(raw), (error) => new InvalidRequest({ description: describeParseError(error) }))
 }
 const checkEnvironment = checked(EnvironmentName)
 const checkUuid = (raw: string) => checked(ServiceUuid)(raw.toLowerCase())
@@ -43,7 +52,9 @@ const checkUuid = (raw: string) => checked(ServiceUuid)(raw.toLowerCase())
 const parsedPublicKey = (raw: unknown) => typeof raw === "string" ? Either.flatMap(pemToJwk(raw), parsePublicJwk) : parsePublicJwk(raw)
 /** A key credential's public key (a JWK, or a PEM public key); undefined when none was sent (a secret credential). */
 const checkPublicKey = (raw: unknown) =>
-  raw === undefined ? Effect.succeed(undefined) : Either.mapLeft(parsedPublicKey(raw), (problem) => new InvalidRequest({ description: problem }))
+  raw === undefined
+    ? Effect.succeed(undefined)
+    : Either.mapLeft(parsedPublicKey(raw), (problem) => new InvalidRequest({ description: problem }))
 
 /**
  * A key credential made by POST …/credentials: the same answer, marked deprecated (RFC 9745), with
@@ -75,8 +86,10 @@ export const permit = (action: AdminAction) =>
  * its scope fails with `missing`, what the endpoint answers for a profile that does not exist.
  */
 const permitOn = (action: AdminAction, profile: ProfileId, missing: NotFound = profileNotFound) =>
-  Effect.flatMap(AdminActor, (caller) =>
-    Either.match(authorizeOn(caller, action, profile, missing), { onLeft: Effect.fail, onRight: () => Effect.void }))
+  Effect.flatMap(
+    AdminActor,
+    (caller) => Either.match(authorizeOn(caller, action, profile, missing), { onLeft: Effect.fail, onRight: () => Effect.void })
+  )
 
 /**
  * Adds `upstream_refusal` to the service documents whose proxy's upstream is outside the upstream
@@ -115,15 +128,21 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
     const manager = yield* CredentialManager
     const refusals = upstreamRefusals(yield* CatalogueLookup, (yield* AppConfig).upstreamAllowedOrigins)
     const getProfile = (profile: ProfileId) =>
-      Effect.flatMap(queries.getProfile(profile), Option.match({
-        onNone: (): Effect.Effect<ProfileDocument, NotFound | StorageUnavailable> => Effect.fail(profileNotFound),
-        onSome: (document) =>
-          Effect.map(
-            Effect.forEach(document.environments, (environment) =>
-              Effect.map(refusals(profile, environment.name, environment.services), (services) => ({ ...environment, services }))),
-            (environments) => ({ ...document, environments })
-          )
-      }))
+      Effect.flatMap(
+        queries.getProfile(profile),
+        Option.match({
+          onNone: (): Effect.Effect<ProfileDocument, NotFound | StorageUnavailable> => Effect.fail(profileNotFound),
+          onSome: (document) =>
+            Effect.map(
+              Effect.forEach(
+                document.environments,
+                (environment) =>
+                  Effect.map(refusals(profile, environment.name, environment.services), (services) => ({ ...environment, services }))
+              ),
+              (environments) => ({ ...document, environments })
+            )
+        })
+      )
 
     return handlers
       .handle("listProfiles", () =>
@@ -170,8 +189,10 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
               const publicKey = yield* Effect.mapError(checkPublicKey(change.public_key), at)
               const expiresAt = change.expires_at === undefined
                 ? undefined
-                : yield* Effect.mapError(checked(DateTimeInput)(change.expires_at), (error) =>
-                  at(new InvalidRequest({ description: `expires_at: ${error.description}` })))
+                : yield* Effect.mapError(
+                  checked(DateTimeInput)(change.expires_at),
+                  (error) => at(new InvalidRequest({ description: `expires_at: ${error.description}` }))
+                )
               staged.push({
                 op: change.op,
                 environment,
@@ -222,14 +243,18 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
         profile: Option.getOrNull(origins)
       }))
     const getService = (address: ServiceAddress) =>
-      Effect.flatMap(queries.getService(address), Option.match({
-        onNone: (): Effect.Effect<ServiceDocument, NotFound | StorageUnavailable> => Effect.fail(serviceNotFound),
-        onSome: (service) => Effect.map(refusals(address.profile, address.environment, [service]), ([decorated]) => decorated!)
-      }))
+      Effect.flatMap(
+        queries.getService(address),
+        Option.match({
+          onNone: (): Effect.Effect<ServiceDocument, NotFound | StorageUnavailable> => Effect.fail(serviceNotFound),
+          onSome: (service) => Effect.map(refusals(address.profile, address.environment, [service]), ([decorated]) => decorated!)
+        })
+      )
     /** The one way a key credential is made, by POST …/key-credentials and (deprecated) POST …/credentials. */
     const addKeyCredential = (path: ServiceAddress, payload: typeof KeyCredentialInput.Type) =>
       Effect.gen(function*() {
-        const publicKey = yield* Either.mapLeft(parsedPublicKey(payload.public_key), (problem) => new InvalidRequest({ description: problem }))
+        const publicKey = yield* Either.mapLeft(parsedPublicKey(payload.public_key), (problem) =>
+          new InvalidRequest({ description: problem }))
         const actor = yield* Effect.zipRight(permitOn("catalogue.change", path.profile), AdminActor)
         return yield* documentResponse(
           NewKeyCredential,
@@ -262,7 +287,9 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
             (stored?.upstreamApproved === true && stored.handler.type === "proxy" && stored.handler.url === handler.url)
           if (!approved) {
             const verdict = judgeUpstream(handler.url, yield* allowedFor(address))
-            if (verdict._tag === "Refused") return yield* new InvalidRequest({ description: `handler.url: ${verdict.reason}` })
+            if (verdict._tag === "Refused") {
+              return yield* new InvalidRequest({ description: `handler.url: ${verdict.reason}` })
+            }
           }
         }
         const created = yield* writes.putService(
@@ -285,12 +312,16 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
     return handlers
       .handle("createService", ({ path: { environment, profile }, payload }) =>
         putService({ profile, environment, uuid: randomUUID() as ServiceUuid }, payload, "create"))
-      .handle("putService", ({ path, payload }) => putService(path, payload, "upsert"))
-      .handle("getService", ({ path }) => Effect.zipRight(permitOn("profile.read", path.profile, serviceNotFound), getService(path)))
+      .handle("putService", ({ path, payload }) =>
+        putService(path, payload, "upsert"))
+      .handle("getService", ({ path }) =>
+        Effect.zipRight(permitOn("profile.read", path.profile, serviceNotFound), getService(path)))
       .handle("deleteService", ({ path }) =>
         Effect.gen(function*() {
           yield* permitOn("catalogue.change", path.profile, serviceNotFound)
-          if (!(yield* writes.deleteService(path, yield* currentDate, yield* AdminActor))) return yield* serviceNotFound
+          if (!(yield* writes.deleteService(path, yield* currentDate, yield* AdminActor))) {
+            return yield* serviceNotFound
+          }
         }))
       .handle("listCredentials", ({ path }) =>
         Effect.zipRight(permitOn("profile.read", path.profile, serviceNotFound), getService(path)).pipe(
@@ -303,7 +334,8 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
             const actor = yield* Effect.zipRight(permitOn("catalogue.change", path.profile), AdminActor)
             return yield* documentResponse(NewCredential, yield* manager.addCredential(path, actor, payload.expires_at), 201)
           }))
-      .handle("createKeyCredential", ({ path, payload }) => addKeyCredential(path, payload))
+      .handle("createKeyCredential", ({ path, payload }) =>
+        addKeyCredential(path, payload))
       .handle("deleteCredential", ({ path: { client_id, ...address } }) =>
         Effect.gen(function*() {
           if (!Schema.is(ClientId)(client_id)) {

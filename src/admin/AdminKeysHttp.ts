@@ -21,8 +21,7 @@ export const layer = HttpApiBuilder.group(Api, "keys", (handlers) =>
   Effect.gen(function*() {
     const keys = yield* KeyService
     return handlers
-      .handle("listKeys", () =>
-        Effect.zipRight(permit("keys.manage"), keys.list).pipe(Effect.map((list) => ({ keys: list.map(wireOf) }))))
+      .handle("listKeys", () => Effect.zipRight(permit("keys.manage"), keys.list).pipe(Effect.map((list) => ({ keys: list.map(wireOf) }))))
       .handle("rotateKey", () =>
         Effect.zipRight(permit("keys.manage"), AdminActor).pipe(
           Effect.flatMap(keys.rotate),

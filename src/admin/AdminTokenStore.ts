@@ -119,8 +119,7 @@ export class AdminTokenStore extends Context.Tag("service-auth/AdminTokenStore")
       const trail = yield* AuditTrail
       const tokens = new Map<string, StoredAdminToken>()
       return AdminTokenStore.of({
-        findByDigest: (digest) =>
-          Effect.sync(() => Option.fromNullable([...tokens.values()].find((token) => token.digest === digest))),
+        findByDigest: (digest) => Effect.sync(() => Option.fromNullable([...tokens.values()].find((token) => token.digest === digest))),
         list: Effect.sync(() => [...tokens.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))),
         create: (token, event) =>
           Effect.suspend(() => {

@@ -62,8 +62,10 @@ export const layerTokens = HttpApiBuilder.group(Api, "adminTokens", (handlers) =
         Effect.gen(function*() {
           const caller = yield* mayManageTokens
           const now = yield* currentDate
-          const revoked = yield* store.revoke(name, (token) =>
-            auditEvent(caller, now, { action: "admin_token.revoked", details: tokenDetails(token) }))
+          const revoked = yield* store.revoke(
+            name,
+            (token) => auditEvent(caller, now, { action: "admin_token.revoked", details: tokenDetails(token) })
+          )
           if (!revoked) return yield* new NotFound({ description: "No stored admin token has that name" })
           // Cached callers of introspection are dropped on every instance before the answer.
           yield* writes.dropCached
@@ -72,6 +74,5 @@ export const layerTokens = HttpApiBuilder.group(Api, "adminTokens", (handlers) =
 
 export const layerSession = HttpApiBuilder.group(Api, "session", (handlers) =>
   Effect.succeed(
-    handlers.handle("getAdminSession", () =>
-      Effect.map(AdminActor, ({ name, profiles, role }) => ({ name, role, profiles })))
+    handlers.handle("getAdminSession", () => Effect.map(AdminActor, ({ name, profiles, role }) => ({ name, role, profiles })))
   )).pipe(Layer.provide(AdminAuthHttp.layer))

@@ -22,8 +22,7 @@ export const firstIssue = <I extends Issue>(issues: ReadonlyArray<I>): I | undef
   const [first] = issues
   const expected = first === undefined ? null : EXPECTED.exec(first.message)
   if (first === undefined || expected === null) return first
-  const samePath = (issue: Issue) =>
-    issue.path.length === first.path.length && issue.path.every((key, i) => key === first.path[i])
+  const samePath = (issue: Issue) => issue.path.length === first.path.length && issue.path.every((key, i) => key === first.path[i])
   const alternatives = new Set<string>()
   for (const issue of issues.filter(samePath)) {
     const match = EXPECTED.exec(issue.message)

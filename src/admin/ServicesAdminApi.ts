@@ -33,12 +33,18 @@ export class ServicesApi extends HttpApiGroup.make("services")
       .addSuccess(ServiceDocument, { status: 201 })
       .addError(InvalidRequestWire)
       .addError(NotFoundWire)
-      .annotate(OpenApi.Description, "Creates a service with a new random uuid. A proxy URL set by a token other than an admin's must target an origin the upstream policy allows (UPSTREAM_ALLOWED_ORIGINS, the profile's upstream_origins; without either, no internal address): otherwise 400 invalid_request saying why.")
+      .annotate(
+        OpenApi.Description,
+        "Creates a service with a new random uuid. A proxy URL set by a token other than an admin's must target an origin the upstream policy allows (UPSTREAM_ALLOWED_ORIGINS, the profile's upstream_origins; without either, no internal address): otherwise 400 invalid_request saying why."
+      )
   )
   .add(
     HttpApiEndpoint.put("putService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
       .annotate(OpenApi.Summary, "Create or replace a service")
-      .annotate(OpenApi.Description, "Creates the service under this uuid (201) or replaces its name, auth_type and handler (200). Switching auth_type away from oauth makes its credentials' tokens useless at once. A proxy URL is judged as for creation, unless an admin token set this very URL.")
+      .annotate(
+        OpenApi.Description,
+        "Creates the service under this uuid (201) or replaces its name, auth_type and handler (200). Switching auth_type away from oauth makes its credentials' tokens useless at once. A proxy URL is judged as for creation, unless an admin token set this very URL."
+      )
       .setPath(ServicePath)
       .setPayload(ServiceInput)
       .addSuccess(ServiceDocument.annotations({ description: "The service existed and was updated." }))

@@ -71,7 +71,8 @@ export const make = (url: Redacted.Redacted<string>) =>
     const leasesBehind = SqlSchema.findAll({
       Request: Schema.String,
       Result: InstanceRow,
-      execute: (version) => sql`
+      execute: (version) =>
+        sql`
         SELECT instance_id FROM cache_leases
         WHERE instance_id <> ${instanceId} AND expires_at > clock_timestamp() AND acked_version < ${version}::bigint`
     })

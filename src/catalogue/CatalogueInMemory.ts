@@ -18,44 +18,9 @@ import type { CatalogueStore } from "./CredentialRepoCache.js"
 import * as Events from "../storage/AuditTrail.js"
 import { type CatalogueReads, revokedSet } from "./CatalogueLookup.js"
 import { type CatalogueQueriesShape, type LiveService, withIntrospection } from "./CatalogueQueries.js"
-import { type CatalogueStoreWrites, checkCredentialChanges, introspectProfilesOf, serviceKey, type ServiceFields } from "./CatalogueWrites.js"
+import { type CatalogueStoreWrites, checkCredentialChanges, introspectProfilesOf, serviceKey } from "./CatalogueWrites.js"
 import type { LastUseShape } from "./LastUse.js"
-
-interface StoredService extends ServiceFields {
-  readonly uuid: ServiceAddress["uuid"]
-  readonly createdAt: Date
-  readonly order: number
-}
-
-interface StoredCredential {
-  readonly clientId: ClientId
-  readonly profile: ProfileId
-  readonly environment: EnvironmentName
-  readonly serviceUuid: ServiceAddress["uuid"]
-  readonly secretHash: string
-  readonly createdAt: Date
-  readonly order: number
-  readonly expiresAt: Date | null
-  lastUsedAt: Date | null
-  deletedAt: Date | null
-  expiryRecorded: boolean
-  introspectProfiles: ReadonlyArray<ProfileId> | null
-}
-
-interface StoredProfile {
-  readonly createdAt: Date
-  lifetimeDays: number | null
-  upstreamOrigins: ReadonlyArray<string> | null
-  readonly environments: Map<EnvironmentName, { readonly createdAt: Date; readonly services: Map<string, StoredService> }>
-}
-
-/** Whether a replacement would change nothing (the memory twin of SQL's IS DISTINCT FROM). */
-const sameFields = (a: ServiceFields, b: ServiceFields) =>
-  a.name === b.name && a.auth_type === b.auth_type && JSON.stringify(a.handler) === JSON.stringify(b.handler) &&
-  JSON.stringify(a.rate_limit ?? null) === JSON.stringify(b.rate_limit ?? null) &&
-  (a.require_dpop === true) === (b.require_dpop === true) && (a.upstream_approved === true) === (b.upstream_approved === true)
-
-const byName = <A>(a: [string, A], b: [string, A]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)
+import { byName, sameFields, type StoredCredential, type StoredProfile, type StoredService } from "./CatalogueInMemoryRecords.js"
 
 /** The store and the audit trail it records its changes in. */
 export const make = Effect.sync(() => {
@@ -66,10 +31,8 @@ export const make = Effect.sync(() => {
   const revoked = new Map<string, { readonly clientId: ClientId; readonly expiresAt: Date }>()
   let sequence = 0
 
-  const environmentOf = (profile: ProfileId, environment: EnvironmentName) =>
-    profiles.get(profile)?.environments.get(environment)
-  const serviceOf = (address: ServiceAddress) =>
-    environmentOf(address.profile, address.environment)?.services.get(address.uuid)
+  const environmentOf = (profile: ProfileId, environment: EnvironmentName) => profiles.get(profile)?.environments.get(environment)
+  const serviceOf = (address: ServiceAddress) => environmentOf(address.profile, address.environment)?.services.get(address.uuid)
 
   const liveCredentialsOf = (address: ServiceAddress) =>
     [...credentials.values()]
@@ -106,8 +69,15 @@ export const make = Effect.sync(() => {
     handler: answeredHandler(service.handler),
     ...(service.rate_limit == null ? {} : { rate_limit: service.rate_limit }),
     ...(service.require_dpop === true ? { require_dpop: true } : {}),
-    credentials: liveCredentialsOf(address).map((c): CredentialInfo => withIntrospection(withPublicKey(
-      { client_id: c.clientId, created_at: c.createdAt, expires_at: c.expiresAt, last_used_at: c.lastUsedAt }, c.secretHash), c.introspectProfiles))
+    credentials: liveCredentialsOf(address).map((c): CredentialInfo =>
+      withIntrospection(
+        withPublicKey(
+          { client_id: c.clientId, created_at: c.createdAt, expires_at: c.expiresAt, last_used_at: c.lastUsedAt },
+          c.secretHash
+        ),
+        c.introspectProfiles
+      )
+    )
   })
 
   const recordUseSync = (clientId: ClientId, now: Date) => {
@@ -122,7 +92,8 @@ export const make = Effect.sync(() => {
     handler: service.handler,
     rateLimit: service.rate_limit ?? null,
     requireDpop: service.require_dpop === true,
-    upstreamApproved: service.upstream_approved === true, upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
+    upstreamApproved: service.upstream_approved === true,
+    upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
     credentials: liveCredentialsOf(address).map((c) => ({
       clientId: c.clientId,
       secretHash: c.secretHash,
@@ -158,7 +129,8 @@ export const make = Effect.sync(() => {
             credentialExpiresAt: credential?.expiresAt?.getTime() ?? null,
             rateLimit: service.rate_limit ?? null,
             requireDpop: service.require_dpop === true,
-            upstreamApproved: service.upstream_approved === true, upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
+            upstreamApproved: service.upstream_approved === true,
+            upstreamOrigins: profiles.get(address.profile)?.upstreamOrigins ?? null,
             ...(revokedTokens === undefined ? {} : { revokedTokens })
           }
         }))
@@ -178,7 +150,8 @@ export const make = Effect.sync(() => {
       }),
     credentialLifetime: (profile) =>
       Effect.sync(() => Option.map(Option.fromNullable(profiles.get(profile)), (stored) => stored.lifetimeDays)),
-    upstreamOrigins: (profile) => Effect.sync(() => Option.map(Option.fromNullable(profiles.get(profile)), (stored) => stored.upstreamOrigins)),
+    upstreamOrigins: (profile) =>
+      Effect.sync(() => Option.map(Option.fromNullable(profiles.get(profile)), (stored) => stored.upstreamOrigins)),
     countCatalogue: Effect.sync(() => {
       const environments = [...profiles.values()].flatMap((profile) => [...profile.environments.values()])
       return {
@@ -207,9 +180,7 @@ export const make = Effect.sync(() => {
         })))
       ),
     getService: (address) =>
-      Effect.sync(() =>
-        Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => serviceDocument(address, service)))
-      ),
+      Effect.sync(() => Option.fromNullable(serviceOf(address)).pipe(Option.map((service) => serviceDocument(address, service)))),
     liveServices: (scope, after, limit) =>
       Effect.sync(() =>
         [...profiles].flatMap(([profile, stored]) =>
@@ -218,7 +189,8 @@ export const make = Effect.sync(() => {
           )
         )
           .filter(({ address: a }) =>
-            (scope === undefined || covers(scope, a.profile, a.environment, a.uuid)) && (after === undefined || compareAddresses(after, a) < 0)
+            (scope === undefined || covers(scope, a.profile, a.environment, a.uuid)) &&
+            (after === undefined || compareAddresses(after, a) < 0)
           )
           .sort((a, b) => compareAddresses(a.address, b.address))
           .slice(0, limit)
@@ -245,27 +217,41 @@ export const make = Effect.sync(() => {
           c.deletedAt === null && c.expiresAt !== null && c.expiresAt <= now && !c.expiryRecorded
         )
         for (const credential of expired) credential.expiryRecorded = true
-        log.append(Events.expiryEvents(now, expired.map((c) => ({
-          profile: c.profile,
-          environment: c.environment,
-          service_uuid: c.serviceUuid,
-          client_id: c.clientId,
-          expires_at: c.expiresAt!
-        }))))
+        log.append(Events.expiryEvents(
+          now,
+          expired.map((c) => ({
+            profile: c.profile,
+            environment: c.environment,
+            service_uuid: c.serviceUuid,
+            client_id: c.clientId,
+            expires_at: c.expiresAt!
+          }))
+        ))
         return expired.length
       }),
     putProfile: (profile, now, actor, lifetimeDays, upstreamOrigins) =>
       Effect.sync(() => {
         const existing = profiles.get(profile)
         if (existing === undefined) {
-          profiles.set(profile, { createdAt: now, lifetimeDays: lifetimeDays ?? null, upstreamOrigins: upstreamOrigins ?? null, environments: new Map() })
+          profiles.set(profile, {
+            createdAt: now,
+            lifetimeDays: lifetimeDays ?? null,
+            upstreamOrigins: upstreamOrigins ?? null,
+            environments: new Map()
+          })
           log.append([Events.profileEvent(actor, now, "profile.created", profile, lifetimeDays, upstreamOrigins)])
           return true
         }
         const lifetime = lifetimeDays !== undefined && existing.lifetimeDays !== lifetimeDays ? lifetimeDays : undefined
-        const origins = upstreamOrigins !== undefined && JSON.stringify(existing.upstreamOrigins) !== JSON.stringify(upstreamOrigins) ? upstreamOrigins : undefined
+        const origins = upstreamOrigins !== undefined && JSON.stringify(existing.upstreamOrigins) !== JSON.stringify(upstreamOrigins)
+          ? upstreamOrigins
+          : undefined
         if (lifetime === undefined && origins === undefined) return false
-        Object.assign(existing, lifetime === undefined ? {} : { lifetimeDays: lifetime }, origins === undefined ? {} : { upstreamOrigins: origins })
+        Object.assign(
+          existing,
+          lifetime === undefined ? {} : { lifetimeDays: lifetime },
+          origins === undefined ? {} : { upstreamOrigins: origins }
+        )
         log.append([Events.profileEvent(actor, now, "profile.changed", profile, lifetime, origins)])
         return false
       }),

@@ -90,7 +90,7 @@ export class BoundedEntries<V> {
     } else {
       const prefix = scope.length === 2 ? `${scope[1]}\u0000` : ""
       for (const [service, keys] of services) {
-        if (service.startsWith(prefix)) for (const key of keys) doomed.push(key)
+        if (service.startsWith(prefix)) { for (const key of keys) doomed.push(key) }
       }
     }
     for (const key of doomed) this.delete(key)

@@ -161,8 +161,7 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
   profileCreatedAt: SqlSchema.findOne({
     Request: ProfileKey,
     Result: CreatedAtRow,
-    execute: (profile) =>
-      sql`SELECT created_at, credential_max_lifetime_days, upstream_origins FROM profiles WHERE profile = ${profile}`
+    execute: (profile) => sql`SELECT created_at, credential_max_lifetime_days, upstream_origins FROM profiles WHERE profile = ${profile}`
   }),
   profileUpstreamOrigins: SqlSchema.findOne({
     Request: ProfileKey,
@@ -279,7 +278,10 @@ export const credentialStatements = (sql: SqlClient.SqlClient) => ({
 
 const toCredentialInfo = (row: CredentialDocumentRow): CredentialInfo =>
   withIntrospection(
-    withPublicKey({ client_id: row.client_id, created_at: row.created_at, expires_at: row.expires_at, last_used_at: row.last_used_at }, row.secret_hash),
+    withPublicKey(
+      { client_id: row.client_id, created_at: row.created_at, expires_at: row.expires_at, last_used_at: row.last_used_at },
+      row.secret_hash
+    ),
     row.introspect_profiles
   )
 

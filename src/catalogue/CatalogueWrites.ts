@@ -181,8 +181,7 @@ export const checkCredentialChanges = (
     if (ids.size > MAX_CREDENTIALS) {
       return Either.left(
         new CredentialLimitExceeded({
-          description:
-            `Service ${change.service_uuid} would hold more than ${MAX_CREDENTIALS} credentials; remove one first`
+          description: `Service ${change.service_uuid} would hold more than ${MAX_CREDENTIALS} credentials; remove one first`
         })
       )
     }

@@ -47,15 +47,15 @@ export const SCOPES_CHANNEL = "service_auth_cache_scopes"
  * `scopes` says what the write may change (`writeScopes`), so that instances evict only that;
  * without, the announcement says "anything", and every instance empties its cache.
  */
-export const catalogueWriteWith = (sql: SqlClient.SqlClient, scopes?: ReadonlyArray<CatalogueScope>) =>
-<A, E, R>(write: Effect.Effect<A, E, R>) =>
-  sql`WITH changed AS (UPDATE catalogue_version SET version = version + 1 RETURNING version)
+export const catalogueWriteWith =
+  (sql: SqlClient.SqlClient, scopes?: ReadonlyArray<CatalogueScope>) => <A, E, R>(write: Effect.Effect<A, E, R>) =>
+    sql`WITH changed AS (UPDATE catalogue_version SET version = version + 1 RETURNING version)
       SELECT ${
-    scopes === undefined ? sql`` : sql`pg_notify(${SCOPES_CHANNEL}, version::text || ${announcedScopes(scopes)}),`
-  } pg_notify(${CATALOGUE_CHANNEL}, version::text) FROM changed`.pipe(
-    Effect.zipRight(write),
-    sql.withTransaction
-  )
+      scopes === undefined ? sql`` : sql`pg_notify(${SCOPES_CHANNEL}, version::text || ${announcedScopes(scopes)}),`
+    } pg_notify(${CATALOGUE_CHANNEL}, version::text) FROM changed`.pipe(
+      Effect.zipRight(write),
+      sql.withTransaction
+    )
 
 const ExpiredRow = Schema.Struct({
   profile: Schema.String,
@@ -96,7 +96,9 @@ export const makeWritesSql = (sql: SqlClient.SqlClient): CatalogueStoreWrites =>
           VALUES (${profile}, ${now}, ${lifetimeDays ?? null}, ${origins}::jsonb)
           ON CONFLICT (profile) DO NOTHING RETURNING profile`
         if (inserted.length === 0) {
-          const lifetimeChanged = lifetimeDays === undefined ? [] : yield* sql`UPDATE profiles SET credential_max_lifetime_days = ${lifetimeDays}
+          const lifetimeChanged = lifetimeDays === undefined ?
+            [] :
+            yield* sql`UPDATE profiles SET credential_max_lifetime_days = ${lifetimeDays}
             WHERE profile = ${profile} AND credential_max_lifetime_days IS DISTINCT FROM ${lifetimeDays} RETURNING profile`
           // jsonb compares by value: the same origins in the same order change nothing.
           const originsChanged = upstreamOrigins === undefined ? [] : yield* sql`UPDATE profiles SET upstream_origins = ${origins}::jsonb

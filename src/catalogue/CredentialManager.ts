@@ -183,12 +183,17 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
           ),
         removeCredential: (address, clientId, actor) =>
           Effect.asVoid(
-            apply(address.profile, [{
-              op: "remove_credential",
-              environment: address.environment,
-              service_uuid: address.uuid,
-              client_id: clientId
-            }], actor, false)
+            apply(
+              address.profile,
+              [{
+                op: "remove_credential",
+                environment: address.environment,
+                service_uuid: address.uuid,
+                client_id: clientId
+              }],
+              actor,
+              false
+            )
           )
       })
     })

@@ -11,9 +11,8 @@
  *
  * The cache holds the live catalogue: `maintain` loads it from the first hot read on (in pages,
  * while serving: a start never waits for it, nor shares the database with it) and reloads each
- * scope a write evicted, so the first use of a credential is a memory hit too. Memory
- * is bounded by `CatalogueMemory` (live answers, negative answers, each evicting one entry at a
- * time when full); what does not fit is read on demand, one indexed read.
+ * scope a write evicted, so the first use of a credential is a memory hit too. Memory is bounded by
+ * `CatalogueMemory` (evicting one entry at a time when full); the rest is read on demand.
  *
  * Exactness under concurrency: a write, once it has finished, evicts its scopes in one synchronous
  * step; a read (or a load) stores its result only if no eviction of its service, and no new
@@ -22,23 +21,16 @@
  * never leave "live" behind in the cache: after a deletion is acknowledged, the next request
  * reads the database or an entry read after the deletion.
  *
- * `last_used_at` is not part of the catalogue: recording it evicts nothing; the entry of the
- * credential (found through `byClient`, O(1)) is updated in place, so it is noted at most once a
- * minute. `recordUseSync` records it synchronously (the fast path's way: with a catalogue spread over
- * many credentials, most token requests are some credential's first in a minute).
+ * `last_used_at` is not part of the catalogue: recording it evicts nothing; the credential's entry
+ * (`byClient`, O(1)) is updated in place, at most once a minute. `recordUseSync` records it
+ * synchronously (the fast path's way: most token requests are some credential's first in a minute).
  */
 import { Clock, Effect, Option } from "effect"
 import type { ClientId } from "../domain/Identifiers.js"
 import { laterUse } from "../domain/LastUse.js"
 import { CatalogueMemory, MAX_LIVE_ENTRIES, MAX_NEGATIVE_ENTRIES } from "./CatalogueMemory.js"
 import { type CatalogueScope, writeScopes } from "./CatalogueScope.js"
-import {
-  type CatalogueLookupShape,
-  type CatalogueReads,
-  revokedSet,
-  type ServiceRoute,
-  type TokenTarget
-} from "./CatalogueLookup.js"
+import { type CatalogueLookupShape, type CatalogueReads, revokedSet, type ServiceRoute, type TokenTarget } from "./CatalogueLookup.js"
 import type { CatalogueQueriesShape, LiveService } from "./CatalogueQueries.js"
 import type { CatalogueStoreWrites, CatalogueWritesShape } from "./CatalogueWrites.js"
 import type { LastUseShape } from "./LastUse.js"
@@ -127,7 +119,7 @@ export const withReadCache = (
   const byClient = new Map<string, string>()
   const memory = new CatalogueMemory<Answer>(capacities, (key, value) => {
     if (key.startsWith("t") && Option.isSome<unknown>(value)) {
-      const credential = ((value as Option.Some<TokenTarget>).value).credential
+      const credential = (value as Option.Some<TokenTarget>).value.credential
       if (Option.isSome(credential) && byClient.get(credential.value.clientId) === key) {
         byClient.delete(credential.value.clientId)
       }
@@ -177,7 +169,7 @@ export const withReadCache = (
   const evict = (scopes: ReadonlyArray<CatalogueScope>, reload = true) => {
     usable()
     memory.evict(scopes)
-    if (reload) for (const scope of scopes) reloadLater(scope)
+    if (reload) { for (const scope of scopes) reloadLater(scope) }
   }
   guard.onScopedChange?.(evict)
 
@@ -194,23 +186,33 @@ export const withReadCache = (
     for (const { clientId: id, expiresAt, lastUsedAt, revoked, secretHash } of service.credentials) {
       const clientId = Option.some(id)
       const credential = Option.some({ clientId: id, secretHash, lastUsedAt, expiresAt })
-      storeTarget(mark, targetKey(service, clientId), service, Option.some({
-        authType: service.authType,
-        requireDpop: service.requireDpop,
-        credential
-      }))
+      storeTarget(
+        mark,
+        targetKey(service, clientId),
+        service,
+        Option.some({
+          authType: service.authType,
+          requireDpop: service.requireDpop,
+          credential
+        })
+      )
       const revokedTokens = revokedSet(revoked)
-      storeRoute(mark, routeKey(service, clientId), service, Option.some({
-        authType: service.authType,
-        handler: service.handler,
-        credentialLive: true,
-        credentialExpiresAt: expiresAt === null ? null : expiresAt.getTime(),
-        rateLimit: service.rateLimit,
-        requireDpop: service.requireDpop,
-        upstreamApproved: service.upstreamApproved,
-        upstreamOrigins: service.upstreamOrigins,
-        ...(revokedTokens === undefined ? {} : { revokedTokens })
-      }))
+      storeRoute(
+        mark,
+        routeKey(service, clientId),
+        service,
+        Option.some({
+          authType: service.authType,
+          handler: service.handler,
+          credentialLive: true,
+          credentialExpiresAt: expiresAt === null ? null : expiresAt.getTime(),
+          rateLimit: service.rateLimit,
+          requireDpop: service.requireDpop,
+          upstreamApproved: service.upstreamApproved,
+          upstreamOrigins: service.upstreamOrigins,
+          ...(revokedTokens === undefined ? {} : { revokedTokens })
+        })
+      )
     }
   }
 
@@ -321,7 +323,13 @@ export const withReadCache = (
     if (key === undefined) return
     const target = memory.live.get(key) as Option.Option<TokenTarget> | undefined
     if (target === undefined || Option.isNone(target) || Option.isNone(target.value.credential)) return
-    memory.live.update(key, Option.some({ ...target.value, credential: Option.some({ ...target.value.credential.value, lastUsedAt: laterUse(target.value.credential.value.lastUsedAt, now) }) }))
+    memory.live.update(
+      key,
+      Option.some({
+        ...target.value,
+        credential: Option.some({ ...target.value.credential.value, lastUsedAt: laterUse(target.value.credential.value.lastUsedAt, now) })
+      })
+    )
   }
 
   /** A use recorded synchronously, and in the credential's entry, where the repository can. */
@@ -336,8 +344,7 @@ export const withReadCache = (
       putProfile: (profile, now, actor, lifetimeDays, upstreamOrigins) =>
         write(writeScopes.profilePolicy(profile, upstreamOrigins))(writes.putProfile(profile, now, actor, lifetimeDays, upstreamOrigins)),
       deleteProfile: (profile, ...rest) => deletion(writeScopes.profile(profile))(writes.deleteProfile(profile, ...rest)),
-      putEnvironment: (profile, environment, ...rest) =>
-        write(writeScopes.created())(writes.putEnvironment(profile, environment, ...rest)),
+      putEnvironment: (profile, environment, ...rest) => write(writeScopes.created())(writes.putEnvironment(profile, environment, ...rest)),
       deleteEnvironment: (profile, environment, ...rest) =>
         deletion(writeScopes.environment(profile, environment))(writes.deleteEnvironment(profile, environment, ...rest)),
       putService: (address, ...rest) => write(writeScopes.service(address))(writes.putService(address, ...rest)),
@@ -359,11 +366,21 @@ export const withReadCache = (
     lookup: {
       findTokenTarget: (address, clientId) => {
         const key = targetKey(address, clientId)
-        return cached("findTokenTarget", key, () => reads.findTokenTarget(address, clientId), (mark, value) => storeTarget(mark, key, address, value))
+        return cached(
+          "findTokenTarget",
+          key,
+          () => reads.findTokenTarget(address, clientId),
+          (mark, value) => storeTarget(mark, key, address, value)
+        )
       },
       findServiceRoute: (address, clientId) => {
         const key = routeKey(address, clientId)
-        return cached("findServiceRoute", key, () => reads.findServiceRoute(address, clientId), (mark, value) => storeRoute(mark, key, address, value))
+        return cached(
+          "findServiceRoute",
+          key,
+          () => reads.findServiceRoute(address, clientId),
+          (mark, value) => storeRoute(mark, key, address, value)
+        )
       },
       epoch: () => {
         if (!inUse) firstUse()

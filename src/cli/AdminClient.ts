@@ -347,7 +347,10 @@ const makeAdminClient = (
     }),
     setIntrospectProfiles: Effect.fn("AdminClient.setIntrospectProfiles")(function*(address, clientId, profiles) {
       return yield* call((api) =>
-        api.credentialIntrospection.putIntrospectProfiles({ path: { ...address, client_id: clientId }, payload: { introspect_profiles: profiles } })
+        api.credentialIntrospection.putIntrospectProfiles({
+          path: { ...address, client_id: clientId },
+          payload: { introspect_profiles: profiles }
+        })
       )
     }),
     listAuditEvents: Effect.fn("AdminClient.listAuditEvents")(function*(query) {

@@ -29,5 +29,4 @@ export type AdminCallError = AdminApiError | ServerUnreachable | UnexpectedAnswe
 export type AdminSetupError = AdminTokenMissing | InvalidServerUrl
 
 /** Transport and 5xx failures, which a later attempt may not meet (rotate keeps polling through them). */
-export const isTransient = (error: AdminCallError): boolean =>
-  error._tag === "ServerUnreachable" || error.status >= 500
+export const isTransient = (error: AdminCallError): boolean => error._tag === "ServerUnreachable" || error.status >= 500

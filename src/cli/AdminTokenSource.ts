@@ -50,7 +50,9 @@ export const adminTokenFor = (base: string): Effect.Effect<AdminTokenInUse, Admi
     if (stored !== "") {
       return {
         token: Redacted.make(stored),
-        source: `${join(dataDir, ADMIN_TOKEN_FILE)} (ADMIN_TOKEN is not set, so the embedded server's file was read; set ADMIN_TOKEN, or DATA_DIR for another data directory)`
+        source: `${
+          join(dataDir, ADMIN_TOKEN_FILE)
+        } (ADMIN_TOKEN is not set, so the embedded server's file was read; set ADMIN_TOKEN, or DATA_DIR for another data directory)`
       }
     }
     return yield* new AdminTokenMissing({

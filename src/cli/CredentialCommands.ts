@@ -48,7 +48,9 @@ const expiringOption = Options.text("expiring").pipe(
     const within = parseExpiringWithin(text)
     return within !== undefined && within > 0
       ? Effect.succeed(within)
-      : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--expiring must be a period such as 30d, 7d or 12h, not ${JSON.stringify(text)}`)))
+      : Effect.fail(
+        ValidationError.invalidValue(HelpDoc.p(`--expiring must be a period such as 30d, 7d or 12h, not ${JSON.stringify(text)}`))
+      )
   }),
   Options.optional
 )
@@ -154,32 +156,32 @@ const credentialsList = Command.make(
       : Option.isNone(expiring) && Option.isNone(uuid)
       ? missingArgument("service-uuid")
       : runAdmin(
-      url,
-      Effect.gen(function*() {
-        if (Option.isSome(expiring)) {
-          const { found, now } = yield* expiringCredentials(expiring.value)
-          return yield* printResult(json, {
-            json: { credentials: found.map((c) => ({ ...c, expires_at: c.expires_at.toISOString() })) },
-            text: table(
-              ["profile", "environment", "service", "client id", "expires"],
-              found.map((c) => [c.profile, c.environment, c.service_uuid, c.client_id, formatExpiry(c.expires_at, now)]),
-              "no credentials expire within that period"
-            )
+        url,
+        Effect.gen(function*() {
+          if (Option.isSome(expiring)) {
+            const { found, now } = yield* expiringCredentials(expiring.value)
+            return yield* printResult(json, {
+              json: { credentials: found.map((c) => ({ ...c, expires_at: c.expires_at.toISOString() })) },
+              text: table(
+                ["profile", "environment", "service", "client id", "expires"],
+                found.map((c) => [c.profile, c.environment, c.service_uuid, c.client_id, formatExpiry(c.expires_at, now)]),
+                "no credentials expire within that period"
+              )
+            })
+          }
+          if (Option.isNone(profile) || Option.isNone(environment) || Option.isNone(uuid)) return
+          const list = yield* (yield* AdminClient).listCredentials({
+            profile: profile.value,
+            environment: environment.value,
+            uuid: uuid.value
           })
-        }
-        if (Option.isNone(profile) || Option.isNone(environment) || Option.isNone(uuid)) return
-        const list = yield* (yield* AdminClient).listCredentials({
-          profile: profile.value,
-          environment: environment.value,
-          uuid: uuid.value
+          const now = Date.now()
+          yield* printResult(json, {
+            json: Schema.encodeSync(CredentialList)(list),
+            text: credentialsTable(list.credentials, now)
+          })
         })
-        const now = Date.now()
-        yield* printResult(json, {
-          json: Schema.encodeSync(CredentialList)(list),
-          text: credentialsTable(list.credentials, now)
-        })
-      })
-    )
+      )
 ).pipe(
   Command.withDescription(
     "List a service's credentials (at most two) with their last use (a token request, or a service call with one of " +

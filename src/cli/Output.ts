@@ -47,9 +47,7 @@ export const table = (
   empty: string
 ): string => {
   if (rows.length === 0) return empty
-  const widths = headers.map((header, column) =>
-    Math.max(header.length, ...rows.map((row) => (row[column] ?? "").length))
-  )
+  const widths = headers.map((header, column) => Math.max(header.length, ...rows.map((row) => (row[column] ?? "").length)))
   const line = (cells: ReadonlyArray<string>) =>
     cells.map((cell, column) => (column === cells.length - 1 ? cell : cell.padEnd(widths[column]!))).join("  ")
   return [line(headers.map((header) => header.toUpperCase())), ...rows.map(line)].join("\n")

@@ -13,8 +13,7 @@ export class PrivateFileError extends Data.TaggedError("PrivateFileError")<{ rea
 
 const PRIVATE_FILE = 0o600
 
-const alreadyExists = (path: string) =>
-  new PrivateFileError({ message: `${path} already exists; --force replaces it` })
+const alreadyExists = (path: string) => new PrivateFileError({ message: `${path} already exists; --force replaces it` })
 
 /** Fails early, before any work, when `path` exists and may not be replaced. */
 export const checkWritable = (path: string, options: { readonly replace: boolean }) =>

@@ -100,8 +100,7 @@ export const rotate = Effect.fn("rotate")(function*(input: RotateInput) {
   })
   yield* note(SECRET_SHOWN_ONCE)
 
-  const finishByHand =
-    `${commandPrefix()} credentials remove ${input.profile} ${input.environment} ${input.uuid} ${oldId} --yes`
+  const finishByHand = `${commandPrefix()} credentials remove ${input.profile} ${input.environment} ${input.uuid} ${oldId} --yes`
   const keepBoth = (why: string) => `${why}; both credentials remain: remove ${oldId} later with: ${finishByHand}`
 
   if (!input.force) {

@@ -173,18 +173,18 @@ export const commandPathOf = (
  * library's parse errors: commands write their own failures to stderr directly, `Output.ts`) are
  * one line each pointing to `helpCommand --help`.
  */
-export const withFittedConsole = (commandPath: ReadonlyArray<string>, helpCommand: string) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.flatMap(Effect.console, (console) => {
-    const forStdout = (args: ReadonlyArray<unknown>) =>
-      args.map((arg) => (typeof arg === "string" ? fitText(arg, settingsFor(process.stdout, process.env, commandPath)) : arg))
-    const forStderr = (args: ReadonlyArray<unknown>) =>
-      args.map((arg) => (typeof arg === "string" ? parseErrorLine(arg, helpCommand) : arg))
-    const fitted: Console.Console = {
-      ...console,
-      log: (...args) => console.log(...forStdout(args)),
-      info: (...args) => console.info(...forStdout(args)),
-      error: (...args) => console.error(...forStderr(args))
-    }
-    return Effect.withConsole(effect, fitted)
-  })
+export const withFittedConsole =
+  (commandPath: ReadonlyArray<string>, helpCommand: string) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.flatMap(Effect.console, (console) => {
+      const forStdout = (args: ReadonlyArray<unknown>) =>
+        args.map((arg) => (typeof arg === "string" ? fitText(arg, settingsFor(process.stdout, process.env, commandPath)) : arg))
+      const forStderr = (args: ReadonlyArray<unknown>) =>
+        args.map((arg) => (typeof arg === "string" ? parseErrorLine(arg, helpCommand) : arg))
+      const fitted: Console.Console = {
+        ...console,
+        log: (...args) => console.log(...forStdout(args)),
+        info: (...args) => console.info(...forStdout(args)),
+        error: (...args) => console.error(...forStderr(args))
+      }
+      return Effect.withConsole(effect, fitted)
+    })

@@ -23,11 +23,15 @@ const tokensCreate = Command.make(
   {
     name: nameArg,
     role: Options.choice("role", ADMIN_ROLES).pipe(
-      Options.withDescription("admin: everything; owner: its profiles, but not creating or deleting them; viewer: reads only; introspector: POST /oauth/introspect for its profiles (resource servers), nothing else.")
+      Options.withDescription(
+        "admin: everything; owner: its profiles, but not creating or deleting them; viewer: reads only; introspector: POST /oauth/introspect for its profiles (resource servers), nothing else."
+      )
     ),
     profiles: Options.text("profile").pipe(
       Options.withPseudoName("PROFILE"),
-      Options.withDescription("A profile the token reaches (repeat for several); required for owner, viewer and introspector, not for admin."),
+      Options.withDescription(
+        "A profile the token reaches (repeat for several); required for owner, viewer and introspector, not for admin."
+      ),
       Options.repeated
     ),
     ...connection

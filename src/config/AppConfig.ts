@@ -85,8 +85,7 @@ const upstreamAllowedOriginsFromEnv = Effect.gen(function*() {
 
 /** TLS_CERT_FILE and TLS_KEY_FILE: both or neither (empty is unset). */
 const tlsFromEnv = Effect.gen(function*() {
-  const read = (name: string) =>
-    Effect.map(Config.option(Config.string(name)), Option.filter((path) => path.trim() !== ""))
+  const read = (name: string) => Effect.map(Config.option(Config.string(name)), Option.filter((path) => path.trim() !== ""))
   const certFile = yield* read("TLS_CERT_FILE")
   const keyFile = yield* read("TLS_KEY_FILE")
   if (Option.isSome(certFile) && Option.isSome(keyFile)) {
@@ -164,14 +163,16 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
     const port = yield* Config.port("PORT").pipe(Config.withDefault(3000))
     const host = yield* Config.string("HOST").pipe(Config.withDefault("0.0.0.0"))
     const databaseUrl = Option.filter(
-      yield* Config.option(Config.redacted("DATABASE_URL").pipe(
-        Config.mapOrFail((url) => {
-          const scheme = databaseUrlScheme(Redacted.value(url))
-          return scheme === undefined
-            ? Either.right(url)
-            : Either.left(ConfigError.InvalidData([], databaseUrlProblem(scheme)))
-        })
-      )),
+      yield* Config.option(
+        Config.redacted("DATABASE_URL").pipe(
+          Config.mapOrFail((url) => {
+            const scheme = databaseUrlScheme(Redacted.value(url))
+            return scheme === undefined
+              ? Either.right(url)
+              : Either.left(ConfigError.InvalidData([], databaseUrlProblem(scheme)))
+          })
+        )
+      ),
       (url) => Redacted.value(url).length > 0
     )
     const adminTokens = yield* adminTokensFromEnv(Option.isSome(databaseUrl), host)
@@ -191,12 +192,14 @@ export class AppConfig extends Context.Tag("service-auth/AppConfig")<AppConfig, 
         Config.validate({ message: "KEY_PUBLISH_DELAY_S must be a non-negative integer", validation: (n) => n >= 0 }),
         Config.withDefault(300)
       ),
-      keyRotationDays: yield* Config.option(Config.number("KEY_ROTATION_DAYS").pipe(
-        Config.validate({
-          message: "KEY_ROTATION_DAYS must be a positive number of days",
-          validation: (n) => Number.isFinite(n) && n > 0
-        })
-      )),
+      keyRotationDays: yield* Config.option(
+        Config.number("KEY_ROTATION_DAYS").pipe(
+          Config.validate({
+            message: "KEY_ROTATION_DAYS must be a positive number of days",
+            validation: (n) => Number.isFinite(n) && n > 0
+          })
+        )
+      ),
       keyEncryptionKey: yield* encryptionKey("KEY_ENCRYPTION_KEY"),
       keyEncryptionKeyPrevious: yield* encryptionKey("KEY_ENCRYPTION_KEY_PREVIOUS"),
       maxBodyBytes: yield* Config.integer("MAX_BODY_BYTES").pipe(

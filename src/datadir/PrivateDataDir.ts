@@ -50,8 +50,7 @@ export const makeDataDirPrivate = (dataDir: string) =>
         await fs.promises.mkdir(root, { recursive: true, mode: PRIVATE_DIRECTORY })
         return tighten(root)
       },
-      catch: (error) =>
-        new StartupError({ message: `cannot use DATA_DIR ${dataDir}: ${describeFileError(error)}` })
+      catch: (error) => new StartupError({ message: `cannot use DATA_DIR ${dataDir}: ${describeFileError(error)}` })
     })
     if (tightened > 0) {
       yield* Effect.logWarning(

@@ -151,5 +151,4 @@ export const authorizeOn = (
   action: AdminAction,
   profile: string,
   missing: NotFound
-): Either.Either<void, Forbidden | NotFound> =>
-  reaches(scope, profile) ? authorize(scope, action) : Either.left(missing)
+): Either.Either<void, Forbidden | NotFound> => reaches(scope, profile) ? authorize(scope, action) : Either.left(missing)

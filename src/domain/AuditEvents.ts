@@ -54,8 +54,7 @@ export const AuditDetails = Schema.Record({
   value: Schema.Union(Schema.String, Schema.Number, Schema.Boolean, Schema.Array(Schema.String))
 }).annotations({
   identifier: "AuditDetails",
-  description:
-    "Facts about the change: `service.created`/`service.changed`: `name`, `auth_type`, `handler` (its type); " +
+  description: "Facts about the change: `service.created`/`service.changed`: `name`, `auth_type`, `handler` (its type); " +
     "`profile.saved`: `added`, `removed` (counts); a `credential.removed` implied by a deletion: `cause` " +
     "(`profile.deleted`, `environment.deleted` or `service.deleted`); `admin_token.created`/`admin_token.revoked`: " +
     "`name`, `role`, `profiles` (a list of profile names; absent for an admin token); `token.revoked`: `jti` " +

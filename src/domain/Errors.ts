@@ -141,7 +141,9 @@ export const ConflictWire = wireError(Conflict, {
 })
 
 /** 409 `credential_limit_exceeded`: A service would hold more than two live credentials. */
-export class CredentialLimitExceeded extends Schema.TaggedError<CredentialLimitExceeded>()("CredentialLimitExceeded", { description: Schema.String }) {}
+export class CredentialLimitExceeded
+  extends Schema.TaggedError<CredentialLimitExceeded>()("CredentialLimitExceeded", { description: Schema.String })
+{}
 export const CredentialLimitExceededWire = wireError(CredentialLimitExceeded, {
   code: "credential_limit_exceeded",
   status: 409,
@@ -251,7 +253,9 @@ export const RateLimitedWire = wireError(RateLimited, {
 
 /** 429 `too_many_attempts`: Too many failed admin authentications from one address, answered with Retry-After. */
 export const ADMIN_TOO_MANY_ATTEMPTS_DESCRIPTION = "Too many failed admin authentication attempts from this address; retry later"
-export class AdminTooManyAttempts extends Schema.TaggedError<AdminTooManyAttempts>()("AdminTooManyAttempts", { retryAfterSeconds: Schema.Int }) {}
+export class AdminTooManyAttempts
+  extends Schema.TaggedError<AdminTooManyAttempts>()("AdminTooManyAttempts", { retryAfterSeconds: Schema.Int })
+{}
 export const AdminTooManyAttemptsWire = wireError(AdminTooManyAttempts, {
   code: "too_many_attempts",
   status: 429,

@@ -51,18 +51,40 @@ const UpstreamHeaderValue = Schema.String.pipe(
 
 /** The gateway's own headers, those of the connection, and what the body or the trace decides. */
 export const RESERVED_HEADER_NAMES: ReadonlySet<string> = new Set([
-  "content-type", "content-length", "content-encoding", "transfer-encoding", "host", "connection", "keep-alive",
-  "proxy-connection", "upgrade", "te", "trailer", "expect", "accept", "proxy-authorization", "proxy-authenticate",
-  "x-client-id", "x-service-profile", "x-service-environment", "x-service-uuid", "x-request-id",
-  "x-service-auth-assertion", "traceparent", "tracestate", "forwarded", "x-forwarded-for", "x-forwarded-host",
-  "x-forwarded-proto", "cookie"
+  "content-type",
+  "content-length",
+  "content-encoding",
+  "transfer-encoding",
+  "host",
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "upgrade",
+  "te",
+  "trailer",
+  "expect",
+  "accept",
+  "proxy-authorization",
+  "proxy-authenticate",
+  "x-client-id",
+  "x-service-profile",
+  "x-service-environment",
+  "x-service-uuid",
+  "x-request-id",
+  "x-service-auth-assertion",
+  "traceparent",
+  "tracestate",
+  "forwarded",
+  "x-forwarded-for",
+  "x-forwarded-host",
+  "x-forwarded-proto",
+  "cookie"
 ])
 
 /** At most this many static headers per service. */
 export const MAX_UPSTREAM_HEADERS = 10
 
-const distinctNames = (names: ReadonlyArray<string>) =>
-  new Set(names.map((name) => name.toLowerCase())).size === names.length
+const distinctNames = (names: ReadonlyArray<string>) => new Set(names.map((name) => name.toLowerCase())).size === names.length
 
 /** Static headers as an operator sends them: names with their values (write-only). */
 const UpstreamHeadersInput = Schema.Record({ key: UpstreamHeaderName, value: UpstreamHeaderValue }).pipe(
@@ -105,10 +127,12 @@ export const ProxyHandlerInput = Schema.Struct({
   type: Schema.Literal("proxy"),
   url: HttpUrl,
   timeout_ms: Schema.optional(UpstreamTimeout),
-  headers: Schema.optional(Schema.Union(UpstreamHeadersInput, UpstreamHeaderNames).annotations({
-    description: "An object (name → value) replaces the static headers; an array of names keeps those of the " +
-      "stored ones (what GET answers, so a service read and written back keeps them); absent keeps them all."
-  }))
+  headers: Schema.optional(
+    Schema.Union(UpstreamHeadersInput, UpstreamHeaderNames).annotations({
+      description: "An object (name → value) replaces the static headers; an array of names keeps those of the " +
+        "stored ones (what GET answers, so a service read and written back keeps them); absent keeps them all."
+    })
+  )
 })
 /** What an operator sends: static headers with their values (or names to keep). */
 export const ServiceHandlerInput = Schema.Union(EchoHandler, ProxyHandlerInput).annotations({

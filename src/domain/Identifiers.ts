@@ -21,8 +21,7 @@ export type ProfileId = typeof ProfileId.Type
 
 export const EnvironmentName = Schema.String.pipe(
   Schema.pattern(NAME_PATTERN, {
-    message: () =>
-      "environment must be 1-128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
+    message: () => "environment must be 1-128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
   }),
   Schema.brand("EnvironmentName")
 ).annotations({

@@ -70,8 +70,10 @@ export const thumbprintOf = (canonical: string): string => sha256Base64url(canon
  * the key material itself).
  */
 export const parsePublicJwk = (input: unknown): Either.Either<PublicJwk, string> =>
-  Either.flatMap(publicJwkMembers(input), ({ kid, members }) =>
-    Either.map(importPublicKey(members), () => ({ ...members, kid: kid ?? jwkThumbprint(members) })))
+  Either.flatMap(
+    publicJwkMembers(input),
+    ({ kid, members }) => Either.map(importPublicKey(members), () => ({ ...members, kid: kid ?? jwkThumbprint(members) }))
+  )
 
 /**
  * `parsePublicJwk`'s checks of the JWK's members, in its order, without importing the key (which

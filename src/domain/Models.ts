@@ -118,7 +118,6 @@ export const ProfileSummary = Schema.Struct({
 }).annotations({ identifier: "ProfileSummary" })
 export type ProfileSummary = typeof ProfileSummary.Type
 
-
 export const ProfileDocument = Schema.Struct({
   profile: ProfileId,
   created_at: Timestamp,
@@ -166,7 +165,6 @@ export const ServiceInput = Schema.Struct({
   })
 }).annotations({ identifier: "ServiceInput", parseOptions: { onExcessProperty: "error" } })
 export type ServiceInput = typeof ServiceInput.Type
-
 
 /** What `POST …/credentials` may send: when the new credential expires, or nothing. */
 const EXPIRES_AT_INPUT = "When the credential expires (RFC 3339, in the future; at most the profile's " +
@@ -229,12 +227,14 @@ export type NewKeyCredential = typeof NewKeyCredential.Type
 export const PublicJwkInput = Schema.Union(
   Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
     identifier: "PublicJwk",
-    description: "A public JWK (RFC 7517): RSA of 2048 to 16384 bits with the public exponent 65537 (e AQAB), EC P-256 or Ed25519; public members only.",
+    description:
+      "A public JWK (RFC 7517): RSA of 2048 to 16384 bits with the public exponent 65537 (e AQAB), EC P-256 or Ed25519; public members only.",
     jsonSchema: {
       type: "object",
       required: ["kty"],
       properties: { kty: { type: "string", enum: ["RSA", "EC", "OKP"] }, kid: { type: "string" } },
-      description: "A public JWK (RFC 7517): RSA of 2048 to 16384 bits with the public exponent 65537 (e AQAB), EC P-256 or Ed25519; public members only."
+      description:
+        "A public JWK (RFC 7517): RSA of 2048 to 16384 bits with the public exponent 65537 (e AQAB), EC P-256 or Ed25519; public members only."
     }
   }),
   Schema.String.annotations({ description: "A PEM public key (-----BEGIN PUBLIC KEY-----)." })

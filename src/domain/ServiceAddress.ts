@@ -55,8 +55,7 @@ export const spanAttributes = (address: ServiceAddress, clientId: Option.Option<
  * The path of a service's calls, `/service/{profile}/{env}/json/{uuid}`: under the issuer, a token's
  * `aud` and the URL a DPoP proof signs (`htu`), the inverse of `resourceAddress`.
  */
-export const servicePath = (address: ServiceAddress): string =>
-  `/service/${address.profile}/${address.environment}/json/${address.uuid}`
+export const servicePath = (address: ServiceAddress): string => `/service/${address.profile}/${address.environment}/json/${address.uuid}`
 
 /**
  * The service a `resource` (RFC 8707) names: exactly `<issuer>/service/{profile}/{env}/json/{uuid}`,

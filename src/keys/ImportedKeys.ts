@@ -61,7 +61,12 @@ export const importedKeys = (capacity: number = IMPORTED_KEYS_MAX) => {
       return entry
     })
   }
-  return { of, get size() { return cache.size } }
+  return {
+    of,
+    get size() {
+      return cache.size
+    }
+  }
 }
 
 export type ImportedKeys = ReturnType<typeof importedKeys>

@@ -81,8 +81,7 @@ export const makeKeyEncryption = (
           ? byCurrent ? Option.none() : Option.some(seal(current.value, name, plaintext))
           : isSealed(stored)
           ? Option.some(plaintext)
-          : Option.none()
-      )
+          : Option.none())
   }
 }
 

@@ -61,13 +61,11 @@ export const makeKeyRotation = (options: {
         const now = clock.unsafeCurrentTimeMillis()
         const candidate = { ...sealed, createdAt: new Date(now), activeFrom: new Date(now + publishDelayMillis) }
         return Either.map(decide(schedule(keys.map(timesOf)), now), (insert) => (insert ? Option.some(candidate) : Option.none()))
-      },
-        (key) =>
-          audit.record([auditEvent(actor, key.createdAt, {
-            action: "key.rotated",
-            details: { kid: key.kid, active_from: key.activeFrom.toISOString() }
-          })])
-      )
+      }, (key) =>
+        audit.record([auditEvent(actor, key.createdAt, {
+          action: "key.rotated",
+          details: { kid: key.kid, active_from: key.activeFrom.toISOString() }
+        })]))
       yield* reload
       return inserted
     })
@@ -80,7 +78,9 @@ export const makeKeyRotation = (options: {
       const rotated = yield* rotateWhen(actor, (scheduled, now) =>
         Option.match(pendingConflict(scheduled, now), { onNone: () => Either.right(true), onSome: Either.left }))
       const key = Option.getOrThrow(rotated)
-      const info = (yield* list).find((candidate) => candidate.kid === key.kid)
+      const info = (yield* list).find((candidate) =>
+        candidate.kid === key.kid
+      )
       return info ?? (yield* Effect.dieMessage(`the key ${key.kid} just stored is not listed`))
     })
 

@@ -23,16 +23,7 @@ import { AuditTrail } from "../storage/AuditTrail.js"
 import { ServerKeyStore } from "./ServerKeyStore.js"
 import { type SealedKey, SigningKeyStore } from "./SigningKeyStore.js"
 import { KeyEncryption, signingKeyName } from "./KeyEncryption.js"
-import {
-  infoOf,
-  type KeyInfo,
-  makeKeyHolder,
-  publishedKeys,
-  ringOf,
-  signingKeyOf,
-  timesOf,
-  verificationKeyOf
-} from "./KeyRing.js"
+import { infoOf, type KeyInfo, makeKeyHolder, publishedKeys, ringOf, signingKeyOf, timesOf, verificationKeyOf } from "./KeyRing.js"
 import { makeKeyReload } from "./KeyReload.js"
 import { makeKeyRotation } from "./KeyRotation.js"
 import { schedule } from "./KeySchedule.js"

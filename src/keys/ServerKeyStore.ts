@@ -45,8 +45,7 @@ export class ServerKeyStore extends Context.Tag("service-auth/ServerKeyStore")<S
       const findValue = serverKeyValue(sql)
       const insertIfAbsent = SqlSchema.void({
         Request: NewKey,
-        execute: ({ name, value }) =>
-          sql`INSERT INTO server_keys (name, value) VALUES (${name}, ${value}) ON CONFLICT (name) DO NOTHING`
+        execute: ({ name, value }) => sql`INSERT INTO server_keys (name, value) VALUES (${name}, ${value}) ON CONFLICT (name) DO NOTHING`
       })
       const deleteKey = SqlSchema.void({ Request: KeyName, execute: (name) => sql`DELETE FROM server_keys WHERE name = ${name}` })
       const lockAll = SqlSchema.findAll({

@@ -82,8 +82,7 @@ export const decide = (settings: SamplerSettings, origin: Origin): boolean | "By
 }
 
 /** The ratio samplers' decision on `traceId`. */
-export const sampledTraceId = (settings: SamplerSettings, traceId: string): boolean =>
-  accumulate(traceId) < upperBound(settings.ratio)
+export const sampledTraceId = (settings: SamplerSettings, traceId: string): boolean => accumulate(traceId) < upperBound(settings.ratio)
 
 /**
  * Random ids for the spans that are not recorded (their ids still travel in a `traceparent`): random

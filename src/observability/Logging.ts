@@ -18,8 +18,7 @@ const jsonLine = Logger.make(({ annotations, cause, date, logLevel, message }) =
 })
 
 /** The logger for `format`, in place of the default one. */
-export const layer = (format: "text" | "json") =>
-  format === "json" ? Logger.replace(Logger.defaultLogger, jsonLine) : Layer.empty
+export const layer = (format: "text" | "json") => format === "json" ? Logger.replace(Logger.defaultLogger, jsonLine) : Layer.empty
 
 /** A line printed whatever LOG_LEVEL says (the generated admin token), in the log's format. */
 export const printAlways = (format: "text" | "json", message: string) =>

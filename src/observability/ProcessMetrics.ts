@@ -30,8 +30,7 @@ const utilization = gauge(
  * reported (Effect's metrics are the process's, like the CPU time), so no layer keeps a copy that a
  * second server in the process would count again.
  */
-const countUpTo = (counter: typeof cpuUser, totalSeconds: number) =>
-  counter.unsafeUpdate(totalSeconds - counter.unsafeValue([]).count, [])
+const countUpTo = (counter: typeof cpuUser, totalSeconds: number) => counter.unsafeUpdate(totalSeconds - counter.unsafeValue([]).count, [])
 
 export class ProcessMetrics extends Context.Tag("service-auth/ProcessMetrics")<ProcessMetrics, {
   /** Updates the gauges and counters above to this moment. */

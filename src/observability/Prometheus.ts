@@ -66,8 +66,7 @@ export const render = (
   const families = new Map<string, { help: string; type: string; lines: Array<string> }>()
   // Series in a stable order (by their labels), so that two scrapes of the same state read the same;
   // a histogram's own lines keep their order (buckets by increasing bound).
-  const seriesKey = (pair: MetricPair.MetricPair.Untyped) =>
-    pair.metricKey.tags.map((tag) => `${tag.key}=${tag.value}`).sort().join(",")
+  const seriesKey = (pair: MetricPair.MetricPair.Untyped) => pair.metricKey.tags.map((tag) => `${tag.key}=${tag.value}`).sort().join(",")
   const ordered = [...snapshot].sort((a, b) => {
     const [ka, kb] = [seriesKey(a), seriesKey(b)]
     return ka < kb ? -1 : ka > kb ? 1 : 0

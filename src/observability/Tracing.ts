@@ -16,18 +16,16 @@ import type { TracingSettings } from "./TracingSettings.js"
 export const layer = (settings: Option.Option<TracingSettings>): Layer.Layer<never> =>
   Option.match(settings, {
     onNone: () => Layer.empty,
-    onSome: (settings) =>
-      Layer.unwrapEffect(Effect.map(Effect.promise(() => import("./TracingOtlp.js")), (otlp) => otlp.layer(settings)))
+    onSome: (settings) => Layer.unwrapEffect(Effect.map(Effect.promise(() => import("./TracingOtlp.js")), (otlp) => otlp.layer(settings)))
   })
 
 /** Spans are built only when they are exported: without a tracer every `withSpan` costs for nothing. */
-export const disabledUnless = (settings: Option.Option<TracingSettings>) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Option.isSome(settings) ? effect : Effect.withTracerEnabled(effect, false)
+export const disabledUnless =
+  (settings: Option.Option<TracingSettings>) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Option.isSome(settings) ? effect : Effect.withTracerEnabled(effect, false)
 
 /**
  * Whether spans are built where this runs. Layers read it when they are built, and install their
  * span wrappers only then: a server that does not trace does not even pay for a no-op span.
  */
 export const tracerEnabled: Effect.Effect<boolean> = FiberRef.get(FiberRef.currentTracerEnabled)
-

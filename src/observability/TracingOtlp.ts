@@ -63,7 +63,11 @@ const exportClient = (settings: TracingSettings) =>
           Effect.timeoutFail({
             duration: Duration.millis(settings.timeoutMillis),
             onTimeout: () =>
-              new HttpClientError.RequestError({ request, reason: "Transport", description: `no answer within ${settings.timeoutMillis} ms` })
+              new HttpClientError.RequestError({
+                request,
+                reason: "Transport",
+                description: `no answer within ${settings.timeoutMillis} ms`
+              })
           }),
           Effect.tap((answered) => answered.status >= 300 ? warnOnce(`status ${answered.status}`) : Effect.void),
           Effect.tapError((error) => warnOnce(error.description ?? error.reason))
@@ -109,7 +113,9 @@ export const layer = (settings: TracingSettings): Layer.Layer<never> =>
   Layer.unwrapScoped(
     Effect.gen(function*() {
       if (settings.ignored.length > 0) {
-        yield* Effect.logWarning(`traces: ${settings.ignored.join(", ")} ${settings.ignored.length === 1 ? "is" : "are"} not supported and ignored`)
+        yield* Effect.logWarning(
+          `traces: ${settings.ignored.join(", ")} ${settings.ignored.length === 1 ? "is" : "are"} not supported and ignored`
+        )
       }
       const scope = yield* Scope.make()
       yield* Effect.addFinalizer((exit) =>

@@ -59,8 +59,7 @@ const TIMEOUT_MS = 10_000
 /** JSON rather than the specification's protobuf default: every collector reads it, and so do hand-written receivers. */
 export const DEFAULT_PROTOCOL = "http/json"
 
-const setting = (name: string) =>
-  Config.option(Config.string(name)).pipe(Config.map(Option.filter((value) => value.trim() !== "")))
+const setting = (name: string) => Config.option(Config.string(name)).pipe(Config.map(Option.filter((value) => value.trim() !== "")))
 
 const invalid = (name: string, message: string) => ConfigError.InvalidData([name], `${name} ${message}`)
 
@@ -69,7 +68,10 @@ const exporterSetting = (suffix: string) =>
   Effect.gen(function*() {
     const specific = yield* setting(`OTEL_EXPORTER_OTLP_TRACES_${suffix}`)
     if (Option.isSome(specific)) return Option.some({ name: `OTEL_EXPORTER_OTLP_TRACES_${suffix}`, value: specific.value.trim() })
-    return Option.map(yield* setting(`OTEL_EXPORTER_OTLP_${suffix}`), (value) => ({ name: `OTEL_EXPORTER_OTLP_${suffix}`, value: value.trim() }))
+    return Option.map(
+      yield* setting(`OTEL_EXPORTER_OTLP_${suffix}`),
+      (value) => ({ name: `OTEL_EXPORTER_OTLP_${suffix}`, value: value.trim() })
+    )
   })
 
 /** A positive whole number, or the default (as the SDK reads its numeric variables). */

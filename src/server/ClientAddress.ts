@@ -130,5 +130,4 @@ export const rememberClientAddress = (request: IncomingMessage, address: string)
 }
 
 /** The client address of a request: the one `NodeServer` worked out, else the TCP peer. */
-export const clientAddress = (request: IncomingMessage): string =>
-  resolved.get(request) ?? request.socket.remoteAddress ?? "unknown"
+export const clientAddress = (request: IncomingMessage): string => resolved.get(request) ?? request.socket.remoteAddress ?? "unknown"

@@ -49,7 +49,10 @@ export const Health = Schema.Struct({ status: Schema.Literal("ok") }).annotation
 /** `/healthz`: the process is up, and which release it runs (semantic version, docs/releases.md). */
 export const Liveness = Schema.Struct({
   status: Schema.Literal("ok"),
-  version: Schema.String.annotations({ description: "The release the server runs (semantic version), as package.json says.", examples: ["1.0.0"] })
+  version: Schema.String.annotations({
+    description: "The release the server runs (semantic version), as package.json says.",
+    examples: ["1.0.0"]
+  })
 }).annotations({ identifier: "Liveness" })
 
 export class DiscoveryApi extends HttpApiGroup.make("discovery")
@@ -62,7 +65,10 @@ export class DiscoveryApi extends HttpApiGroup.make("discovery")
   .add(
     HttpApiEndpoint.get("metadata", "/.well-known/oauth-authorization-server")
       .annotate(OpenApi.Summary, "Authorization server metadata (RFC 8414)")
-      .annotate(OpenApi.Description, "Where the token endpoint and the keys are, and what this server supports. Clients discover it at /.well-known/oauth-authorization-server (there is no OpenID configuration).")
+      .annotate(
+        OpenApi.Description,
+        "Where the token endpoint and the keys are, and what this server supports. Clients discover it at /.well-known/oauth-authorization-server (there is no OpenID configuration)."
+      )
       .addSuccess(AuthorizationServerMetadata)
   )
   .add(

@@ -19,13 +19,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { SERVICE_VERSION } from "../config/Version.js"
 import { answerClientErrors } from "./ClientErrors.js"
-import {
-  type ConnectionCap,
-  capConnections,
-  type ConnectionLimits,
-  DEFAULT_CONNECTION_LIMITS,
-  serverOptions
-} from "./ConnectionLimits.js"
+import { type ConnectionCap, capConnections, type ConnectionLimits, DEFAULT_CONNECTION_LIMITS, serverOptions } from "./ConnectionLimits.js"
 import { NO_TRUSTED_PROXIES, type TrustedProxies } from "./ClientAddress.js"
 
 /** Far beyond a start on a fresh data directory; a client's own timeout usually comes first. */

@@ -55,7 +55,14 @@ export const makeExecutionKit = Effect.gen(function*() {
     endRequestSpan(span, answer.status)
     if (logged) {
       Runtime.runFork(runtime)(
-        requestLogLine("POST", request.url ?? "", answer.status, Number(elapsedNs / 1_000_000n), clientAddress(request), requestIdOf(request))
+        requestLogLine(
+          "POST",
+          request.url ?? "",
+          answer.status,
+          Number(elapsedNs / 1_000_000n),
+          clientAddress(request),
+          requestIdOf(request)
+        )
       )
     }
   }

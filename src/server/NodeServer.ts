@@ -102,8 +102,7 @@ const makeServer = (config: Pick<AppConfigShape, "tls"> & ConnectionLimits) =>
                 server.setSecureContext(pair)
                 runFork(Effect.logInfo(`TLS certificate reloaded from ${files.certFile}`))
               },
-              refused: (reason) =>
-                runFork(Effect.logWarning(`TLS certificate not replaced, still serving the previous one: ${reason}`))
+              refused: (reason) => runFork(Effect.logWarning(`TLS certificate not replaced, still serving the previous one: ${reason}`))
             })
           ),
           (stop) => Effect.sync(stop)

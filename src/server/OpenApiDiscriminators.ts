@@ -46,9 +46,7 @@ const discriminatorOf = (members: ReadonlyArray<Json>): { name: string; values: 
   if (members.length < 2 || members.some((member) => member.type !== "object")) return undefined
   const candidates = (members[0]!.required ?? []) as Array<string>
   for (const name of candidates) {
-    const values = members.map((member) =>
-      (member.required ?? []).includes(name) ? singleString(member.properties?.[name]) : undefined
-    )
+    const values = members.map((member) => (member.required ?? []).includes(name) ? singleString(member.properties?.[name]) : undefined)
     if (values.every((value): value is string => value !== undefined) && new Set(values).size === values.length) {
       return { name, values }
     }

@@ -81,8 +81,14 @@ const NO_STORE_HEADERS: Json = {
 const RETRY_AFTER: Json = { "Retry-After": header("Seconds to wait before retrying.", "1") }
 
 const DEPRECATED_KEY_HEADERS: Json = {
-  Deprecation: header("Only on a key credential made here (deprecated): when this use was deprecated (RFC 9745).", KEY_ON_CREDENTIALS_DEPRECATION),
-  Sunset: header("Only on a key credential made here: the date after which this use may stop working (RFC 8594).", KEY_ON_CREDENTIALS_SUNSET),
+  Deprecation: header(
+    "Only on a key credential made here (deprecated): when this use was deprecated (RFC 9745).",
+    KEY_ON_CREDENTIALS_DEPRECATION
+  ),
+  Sunset: header(
+    "Only on a key credential made here: the date after which this use may stop working (RFC 8594).",
+    KEY_ON_CREDENTIALS_SUNSET
+  ),
   Link: header(
     "Only on a key credential made here: the operation to use instead.",
     "</admin/profiles/acme/environments/production/services/0b5e6a2c-6a55-4b8e-9a53-5f4d8c7a1e10/key-credentials>; rel=\"successor-version\""
@@ -147,7 +153,12 @@ const describeClientAuthentication = (spec: Json): void => {
     description: "private_key_jwt (RFC 7523), for a key credential: a client assertion in place of a secret; " +
       "client_id optional (when sent, the assertion's own).",
     required: [...request.required.slice(0, 1), "client_assertion_type", "client_assertion", ...request.required.slice(1)],
-    properties: { ...others, client_id: { ...client_id, description: "Optional: the assertion's iss and sub." }, client_assertion_type, client_assertion }
+    properties: {
+      ...others,
+      client_id: { ...client_id, description: "Optional: the assertion's iss and sub." },
+      client_assertion_type,
+      client_assertion
+    }
   }
   schemas.TokenRequestClientSecretPost = {
     ...request,

@@ -68,9 +68,7 @@ export const checkPortFree = (config: Pick<AppConfigShape, "host" | "port">) => 
     socket.once("error", () => done(false))
     socket.once("timeout", () => done(false))
   }).pipe(
-    Effect.flatMap((listening) =>
-      listening ? Effect.fail(listenFailure("EADDRINUSE", config.host, config.port)) : Effect.void
-    )
+    Effect.flatMap((listening) => listening ? Effect.fail(listenFailure("EADDRINUSE", config.host, config.port)) : Effect.void)
   )
 }
 
@@ -86,4 +84,3 @@ export const tlsPair = (files: TlsFiles) =>
     const pair = readTlsPair(files)
     return typeof pair === "string" ? Effect.fail(new StartupError({ message: pair })) : Effect.succeed(pair)
   })
-

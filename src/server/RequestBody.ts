@@ -11,14 +11,11 @@ import { Effect } from "effect"
 import type { IncomingMessage } from "node:http"
 import { InvalidRequest, PayloadTooLarge } from "../domain/Errors.js"
 
-export const payloadTooLarge = (maxBytes: number) =>
-  new PayloadTooLarge({ description: `Request body exceeds ${maxBytes} bytes` })
+export const payloadTooLarge = (maxBytes: number) => new PayloadTooLarge({ description: `Request body exceeds ${maxBytes} bytes` })
 
 /** The media type of the request, lower-cased, without parameters ("" when absent). */
-export const mediaTypeOf = (contentType: string | undefined): string =>
-  (contentType ?? "").split(";")[0]!.trim().toLowerCase()
-export const mediaType = (request: HttpServerRequest.HttpServerRequest): string =>
-  mediaTypeOf(request.headers["content-type"])
+export const mediaTypeOf = (contentType: string | undefined): string => (contentType ?? "").split(";")[0]!.trim().toLowerCase()
+export const mediaType = (request: HttpServerRequest.HttpServerRequest): string => mediaTypeOf(request.headers["content-type"])
 
 /**
  * Bodies the fast lane read before it handed the request over (`FastLane`): the stream is consumed,

@@ -7,13 +7,7 @@
  */
 import { type HttpApp, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
 import { Clock, Effect, FiberRef } from "effect"
-import {
-  recordDuration,
-  recordServiceCall,
-  recordTokenRequest,
-  tokenResultOf,
-  UNMATCHED_ROUTE
-} from "../observability/ServiceMetrics.js"
+import { recordDuration, recordServiceCall, recordTokenRequest, tokenResultOf, UNMATCHED_ROUTE } from "../observability/ServiceMetrics.js"
 import { answeredByExecution } from "./AnsweredByExecution.js"
 import { endpointTemplate, routeTemplate } from "./Routes.js"
 

@@ -57,5 +57,4 @@ export const endpointTemplate = (() => {
 })()
 
 /** The template of the route `pathname` belongs to (`/admin/profiles/{profile}`), or undefined. */
-export const routeTemplate = (pathname: string): string | undefined =>
-  ROUTES.find((route) => route.pattern.test(pathname))?.template
+export const routeTemplate = (pathname: string): string | undefined => ROUTES.find((route) => route.pattern.test(pathname))?.template

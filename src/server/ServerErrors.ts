@@ -99,5 +99,4 @@ export const layerJsonErrors = HttpApiBuilder.middleware(jsonErrors)
  * connection after the answer instead of reading (and discarding) whatever the client still sends.
  */
 export const closeAfterPayloadTooLarge = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
-  Effect.map(app, (response) =>
-    response.status === 413 ? HttpServerResponse.setHeader(response, "connection", "close") : response)
+  Effect.map(app, (response) => response.status === 413 ? HttpServerResponse.setHeader(response, "connection", "close") : response)

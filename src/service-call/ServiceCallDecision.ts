@@ -204,7 +204,6 @@ export type ServiceCallVerdict = Extract<ServiceCallDecision, { readonly _tag: "
 
 export type ServiceCallAllowed = Extract<ServiceCallDecision, { readonly _tag: "Call" }>
 
-
 /** A service call's body: a JSON object (within the nesting limit). */
 export const jsonObject = (text: string): Either.Either<JsonObject, InvalidRequest> =>
   Either.flatMap(parseJson(text), (body) =>

@@ -67,9 +67,7 @@ export const makeServiceCallExecution = (kit: ExecutionKit) =>
 
     /** A handler registered in code, in Effect: its object (200), its failure, or 502 when it throws. */
     const registered = (allowed: ServiceCallAllowed, body: JsonObject, bodyText: string): Effect.Effect<Answer> =>
-      Effect.suspend(() =>
-        handlers.resolve(allowed.address)({ address: allowed.address, clientId: allowed.caller, body, bodyText })
-      ).pipe(
+      Effect.suspend(() => handlers.resolve(allowed.address)({ address: allowed.address, clientId: allowed.caller, body, bodyText })).pipe(
         Effect.map((answer): Answer => ({ status: 200, headers: SERVICE_ANSWER_HEADERS, body: answer })),
         Effect.catchAll((error) => Effect.succeed(errorAnswer(error))),
         // A handler registered in code that throws has failed, like one that fails: 502, not 500.
@@ -153,10 +151,13 @@ export const makeServiceCallExecution = (kit: ExecutionKit) =>
           callHandler(call, verdict, body.right, Either.getOrElse(text, () => ""), span, answer, failed)
         })
       }
-      const decision = decideServiceCall(input, span === undefined || !span.sampled ? gate.services : {
-        ...gate.services,
-        serviceRoute: cacheSpanned(span, "CredentialRepoCache.findServiceRoute", gate.services.serviceRoute)
-      })
+      const decision = decideServiceCall(
+        input,
+        span === undefined || !span.sampled ? gate.services : {
+          ...gate.services,
+          serviceRoute: cacheSpanned(span, "CredentialRepoCache.findServiceRoute", gate.services.serviceRoute)
+        }
+      )
       if (decision._tag === "Answer" || decision._tag === "Call") return proceed(decision)
       run(below(gate.complete(input, decision), span)).then(proceed).catch(failed)
     }

@@ -74,7 +74,12 @@ export class ServiceCallGate extends Context.Tag("service-auth/ServiceCallGate")
           if (decision._tag === "Prove") {
             const { address } = decision.call
             const url = `${issuer}${servicePath(address)}`
-            const proof = yield* verifyProof(decision.proof, { method: "POST", url, nowMillis: input.nowMillis, accessToken: decision.token })
+            const proof = yield* verifyProof(decision.proof, {
+              method: "POST",
+              url,
+              nowMillis: input.nowMillis,
+              accessToken: decision.token
+            })
             if ("refused" in proof) return { _tag: "Answer" as const, answer: dpopRefusal("invalid_dpop_proof", proof.refused) }
             if (proof.jkt !== decision.jkt) return { _tag: "Answer" as const, answer: wrongProofKey }
             decision = admitCall(services, input, decision.call)

@@ -31,9 +31,10 @@ export const layer = HttpApiBuilder.group(Api, "service", (handlers) =>
               request: NodeHttpServerRequest.toIncomingMessage(request),
               response: NodeHttpServerRequest.toServerResponse(request),
               path,
-              readBody: (then) => Runtime.runCallback(runtime)(Effect.either(readBodyText(request, maxBodyBytes)), {
-                onExit: (exit) => exit._tag === "Success" ? then(exit.value) : undefined
-              }),
+              readBody: (then) =>
+                Runtime.runCallback(runtime)(Effect.either(readBodyText(request, maxBodyBytes)), {
+                  onExit: (exit) => exit._tag === "Success" ? then(exit.value) : undefined
+                }),
               nowMillis,
               started
             },

@@ -16,13 +16,7 @@ import { AppConfig } from "../config/AppConfig.js"
 import { AdminTokenStore } from "../admin/AdminTokenStore.js"
 import * as AuditTrail from "./AuditTrail.js"
 import * as CacheCoherence from "../catalogue/CacheCoherence.js"
-import {
-  type CacheGuard,
-  type CachedCatalogue,
-  type CatalogueStore,
-  localGuard,
-  withReadCache
-} from "../catalogue/CredentialRepoCache.js"
+import { type CacheGuard, type CachedCatalogue, type CatalogueStore, localGuard, withReadCache } from "../catalogue/CredentialRepoCache.js"
 import { tracerEnabled } from "../observability/Tracing.js"
 import * as CatalogueInMemory from "../catalogue/CatalogueInMemory.js"
 import { CatalogueLookup } from "../catalogue/CatalogueLookup.js"
@@ -125,8 +119,7 @@ const MIGRATION_FILE = /^(\d+)_([A-Za-z0-9_-]+)\.sql$/
 export const sqlFileLoader = (directory: string): Migrator.Loader =>
   Effect.tryPromise({
     try: () => readdir(directory),
-    catch: (cause) =>
-      new Migrator.MigrationError({ reason: "import-error", message: `Cannot read ${directory}: ${cause}` })
+    catch: (cause) => new Migrator.MigrationError({ reason: "import-error", message: `Cannot read ${directory}: ${cause}` })
   }).pipe(
     Effect.map((files) =>
       files
@@ -139,9 +132,7 @@ export const sqlFileLoader = (directory: string): Migrator.Loader =>
           id,
           name,
           Effect.promise(() => readFile(`${directory}/${file}`, "utf8")).pipe(
-            Effect.map((text) =>
-              Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text).unprepared)
-            )
+            Effect.map((text) => Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text).unprepared))
           )
         ])
     )
@@ -167,7 +158,10 @@ export const migrate = runMigrator({
 export const migrationsLayer = Layer.effectDiscard(migrate)
 
 /** Repositories over whatever `SqlClient` is provided, after migrating it. */
-const sqlRepos = <E, R>(repo: Layer.Layer<CatalogueServices, E, R>, failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>) =>
+const sqlRepos = <E, R>(
+  repo: Layer.Layer<CatalogueServices, E, R>,
+  failureCounts: Layer.Layer<FailureCounts, never, SqlClient.SqlClient>
+) =>
   Layer.mergeAll(
     repo,
     AuditTrail.layerSql,
@@ -258,41 +252,43 @@ export const layerPostgres = (url: Redacted.Redacted<string>) =>
  * process for the scope's lifetime; in memory when undefined.
  */
 export const layerEmbeddedClient = (dataDir: string | undefined) =>
-  Layer.unwrapScoped(Effect.gen(function*() {
-    if (dataDir !== undefined) {
-      yield* makeDataDirPrivate(dataDir)
-      yield* lockDataDir(dataDir)
-      if (!PgliteClient.isInitialized(dataDir)) {
-        // The build's template when there is one (milliseconds), initdb otherwise (seconds).
-        const copied = yield* EmbeddedTemplate.copyInto(dataDir).pipe(
-          Effect.mapError((error) =>
-            new StartupError({ message: `cannot create the embedded database in DATA_DIR ${dataDir}: ${error.message}` })
-          )
-        )
-        if (!copied) {
-          yield* PgliteClient.initializeApart(dataDir).pipe(
+  Layer.unwrapScoped(
+    Effect.gen(function*() {
+      if (dataDir !== undefined) {
+        yield* makeDataDirPrivate(dataDir)
+        yield* lockDataDir(dataDir)
+        if (!PgliteClient.isInitialized(dataDir)) {
+          // The build's template when there is one (milliseconds), initdb otherwise (seconds).
+          const copied = yield* EmbeddedTemplate.copyInto(dataDir).pipe(
             Effect.mapError((error) =>
-              new StartupError({ message: `cannot create the embedded database in DATA_DIR ${dataDir}: ${error.cause}` })
+              new StartupError({ message: `cannot create the embedded database in DATA_DIR ${dataDir}: ${error.message}` })
             )
           )
+          if (!copied) {
+            yield* PgliteClient.initializeApart(dataDir).pipe(
+              Effect.mapError((error) =>
+                new StartupError({ message: `cannot create the embedded database in DATA_DIR ${dataDir}: ${error.cause}` })
+              )
+            )
+          }
+          yield* tightenDataDir(dataDir)
         }
-        yield* tightenDataDir(dataDir)
       }
-    }
-    return PgliteClient.layer({ dataDir }).pipe(
-      Layer.mapError((error) =>
-        new StartupError({
-          message: `cannot open the embedded database in DATA_DIR ${dataDir}: ${
-            error.cause instanceof Error ? error.cause.message : String(error.cause)
-          }`
-        })
+      return PgliteClient.layer({ dataDir }).pipe(
+        Layer.mapError((error) =>
+          new StartupError({
+            message: `cannot open the embedded database in DATA_DIR ${dataDir}: ${
+              error.cause instanceof Error ? error.cause.message : String(error.cause)
+            }`
+          })
+        )
+      )
+    }).pipe(
+      Effect.mapError((error) =>
+        error instanceof StartupError ? error : new StartupError({ message: `DATA_DIR ${dataDir}: ${error.message}` })
       )
     )
-  }).pipe(
-    Effect.mapError((error) =>
-      error instanceof StartupError ? error : new StartupError({ message: `DATA_DIR ${dataDir}: ${error.message}` })
-    )
-  ))
+  )
 
 /**
  * Embedded database in `dataDir` (see `layerEmbeddedClient`). This process is its only writer, so
@@ -305,8 +301,7 @@ export const layerEmbedded = (dataDir: string | undefined) =>
  * Only the migrated `SqlClient`, no repositories, caches or leases: for the operator's commands that
  * work on the database itself (`export`, `import`), on the same clients and migrations as the server.
  */
-export const layerMigrated = <E, R>(client: Layer.Layer<SqlClient.SqlClient, E, R>) =>
-  migrationsLayer.pipe(Layer.provideMerge(client))
+export const layerMigrated = <E, R>(client: Layer.Layer<SqlClient.SqlClient, E, R>) => migrationsLayer.pipe(Layer.provideMerge(client))
 
 /**
  * The in-memory repository and its audit trail, behind the same read cache as the embedded

@@ -77,4 +77,3 @@ export const parseFailureIsDefect = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     (error): error is Extract<E, ParseResult.ParseError> => error instanceof ParseResult.ParseError,
     Effect.die
   )
-

@@ -145,8 +145,7 @@ const targetNotFound = missing
 const invalidTarget = (description: string) => failure(new InvalidTarget({ description }), "invalid_target")
 const manyResources = invalidTarget("Only one resource may be requested")
 /** A `resource` of another form, or another origin (`127.0.0.1` for a `localhost` issuer): the form expected. */
-const unknownResource = (template: string) =>
-  invalidTarget(`The resource is not a service URL of this server: expected ${template}`)
+const unknownResource = (template: string) => invalidTarget(`The resource is not a service URL of this server: expected ${template}`)
 const contradictingResource = invalidTarget("The resource names another service than profile, environment and service_uuid")
 /** Row 4 for a target named by `resource`: the request was well formed, its target is not one. */
 const resourceNotFound = invalidTarget("The resource names no oauth service")

@@ -57,7 +57,11 @@ const sameText = (a: string, b: string) => {
 const withoutQuery = (url: string) => url.replace(/[?#].*$/, "")
 
 /** Everything but the jti: structure, header, signature and claims. */
-const checkProof = async (proofKeys: ImportedKeys, proof: string, request: ProofRequest): Promise<ProofOutcome & { readonly jti?: string }> => {
+const checkProof = async (
+  proofKeys: ImportedKeys,
+  proof: string,
+  request: ProofRequest
+): Promise<ProofOutcome & { readonly jti?: string }> => {
   if (proof.length > MAX_PROOF_LENGTH || !/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(proof)) {
     return refused("The DPoP proof is not a JWT")
   }
@@ -68,8 +72,10 @@ const checkProof = async (proofKeys: ImportedKeys, proof: string, request: Proof
     return refused("The DPoP proof is not a JWT")
   }
   if (header.typ !== "dpop+jwt") return refused("The DPoP proof's typ must be dpop+jwt")
-  const jwk = Either.flatMap(publicJwkMembers(header.jwk), ({ members }) =>
-    Either.map(proofKeys.of(members), (imported) => ({ kty: members.kty, ...imported })))
+  const jwk = Either.flatMap(
+    publicJwkMembers(header.jwk),
+    ({ members }) => Either.map(proofKeys.of(members), (imported) => ({ kty: members.kty, ...imported }))
+  )
   if (jwk._tag === "Left") return refused("The DPoP proof's jwk must be a public RSA, EC P-256 or Ed25519 key")
   const allowed = ALLOWED_ALGORITHMS[jwk.right.kty]
   if (typeof header.alg !== "string" || !allowed.includes(header.alg)) return refused("The DPoP proof's alg is not allowed")

@@ -116,20 +116,21 @@ export class LocalIds {
   }
 }
 
-const makeLocal = (max: number = LOCAL_MAX) => Effect.gen(function*() {
-  // Every expired id goes whenever memory is full, then the oldest (a replay of it is then accepted).
-  const local = new LocalIds(max, 0)
-  yield* sweepPeriodically([local])
-  return {
-    claim: (scope, jti, expiresAtMillis, nowMillis) =>
-      Effect.sync(() => {
-        const key = keyOf(scope, jti)
-        if (local.has(key, nowMillis)) return false
-        local.add(key, expiresAtMillis, nowMillis)
-        return true
-      })
-  } satisfies SeenJtisShape
-})
+const makeLocal = (max: number = LOCAL_MAX) =>
+  Effect.gen(function*() {
+    // Every expired id goes whenever memory is full, then the oldest (a replay of it is then accepted).
+    const local = new LocalIds(max, 0)
+    yield* sweepPeriodically([local])
+    return {
+      claim: (scope, jti, expiresAtMillis, nowMillis) =>
+        Effect.sync(() => {
+          const key = keyOf(scope, jti)
+          if (local.has(key, nowMillis)) return false
+          local.add(key, expiresAtMillis, nowMillis)
+          return true
+        })
+    } satisfies SeenJtisShape
+  })
 
 const ClaimRequest = Schema.Struct({ key: Schema.String, expiresAt: Schema.DateFromSelf, now: Schema.DateFromSelf })
 const ClaimedRow = Schema.Struct({ key: Schema.String })

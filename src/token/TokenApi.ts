@@ -59,7 +59,9 @@ export const TokenRequest = Schema.Struct({
 
 export const TokenResponse = Schema.Struct({
   access_token: Schema.String.annotations({ description: "RS256 JWT for the requested service." }),
-  token_type: Schema.Literal("Bearer", "DPoP").annotations({ description: "Bearer; DPoP when the request carried a DPoP proof (RFC 9449 §5)." }),
+  token_type: Schema.Literal("Bearer", "DPoP").annotations({
+    description: "Bearer; DPoP when the request carried a DPoP proof (RFC 9449 §5)."
+  }),
   expires_in: Schema.Literal(TOKEN_LIFETIME_SECONDS).annotations({
     jsonSchema: { type: "integer", enum: [TOKEN_LIFETIME_SECONDS], description: "Seconds until the token expires." }
   }),
@@ -114,7 +116,9 @@ export const IntrospectionResponse = Schema.Union(
     }),
     exp: Schema.Int.annotations({ description: "When the token expires, in seconds since the epoch." }),
     iat: Schema.Int.annotations({ description: "When the token was issued, in seconds since the epoch." }),
-    nbf: Schema.optional(Schema.Int).annotations({ description: "Not valid before, in seconds since the epoch; only when the token has one." }),
+    nbf: Schema.optional(Schema.Int).annotations({
+      description: "Not valid before, in seconds since the epoch; only when the token has one."
+    }),
     sub: Schema.String.annotations({ description: "The client id the token was issued to." }),
     aud: Schema.String.annotations({ description: "The service-call URL the token is for." }),
     iss: Schema.String.annotations({ description: "This server's issuer." }),

@@ -71,10 +71,13 @@ export const makeTokenExecution = (kit: ExecutionKit) =>
         remoteAddress: clientAddress(request),
         nowMillis
       }
-      const decision = decideToken(input, span === undefined || !span.sampled ? grants.services : {
-        ...grants.services,
-        tokenTarget: cacheSpanned(span, "CredentialRepoCache.findTokenTarget", grants.services.tokenTarget)
-      })
+      const decision = decideToken(
+        input,
+        span === undefined || !span.sampled ? grants.services : {
+          ...grants.services,
+          tokenTarget: cacheSpanned(span, "CredentialRepoCache.findTokenTarget", grants.services.tokenTarget)
+        }
+      )
       if (decision._tag === "Answer") return done(decision.answer, decision.result)
 
       /** The token signed (on the thread pool); the request's span records the algorithm. */

@@ -38,16 +38,17 @@ export type TokenFields = Partial<Record<Field, string>> & {
  * The named fields of a form body: an empty value counts as missing (RFC 6749 §3.1), a repeated one
  * is refused. Also the revocation and introspection endpoints' reading of their forms.
  */
-export const formFieldsOf = <Name extends string>(names: ReadonlyArray<Name>) =>
-(params: URLSearchParams): Either.Either<Partial<Record<Name, string>>, InvalidRequest> => {
-  const fields: Partial<Record<Name, string>> = {}
-  for (const name of names) {
-    const values = params.getAll(name)
-    if (values.length > 1) return Either.left(new InvalidRequest({ description: `Parameter ${name} is included more than once` }))
-    if (values[0] !== undefined && values[0] !== "") fields[name] = values[0]
+export const formFieldsOf =
+  <Name extends string>(names: ReadonlyArray<Name>) =>
+  (params: URLSearchParams): Either.Either<Partial<Record<Name, string>>, InvalidRequest> => {
+    const fields: Partial<Record<Name, string>> = {}
+    for (const name of names) {
+      const values = params.getAll(name)
+      if (values.length > 1) return Either.left(new InvalidRequest({ description: `Parameter ${name} is included more than once` }))
+      if (values[0] !== undefined && values[0] !== "") fields[name] = values[0]
+    }
+    return Either.right(fields)
   }
-  return Either.right(fields)
-}
 
 const tokenFields = formFieldsOf(FIELDS)
 

@@ -58,7 +58,14 @@ const { ANY_CLIENT } = AdminFailureLimiter
  */
 export const MAX_CALLERS = 1_000
 
-const INTROSPECTION_FIELDS = ["token", "token_type_hint", "client_id", "client_secret", "client_assertion", "client_assertion_type"] as const
+const INTROSPECTION_FIELDS = [
+  "token",
+  "token_type_hint",
+  "client_id",
+  "client_secret",
+  "client_assertion",
+  "client_assertion_type"
+] as const
 type IntrospectionField = typeof INTROSPECTION_FIELDS[number]
 const introspectionFields = formFieldsOf(INTROSPECTION_FIELDS)
 /** The form fields that authenticate a client (a `client_id` alone authenticates nobody, RFC 6749 §2.3). */

@@ -73,7 +73,6 @@ export const unclassifiedSchema = Effect.gen(function*() {
   return problems
 })
 
-
 const MigratedRow = Schema.Struct({ migrated: Schema.Boolean })
 
 /** Whether service-auth has ever migrated this database (an export must not create a schema in a stranger's). */

@@ -66,7 +66,6 @@ export const inconsistency = (tables: ExportedTables): string | undefined => {
   return undefined
 }
 
-
 const reason = (error: unknown) => (error instanceof Error ? error.message : "unreadable")
 
 /**

@@ -24,7 +24,9 @@ export const exportDatabase = Effect.fn("Transfer.exportDatabase")(function*() {
   }
   const read = Effect.gen(function*() {
     yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`
-    const profiles = yield* sql`SELECT profile, ${asText(sql, "created_at")}, credential_max_lifetime_days, upstream_origins FROM profiles ORDER BY profile`
+    const profiles = yield* sql`SELECT profile, ${
+      asText(sql, "created_at")
+    }, credential_max_lifetime_days, upstream_origins FROM profiles ORDER BY profile`
     const environments = yield* sql`
       SELECT profile, name, ${asText(sql, "created_at")} FROM environments ORDER BY profile, name`
     const services = yield* sql`

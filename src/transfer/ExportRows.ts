@@ -171,8 +171,7 @@ export const TABLE_ROWS = {
 } as const
 
 /** Tables a version-1 file does not have: read as empty. */
-const addedInVersion2 = <S extends Schema.Schema.Any>(row: S) =>
-  Schema.optionalWith(Schema.Array(row), { default: () => [] })
+const addedInVersion2 = <S extends Schema.Schema.Any>(row: S) => Schema.optionalWith(Schema.Array(row), { default: () => [] })
 
 /**
  * The exported tables, in the order they are imported (parents first). Services, credentials and
@@ -188,7 +187,6 @@ export const ExportedTables = Schema.Struct({
   audit_events: addedInVersion2(AuditEventRow)
 })
 export type ExportedTables = typeof ExportedTables.Type
-
 
 /** `profile/environment/uuid`: how a service is named in messages. */
 export const serviceKey = (profile: string, environment: string, uuid: string) => `${profile}/${environment}/${uuid}`

@@ -54,7 +54,11 @@ const SameRow = Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.
 const LiveRow = Schema.Struct({ profile: Schema.String, environment: Schema.String, service_uuid: Schema.String, live: Schema.Number })
 const RevokedRow = Schema.Struct({ revoked: Schema.Boolean })
 const LastRow = Schema.Struct({ last: Schema.String })
-const CredentialUse = Schema.Struct({ client_id: Schema.String, last_used_at: Schema.NullOr(Schema.String), deleted_at: Schema.NullOr(Schema.String) })
+const CredentialUse = Schema.Struct({
+  client_id: Schema.String,
+  last_used_at: Schema.NullOr(Schema.String),
+  deleted_at: Schema.NullOr(Schema.String)
+})
 
 /** The statements of an import that answer rows, declared with their rows' schemas. */
 const importStatements = (sql: SqlClient.SqlClient) => ({

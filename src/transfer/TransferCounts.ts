@@ -33,8 +33,8 @@ export const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" :
 
 /** `1 profile, 2 environments, 3 services, 4 credentials (1 deleted), 3 keys (2 signing), 5 audit events` */
 export const describeCounts = (counts: TableCounts): string =>
-  `${plural(counts.profiles, "profile")}, ${plural(counts.environments, "environment")}, ${
-    plural(counts.services, "service")
-  }, ${plural(counts.credentials, "credential")} (${counts.deletedCredentials} deleted), ${plural(counts.keys, "key")} (${
-    counts.signingKeys
-  } signing), ${plural(counts.auditEvents, "audit event")}`
+  `${plural(counts.profiles, "profile")}, ${plural(counts.environments, "environment")}, ${plural(counts.services, "service")}, ${
+    plural(counts.credentials, "credential")
+  } (${counts.deletedCredentials} deleted), ${plural(counts.keys, "key")} (${counts.signingKeys} signing), ${
+    plural(counts.auditEvents, "audit event")
+  }`

@@ -28,8 +28,7 @@ const SCRIPT_PATH = "/docs/scalar.js"
  * the refusal is caught, and it interprets instead: `'unsafe-eval'` is not needed.
  * `connect-src 'self'` lets it read `/openapi.yaml` and send test requests here, and nowhere else.
  */
-const CONTENT_SECURITY_POLICY =
-  "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; " +
+const CONTENT_SECURITY_POLICY = "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; " +
   "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 const COMMON_HEADERS = {
@@ -54,8 +53,7 @@ const SCALAR_CONFIGURATION = {
   servers: [{ url: "/", description: "This server" }]
 }
 
-const escapeAttribute = (text: string) =>
-  text.replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
+const escapeAttribute = (text: string) => text.replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
 
 // Paths without a host, so the page works under any ISSUER or Host header; absolute paths, because
 // the router serves this page at "/docs/" too, where "openapi.yaml" would mean /docs/openapi.yaml.

@@ -30,8 +30,7 @@ const CONTENT_TYPES: Record<string, string> = {
 const contentTypeOf = (name: string): string | undefined => CONTENT_TYPES[name.split(".").pop() ?? ""]
 
 const SECURITY_HEADERS = {
-  "content-security-policy":
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+  "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
     "base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
   "x-content-type-options": "nosniff",
   "referrer-policy": "no-referrer",

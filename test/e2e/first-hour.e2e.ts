@@ -59,7 +59,10 @@ async function givenService(prefix: string) {
   const profile = `${prefix}-${randomBytes(3).toString("hex")}`
   expect((await adminApi("PUT", `/admin/profiles/${profile}`, {})).status).toBe(201)
   expect((await adminApi("PUT", `/admin/profiles/${profile}/environments/prod`, {})).status).toBe(201)
-  const service = await adminApi("POST", `/admin/profiles/${profile}/environments/prod/services`, { name: "Billing API", auth_type: "oauth" })
+  const service = await adminApi("POST", `/admin/profiles/${profile}/environments/prod/services`, {
+    name: "Billing API",
+    auth_type: "oauth"
+  })
   const servicePath = `/admin/profiles/${profile}/environments/prod/services/${service.body.uuid}`
   const credential = await adminApi("POST", `${servicePath}/credentials`, {})
   return { profile, servicePath, clientId: credential.body.client_id as string }
@@ -134,7 +137,7 @@ describe("a service's card for a newcomer", () => {
       const reason = await box(service.getByText(why, { exact: true }))
       expect(Math.abs(reason.y - button.y)).toBeLessThan(button.height + 40)
 
-      await field.fill('{"kty":"EC"}')
+      await field.fill("{\"kty\":\"EC\"}")
       expect(await stage.isDisabled()).toBe(false)
       expect(await service.getByText(why, { exact: true }).isVisible()).toBe(false)
       await field.fill("")
@@ -145,7 +148,7 @@ describe("a service's card for a newcomer", () => {
       await page.getByRole("button", { name: "Refresh", exact: true }).click()
       await expect.poll(() => serviceRegion(page).locator("code.client-id").count()).toBe(2)
       if (!(await field.isVisible())) await serviceRegion(page).getByText("Add a public key", { exact: true }).click()
-      await field.fill('{"kty":"EC"}')
+      await field.fill("{\"kty\":\"EC\"}")
       expect(await stage.isDisabled()).toBe(true)
       expect(await serviceRegion(page).getByText("remove one to add a key", { exact: false }).isVisible()).toBe(true)
     })

@@ -39,7 +39,6 @@ let page: Page
 // -------------------------------------------------------------------------------------------------
 // Server and browser lifecycle
 
-
 beforeAll(async () => {
   await mkdir(RESULTS, { recursive: true })
   dataDir = await mkdtemp(join(tmpdir(), "service-auth-e2e-"))
@@ -239,8 +238,8 @@ describe("profile editor", () => {
     expect(html.status).toBe(200)
     expect(html.headers.get("content-type")).toContain("text/html")
     const text = await html.text()
-    expect(text).toContain('src="/admin/assets/app.js"')
-    expect(text).toContain('href="/admin/assets/app.css"')
+    expect(text).toContain("src=\"/admin/assets/app.js\"")
+    expect(text).toContain("href=\"/admin/assets/app.css\"")
     expect((await fetch(`${base}/admin/assets/app.js`)).status).toBe(200)
     expect((await fetch(`${base}/admin/assets/app.css`)).status).toBe(200)
   })
@@ -494,8 +493,7 @@ describe("profile editor", () => {
         status: 401,
         contentType: "application/json",
         body: JSON.stringify({ error: "unauthorized", error_description: "The admin token is not valid" })
-      })
-    )
+      }))
     await page.getByRole("button", { name: "Refresh", exact: true }).click()
     await expect.poll(() => alertText(page)).toContain("Your admin token was rejected; sign in again")
     await page.getByLabel("Admin token", { exact: true }).waitFor()
@@ -778,7 +776,7 @@ describe("what a new operator met", () => {
     expect(icon.headers.get("content-type")).toBe("image/svg+xml")
     expect(await icon.text()).toContain("<svg")
     for (const path of ["/admin", "/docs"]) {
-      expect(await (await fetch(`${base}${path}`)).text()).toContain('<link rel="icon" href="/admin/assets/favicon.svg"')
+      expect(await (await fetch(`${base}${path}`)).text()).toContain("<link rel=\"icon\" href=\"/admin/assets/favicon.svg\"")
     }
     const missing: Array<string> = []
     page.on("response", (response) => {
@@ -800,7 +798,7 @@ describe("what a new operator met", () => {
       expect(response.status).toBe(200)
       expect(response.headers.get("content-type")).toContain(name.endsWith(".js") ? "text/javascript" : "text/css")
     }
-    expect(await (await fetch(`${base}/admin`)).text()).toContain('<script type="module" src="/admin/assets/app.js">')
+    expect(await (await fetch(`${base}/admin`)).text()).toContain("<script type=\"module\" src=\"/admin/assets/app.js\">")
     // No module fails to load in the browser (a missing export would stop the page).
     const errors: Array<string> = []
     page.on("pageerror", (e) => errors.push(e.message))
@@ -823,7 +821,8 @@ describe("what a new operator met", () => {
     const stray = await page.evaluate(() =>
       Array.from(document.getElementById("main")!.childNodes)
         .filter((n) => n.nodeType === Node.TEXT_NODE && n.textContent!.trim() !== "")
-        .map((n) => n.textContent))
+        .map((n) => n.textContent)
+    )
     expect(stray).toEqual([])
   })
 

@@ -56,7 +56,10 @@ async function givenProfile(prefix: string) {
   const profile = `${prefix}-${randomBytes(3).toString("hex")}`
   expect((await adminApi("PUT", `/admin/profiles/${profile}`, {})).status).toBe(201)
   expect((await adminApi("PUT", `/admin/profiles/${profile}/environments/prod`, {})).status).toBe(201)
-  const service = await adminApi("POST", `/admin/profiles/${profile}/environments/prod/services`, { name: "Billing API", auth_type: "oauth" })
+  const service = await adminApi("POST", `/admin/profiles/${profile}/environments/prod/services`, {
+    name: "Billing API",
+    auth_type: "oauth"
+  })
   const credential = await adminApi("POST", `/admin/profiles/${profile}/environments/prod/services/${service.body.uuid}/credentials`, {})
   return { profile, clientId: credential.body.client_id as string }
 }
@@ -118,7 +121,17 @@ describe("the editor with scoped admin tokens", () => {
     await page.getByRole("heading", { level: 1, name: own.profile, exact: true }).waitFor()
     await page.getByText(own.clientId).first().waitFor()
     await page.getByText("Your admin token may read this profile, not change it.").waitFor()
-    for (const name of ["Add credential", "Save profile", "Delete environment", "Add environment", "Add service", "Update service", "Delete service"]) {
+    for (
+      const name of [
+        "Add credential",
+        "Save profile",
+        "Delete environment",
+        "Add environment",
+        "Add service",
+        "Update service",
+        "Delete service"
+      ]
+    ) {
       expect([name, await page.getByRole("button", { name }).count()]).toEqual([name, 0])
     }
     expect(await page.getByRole("button", { name: `Remove ${own.clientId}` }).count()).toBe(0)
@@ -141,7 +154,11 @@ describe("the editor with scoped admin tokens", () => {
     expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/)
     await page.getByRole("button", { name: "Copy", exact: true }).click()
     await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe(token)
-    expect((await adminApi("GET", "/admin/session", undefined, token)).body).toEqual({ name: "team-acme", role: "owner", profiles: [own.profile] })
+    expect((await adminApi("GET", "/admin/session", undefined, token)).body).toEqual({
+      name: "team-acme",
+      role: "owner",
+      profiles: [own.profile]
+    })
 
     await page.getByRole("row").filter({ hasText: "team-acme" }).waitFor()
     await page.getByRole("button", { name: "Dismiss", exact: true }).click()

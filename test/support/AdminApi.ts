@@ -13,8 +13,7 @@ export const TIMESTAMP = expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\
 export const expectStatus = (response: JsonResponse, status: number) =>
   expect({ status: response.status, text: response.text }).toEqual({ status, text: expect.any(String) })
 
-export const expectError = (response: JsonResponse, status: number, error: string) =>
-  expectErrorBody(response, status, oauthError(error))
+export const expectError = (response: JsonResponse, status: number, error: string) => expectErrorBody(response, status, oauthError(error))
 
 export const expectNoContent = (response: JsonResponse) => {
   expect({ status: response.status, text: response.text }).toEqual({ status: 204, text: "" })

@@ -27,7 +27,12 @@ export const callThroughApp = (path: string, token: string | undefined, headers:
           response.on("data", (chunk: Buffer) => chunks.push(chunk))
           response.on("end", () => {
             const text = Buffer.concat(chunks).toString("utf8")
-            resolve({ status: response.statusCode ?? 0, headers: response.headers as Record<string, string>, body: text === "" ? undefined : JSON.parse(text), text })
+            resolve({
+              status: response.statusCode ?? 0,
+              headers: response.headers as Record<string, string>,
+              body: text === "" ? undefined : JSON.parse(text),
+              text
+            })
           })
         })
         outgoing.on("error", reject)

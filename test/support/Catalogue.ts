@@ -24,7 +24,12 @@ export const wholeOf = (parts: Omit<CachedCatalogue, "maintain">): WholeCatalogu
 
 /** The catalogue provided by a storage layer, whole. */
 export const Catalogue = Effect.gen(function*() {
-  return wholeOf({ lookup: yield* CatalogueLookup, queries: yield* CatalogueQueries, writes: yield* CatalogueWrites, lastUse: yield* LastUse })
+  return wholeOf({
+    lookup: yield* CatalogueLookup,
+    queries: yield* CatalogueQueries,
+    writes: yield* CatalogueWrites,
+    lastUse: yield* LastUse
+  })
 })
 
 /** A hand-made store (a test's stub with the few operations it needs) in the shape the cache wraps. */

@@ -76,7 +76,7 @@ export const CLI_TEST_DEADLINE_MS = 480_000
 export const useCliServer = () => {
   beforeAll(async () => {
     const storage: Record<string, string> = TEST_DATABASE_URL === undefined
-      ? { DATA_DIR: join((dataDir = mkdtempSync(join(tmpdir(), "service-auth-cli-"))), "data") }
+      ? { DATA_DIR: join(dataDir = mkdtempSync(join(tmpdir(), "service-auth-cli-")), "data") }
       : { DATABASE_URL: TEST_DATABASE_URL }
     // A fresh embedded database runs initdb first: seconds alone, over a minute on a loaded machine.
     server = await startServer({ ADMIN_TOKEN, ...storage }, { healthTimeoutMs: 170_000 })

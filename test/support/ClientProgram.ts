@@ -16,19 +16,22 @@ const run = promisify(execFile)
 export const writeClientProgram = (dir: string, source: string, program: string): void => {
   copyFileSync(source, join(dir, program))
   writeFileSync(join(dir, "package.json"), JSON.stringify({ type: "module" }))
-  writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({
-    compilerOptions: {
-      target: "ES2022",
-      module: "NodeNext",
-      moduleResolution: "NodeNext",
-      strict: true,
-      noEmit: true,
-      skipLibCheck: true,
-      types: ["node"],
-      typeRoots: [join(ROOT, "node_modules/@types")]
-    },
-    files: [program, "schema.d.ts"]
-  }))
+  writeFileSync(
+    join(dir, "tsconfig.json"),
+    JSON.stringify({
+      compilerOptions: {
+        target: "ES2022",
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        strict: true,
+        noEmit: true,
+        skipLibCheck: true,
+        types: ["node"],
+        typeRoots: [join(ROOT, "node_modules/@types")]
+      },
+      files: [program, "schema.d.ts"]
+    })
+  )
 }
 
 /** tsc's complaints about the program in `dir`, or "" when it compiles. */

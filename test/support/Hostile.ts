@@ -8,8 +8,16 @@ import { latin1, type RawRequest, type RawResponse } from "./Http.js"
 
 /** Printable summary of a request for failure messages. */
 export const describeRequest = (request: RawRequest): string => {
-  const body = request.body === undefined ? "" : ` body(${typeof request.body === "string" ? Buffer.byteLength(request.body) : request.body.length}B)=${JSON.stringify(Buffer.from(typeof request.body === "string" ? Buffer.from(request.body) : request.body).subarray(0, 120).toString("latin1"))}`
-  return `${request.method} ${JSON.stringify(request.path.slice(0, 300))} headers=${JSON.stringify(request.headers ?? {}).slice(0, 300)}${body}`
+  const body = request.body === undefined
+    ? ""
+    : ` body(${typeof request.body === "string" ? Buffer.byteLength(request.body) : request.body.length}B)=${
+      JSON.stringify(
+        Buffer.from(typeof request.body === "string" ? Buffer.from(request.body) : request.body).subarray(0, 120).toString("latin1")
+      )
+    }`
+  return `${request.method} ${JSON.stringify(request.path.slice(0, 300))} headers=${
+    JSON.stringify(request.headers ?? {}).slice(0, 300)
+  }${body}`
 }
 
 const STACK_FRAME = /\n\s+at\s|\bat\s+\S+\s+\([^)]*:\d+:\d+\)|\.ts:\d+:\d+|\.js:\d+:\d+|node:internal/
@@ -17,7 +25,9 @@ const SQL_FRAGMENTS = ["SELECT", "INSERT", "UPDATE ", "DELETE FROM", "relation",
 
 const requestText = (request: RawRequest): string =>
   `${request.path} ${JSON.stringify(request.headers ?? {})} ${
-    request.body === undefined ? "" : Buffer.from(typeof request.body === "string" ? Buffer.from(request.body) : request.body).toString("latin1")
+    request.body === undefined
+      ? ""
+      : Buffer.from(typeof request.body === "string" ? Buffer.from(request.body) : request.body).toString("latin1")
   }`
 
 /** Neither a stack trace nor an SQL fragment that the request itself did not contain. */
@@ -262,7 +272,6 @@ export const hostileSegment = fc.oneof(
   { weight: 1, arbitrary: fc.integer({ min: 1, max: 2500 }).map((n) => "s".repeat(n)) }
 )
 
-
 /** Nested JSON `depth` levels deep, e.g. `[[[…]]]` or `{"a":{"a":…}}`, optionally wrapped in an object. */
 export const deepJson = (depth: number, kind: "array" | "object", wrap = false): string => {
   const inner = kind === "array" ? "[".repeat(depth) + "]".repeat(depth) : "{\"a\":".repeat(depth) + "1" + "}".repeat(depth)
@@ -291,7 +300,9 @@ export const hostileJson: fc.Arbitrary<string | Uint8Array> = fc.oneof(
     "{\"auth_type\":\"oauth\",\"auth_type\":\"none\",\"extra\":1}",
     "{\"changes\":[],\"changes\":null}",
     "{\"changes\":{\"length\":1e9}}",
-    "{\"changes\":[" + Array.from({ length: 150 }, () => "{\"op\":\"add_credential\",\"environment\":\"e\",\"service_uuid\":\"x\"}").join(",") + "]}",
+    "{\"changes\":[" +
+      Array.from({ length: 150 }, () => "{\"op\":\"add_credential\",\"environment\":\"e\",\"service_uuid\":\"x\"}").join(",") +
+      "]}",
     "{\"changes\":[{\"op\":\"remove_credential\",\"environment\":\"..\",\"service_uuid\":\"%00\",\"client_id\":\"' OR 1=1 --\"}]}",
     "{\"name\":\"" + "n".repeat(100_000) + "\",\"auth_type\":\"oauth\"}",
     "{\"auth_type\":\"oauth\",\"handler\":{\"type\":\"proxy\",\"url\":\"file:///etc/passwd\"}}",

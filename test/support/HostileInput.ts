@@ -48,8 +48,7 @@ export const parse = (text: string): any => {
 export const form = (fields: ReadonlyArray<readonly [string, string]>) =>
   fields.map(([name, value]) => `${formEncode(name)}=${formEncode(value)}`).join("&")
 
-export const servicePath = (f: Pick<Fixture, "profile" | "environment" | "uuid">) =>
-  `/service/${f.profile}/${f.environment}/json/${f.uuid}`
+export const servicePath = (f: Pick<Fixture, "profile" | "environment" | "uuid">) => `/service/${f.profile}/${f.environment}/json/${f.uuid}`
 
 export const adminPaths = (f: Pick<Fixture, "profile" | "environment" | "uuid">) => {
   const service = `/admin/profiles/${f.profile}/environments/${f.environment}/services/${f.uuid}`

@@ -11,7 +11,6 @@ import { createPublicKey, type JsonWebKey, randomBytes, verify } from "node:cryp
 import * as NodeHttp from "node:http"
 import { ADMIN_TOKEN, type JsonResponse, send, serverPort } from "../../src/testing.js"
 
-
 /** A string whose latin-1 code units are the UTF-8 bytes of `value` (what node:http writes as is). */
 export const latin1 = (value: string | Uint8Array): string =>
   Buffer.from(typeof value === "string" ? Buffer.from(value, "utf8") : value).toString("latin1")

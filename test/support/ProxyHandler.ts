@@ -6,7 +6,6 @@ import * as NodeHttp from "node:http"
 import type { AddressInfo } from "node:net"
 import { expectServiceError } from "./Tokens.js"
 
-
 export interface Received {
   readonly path: string
   readonly method: string
@@ -79,6 +78,4 @@ export const stopUpstream = async () => {
   await new Promise<void>((resolve) => (upstream.server ? upstream.server.close(() => resolve()) : resolve()))
 }
 
-export const expectBadGateway = (response: Parameters<typeof expectServiceError>[0]) =>
-  expectServiceError(response, 502, "bad_gateway")
-
+export const expectBadGateway = (response: Parameters<typeof expectServiceError>[0]) => expectServiceError(response, 502, "bad_gateway")

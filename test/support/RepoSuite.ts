@@ -63,7 +63,8 @@ export const givenService = (options: {
       address,
       { name: "billing", auth_type: options.authType ?? "oauth", handler: options.handler ?? ECHO },
       "create",
-      T0, TEST_ACTOR
+      T0,
+      TEST_ACTOR
     )
     return address
   })
@@ -103,7 +104,6 @@ export const liveness = (address: ServiceAddress, clientId: ClientId) =>
       route: Option.match(route, { onNone: () => false, onSome: (r) => r.credentialLive })
     }
   })
-
 
 type SuiteBody = (it: Vitest.MethodsNonLive<CatalogueServices, true>) => void
 

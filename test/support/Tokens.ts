@@ -21,8 +21,7 @@ export const base64url = (value: string | Uint8Array | object): string =>
     : Buffer.from(typeof value === "string" ? value : JSON.stringify(value), "utf8")).toString("base64url")
 
 /** `base64url(header).base64url(payload)`: the JWS signing input. */
-export const signingInput = (header: object, payload: object | string): string =>
-  `${base64url(header)}.${base64url(payload)}`
+export const signingInput = (header: object, payload: object | string): string => `${base64url(header)}.${base64url(payload)}`
 
 const toKeyObject = (key: KeyObject | CryptoKey): KeyObject => (key instanceof KeyObject ? key : KeyObject.from(key))
 
@@ -108,8 +107,7 @@ export const realHeader = (kid: string) => ({ alg: "RS256", typ: "JWT", kid })
  * The server's current time in Unix seconds, read from the `iat` of a token it issues now. The test
  * server runs on Effect's TestClock, so wall-clock time would be wrong.
  */
-export const serverNow = (fixture: Fixture) =>
-  Effect.map(issueToken(fixture), (token) => decodeJwt(token).payload.iat as number)
+export const serverNow = (fixture: Fixture) => Effect.map(issueToken(fixture), (token) => decodeJwt(token).payload.iat as number)
 
 // ---------------------------------------------------------------------------------------------
 // Service calls
@@ -169,8 +167,7 @@ export const expectServiceError = (
 }
 
 /** 401 invalid_token with the `error="invalid_token"` challenge. */
-export const expectInvalidToken = (response: JsonResponse) =>
-  expectServiceError(response, 401, "invalid_token", CHALLENGE.invalidToken)
+export const expectInvalidToken = (response: JsonResponse) => expectServiceError(response, 401, "invalid_token", CHALLENGE.invalidToken)
 
 /** The echo handler's answer for a fixture: exactly `{service_uuid, profile, environment, client_id, body}`. */
 export const expectEcho = (

@@ -100,4 +100,3 @@ export const tokenAndCall = async (base: string, tokenHeaders: Record<string, st
     again: (await again.json() as { access_token: string }).access_token
   }
 }
-

@@ -9,7 +9,6 @@ import { callThroughApp as callAppEntry } from "./AppEntry.js"
 import { admin, createFixture, type Fixture, issueToken, type JsonResponse } from "../../src/testing.js"
 import { callPath, callService } from "./Tokens.js"
 
-
 let child: ChildProcess | undefined
 
 export let upstreamPort = 0
@@ -93,10 +92,14 @@ export const proxyService = (handler: Record<string, unknown> = {}, authType: "o
 export const callThroughApp = (fixture: Fixture, token: string | undefined, body = "{}", headers: Record<string, string> = {}) =>
   callAppEntry(callPath(fixture), token, headers, body)
 
-export type Caller = (fixture: Fixture, token: string | undefined, body?: string, headers?: Record<string, string>) => Effect.Effect<JsonResponse, never, any>
+export type Caller = (
+  fixture: Fixture,
+  token: string | undefined,
+  body?: string,
+  headers?: Record<string, string>
+) => Effect.Effect<JsonResponse, never, any>
 
-export const throughLane: Caller = (fixture, token, body = "{}", headers = {}) =>
-  callService(callPath(fixture), { token, body, headers })
+export const throughLane: Caller = (fixture, token, body = "{}", headers = {}) => callService(callPath(fixture), { token, body, headers })
 
 export const ENTRIES: ReadonlyArray<readonly [string, Caller]> = [["fast lane", throughLane], ["app", callThroughApp]]
 

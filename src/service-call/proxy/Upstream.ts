@@ -65,26 +65,25 @@ type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | Ar
  * cannot reach an internal address. Address literals never reach a lookup: they are judged when the
  * URL is (`UpstreamPolicy`).
  */
-export const guardedLookup = (onRefused: (reason: string) => void) =>
-(hostname: string, options: object, callback: LookupCallback): void => {
-  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
-    if (error !== null) return callback(error, [])
-    for (const { address } of addresses) {
-      const kind = internalAddressKind(address)
-      if (kind !== undefined) {
-        const reason = resolvedToInternal(hostname, address, kind)
-        onRefused(reason)
-        return callback(Object.assign(new InternalAddressRefused(reason), { code: "ERR_UPSTREAM_ADDRESS_REFUSED" }), [])
+export const guardedLookup =
+  (onRefused: (reason: string) => void) => (hostname: string, options: object, callback: LookupCallback): void => {
+    dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
+      if (error !== null) return callback(error, [])
+      for (const { address } of addresses) {
+        const kind = internalAddressKind(address)
+        if (kind !== undefined) {
+          const reason = resolvedToInternal(hostname, address, kind)
+          onRefused(reason)
+          return callback(Object.assign(new InternalAddressRefused(reason), { code: "ERR_UPSTREAM_ADDRESS_REFUSED" }), [])
+        }
       }
-    }
-    if ((options as { readonly all?: boolean }).all === true) return callback(null, addresses)
-    const first = addresses[0]
-    if (first === undefined) return callback(Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" }), [])
-    callback(null, first.address, first.family)
-  })
-}
-const timedOut = (timeoutMs: number) =>
-  new BadGateway({ description: `The upstream service did not answer within ${timeoutMs} ms` })
+      if ((options as { readonly all?: boolean }).all === true) return callback(null, addresses)
+      const first = addresses[0]
+      if (first === undefined) return callback(Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" }), [])
+      callback(null, first.address, first.family)
+    })
+  }
+const timedOut = (timeoutMs: number) => new BadGateway({ description: `The upstream service did not answer within ${timeoutMs} ms` })
 
 /** An upstream URL parsed once: where to connect, and the path (with its query) to POST to. */
 interface UpstreamTarget {
@@ -105,8 +104,7 @@ const headerOf = (rawHeaders: ReadonlyArray<Buffer | string> | null, name: strin
   return undefined
 }
 
-const isJsonObject = (value: unknown): value is JsonObject =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
+const isJsonObject = (value: unknown): value is JsonObject => typeof value === "object" && value !== null && !Array.isArray(value)
 
 const failed = (error: BadGateway, failing: boolean): UpstreamResult => ({ _tag: "Failed", error, failing })
 const connectionFailed = failed(unreachable, true)
@@ -114,7 +112,8 @@ const addressRefused = failed(addressNotAllowed, false)
 
 /** A `Retry-After` worth passing on: delay-seconds or an HTTP-date (RFC 9110 §10.2.3). */
 const retryAfterOf = (value: string | undefined): string | undefined =>
-  value !== undefined && (/^\d{1,10}$/.test(value) || (value.length <= 64 && /^[A-Za-z0-9 ,:]+$/.test(value) && !Number.isNaN(Date.parse(value))))
+  value !== undefined &&
+    (/^\d{1,10}$/.test(value) || (value.length <= 64 && /^[A-Za-z0-9 ,:]+$/.test(value) && !Number.isNaN(Date.parse(value))))
     ? value
     : undefined
 

@@ -93,7 +93,9 @@ export const makeUpstreamAssertions = (options: {
   const assertionAt = (subject: AssertionSubject, nowMillis: number, id = assertionIdOf(subject)): string | Promise<string> => {
     const key = options.signingKeyAt(nowMillis)
     const known = held.get(id, nowMillis)
-    if (known !== undefined && known.kid === key.kid && nowMillis < known.reuseUntil && nowMillis >= known.reuseUntil - REUSE_SECONDS * 1000) {
+    if (
+      known !== undefined && known.kid === key.kid && nowMillis < known.reuseUntil && nowMillis >= known.reuseUntil - REUSE_SECONDS * 1000
+    ) {
       return known.token
     }
     // Concurrent calls of one caller share one signature.

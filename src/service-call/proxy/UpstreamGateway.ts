@@ -66,7 +66,6 @@ export interface UpstreamGatewayShape {
   readonly call: (call: UpstreamCall) => Promise<UpstreamCalled>
 }
 
-
 const FAILING_DESCRIPTION = "The upstream service is failing; retry later"
 const unavailable = (retryAfterSeconds: number): UpstreamCalled => ({
   answer: errorAnswer(new UpstreamFailing({ description: FAILING_DESCRIPTION }), { "retry-after": String(retryAfterSeconds) }),
@@ -212,7 +211,13 @@ export class UpstreamGateway extends Context.Tag("service-auth/UpstreamGateway")
           const result = upstream.result
           guard.settle(target.guardKey, admission, result._tag === "Failed" && result.failing, clock.unsafeCurrentTimeMillis())
           recordUpstreamCall(
-            result._tag === "Ok" ? "ok" : result._tag === "PassedOn" ? "passed_on" : result.error === addressNotAllowed ? "refused" : "bad_gateway"
+            result._tag === "Ok"
+              ? "ok"
+              : result._tag === "PassedOn"
+              ? "passed_on"
+              : result.error === addressNotAllowed
+              ? "refused"
+              : "bad_gateway"
           )
           return { answer: answerOf(upstream), status: upstream.status }
         })

@@ -94,7 +94,9 @@ export const makeUpstreamGuard = (
     sweep(nowMillis)
     if (states.size < maxServices) return
     let oldest: [string, ServiceState] | undefined
-    for (const entry of states) if (entry[1].inFlight === 0 && (oldest === undefined || entry[1].touchedAt < oldest[1].touchedAt)) oldest = entry
+    for (const entry of states) {
+      if (entry[1].inFlight === 0 && (oldest === undefined || entry[1].touchedAt < oldest[1].touchedAt)) oldest = entry
+    }
     if (oldest !== undefined) forget(oldest[0], oldest[1])
   }
 

@@ -23,7 +23,9 @@ export function openDialog({ title, body, confirmLabel, onConfirm, returnFocus }
     h("div", { class: "dialog-actions" }, cancel, confirm)
   )
   const backdrop = h("div", { class: "backdrop" }, dialog)
-  const background = /** @type {Array<HTMLElement>} */ (Array.from(document.body.children)).filter((el) => el.id !== "dialog-root" && el.id !== "messages")
+  const background = /** @type {Array<HTMLElement>} */ (Array.from(document.body.children)).filter((el) =>
+    el.id !== "dialog-root" && el.id !== "messages"
+  )
   for (const el of background) el.inert = true
   document.body.classList.add("dialog-open")
 

@@ -183,7 +183,11 @@ export function copyField(id, label, value, what, buttonLabel, props, primary = 
       "div",
       { class: "copy-row" },
       input,
-      h("button", { type: "button", class: `btn${primary ? " btn-primary" : ""}`, onclick: () => copyText(input.value, input, what) }, buttonLabel)
+      h(
+        "button",
+        { type: "button", class: `btn${primary ? " btn-primary" : ""}`, onclick: () => copyText(input.value, input, what) },
+        buttonLabel
+      )
     )
   )
 }

@@ -82,9 +82,11 @@ function onHashChange() {
 export function signOut(options) {
   const rejected = !!(options && options.rejected)
   if (!rejected) {
-    if ((dirty() || state.secrets.length > 0) && !window.confirm(
-      "Sign out? Unsaved changes and any secret still shown on this page will be lost."
-    )) return
+    if (
+      (dirty() || state.secrets.length > 0) && !window.confirm(
+        "Sign out? Unsaved changes and any secret still shown on this page will be lost."
+      )
+    ) return
     resetStaged(null)
     wipeSecrets()
   }

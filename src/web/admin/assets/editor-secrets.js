@@ -46,7 +46,11 @@ export function secretsPanel() {
   return h(
     "section",
     { class: "secrets", "aria-labelledby": "secrets-title" },
-    h("h2", { id: "secrets-title", tabindex: "-1" }, many ? "New credentials: copy the secrets now" : "New credential: copy the secret now"),
+    h(
+      "h2",
+      { id: "secrets-title", tabindex: "-1" },
+      many ? "New credentials: copy the secrets now" : "New credential: copy the secret now"
+    ),
     h(
       "p",
       null,

@@ -174,7 +174,12 @@ function environmentSection(env) {
     h(
       "div",
       { class: "env-head" },
-      h("h2", { id: titleId, class: "env-title" }, h("span", { class: "kicker" }, "Environment "), h("span", { class: "env-name" }, env.name)),
+      h(
+        "h2",
+        { id: titleId, class: "env-title" },
+        h("span", { class: "kicker" }, "Environment "),
+        h("span", { class: "env-name" }, env.name)
+      ),
       !mayChange() ? null : h(
         "button",
         {
@@ -200,12 +205,20 @@ function askDeleteEnvironment(env, button) {
   openDialog({
     title: "Delete this environment?",
     body: [
-      h("p", null, "Environment ", h("strong", null, env.name), ` and its ${plural(env.services.length, "service", "services")} are deleted.`),
+      h(
+        "p",
+        null,
+        "Environment ",
+        h("strong", null, env.name),
+        ` and its ${plural(env.services.length, "service", "services")} are deleted.`
+      ),
       h(
         "p",
         null,
         credentials > 0
-          ? `${credentials === 1 ? "Its credential is" : `Its ${credentials} credentials are`} deleted with it: every token issued with ${credentials === 1 ? "it" : "them"} stops working at once.`
+          ? `${credentials === 1 ? "Its credential is" : `Its ${credentials} credentials are`} deleted with it: every token issued with ${
+            credentials === 1 ? "it" : "them"
+          } stops working at once.`
           : "It holds no credential."
       ),
       h("p", { class: "muted" }, "This is not a staged change: it happens when you confirm, and cannot be undone.")
@@ -291,8 +304,8 @@ async function saveProfile() {
     const over = stale && state.doc ? overLimit(state.staged, state.doc).length : 0
     const suffix = stale
       ? `Nothing was changed on the server; the profile was reloaded from it, and your staged changes that still apply are still here.${
-          over ? ` ${plural(over, "service", "services")} would now go over the limit.` : ""
-        }`
+        over ? ` ${plural(over, "service", "services")} would now go over the limit.` : ""
+      }`
       : "Nothing was changed on the server; your staged changes are still here."
     fail(err, "The profile was not saved.", suffix)
     return

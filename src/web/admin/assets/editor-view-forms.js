@@ -19,7 +19,13 @@ export function addForms(doc) {
     "form",
     { class: "stack", "aria-labelledby": "new-env-title", onsubmit: (e) => createEnvironment(e, envInput, envButton) },
     h("h3", { id: "new-env-title" }, "New environment"),
-    h("div", { class: "field" }, h("label", { for: envInputId }, "Environment name"), envInput, h("p", { class: "hint", id: envHintId }, NAME_HINT)),
+    h(
+      "div",
+      { class: "field" },
+      h("label", { for: envInputId }, "Environment name"),
+      envInput,
+      h("p", { class: "hint", id: envHintId }, NAME_HINT)
+    ),
     h("div", { class: "actions" }, envButton)
   )
 

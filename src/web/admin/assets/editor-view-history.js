@@ -36,8 +36,7 @@ const actionLabel = (action) => {
   return words.charAt(0).toUpperCase() + words.slice(1)
 }
 
-const historyPath = (profile, after) =>
-  `/admin/audit?profile=${enc(profile)}&limit=${PAGE}${after ? `&after=${enc(after)}` : ""}`
+const historyPath = (profile, after) => `/admin/audit?profile=${enc(profile)}&limit=${PAGE}${after ? `&after=${enc(after)}` : ""}`
 
 /** Reads the newest page of `profile`'s history and shows it in place. */
 export async function refreshHistory(profile) {

@@ -32,7 +32,7 @@ export function keyAddForm(envName, service, atLimit, label) {
     rows: "6",
     autocomplete: "off",
     spellcheck: "false",
-    placeholder: '{"kty":"EC","crv":"P-256","x":"…","y":"…"}\nor\n-----BEGIN PUBLIC KEY-----\n…\n-----END PUBLIC KEY-----',
+    placeholder: "{\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"…\",\"y\":\"…\"}\nor\n-----BEGIN PUBLIC KEY-----\n…\n-----END PUBLIC KEY-----",
     "aria-describedby": id("hint"),
     "data-keep": true,
     oninput: () => whyDisabled()

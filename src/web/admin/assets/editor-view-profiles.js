@@ -121,7 +121,11 @@ function profilesBody() {
   const list = state.profiles
   if (list === null) return h("p", { class: "muted" }, "Loading profiles…")
   if (list.length === 0) {
-    return h("p", { class: "empty" }, isAdmin() ? "No profiles yet. Create the first one below." : "Your admin token reaches no profile yet.")
+    return h(
+      "p",
+      { class: "empty" },
+      isAdmin() ? "No profiles yet. Create the first one below." : "Your admin token reaches no profile yet."
+    )
   }
   const sorted = [...list].sort((a, b) => String(a.profile).localeCompare(String(b.profile)))
   return h(

@@ -21,8 +21,7 @@ import { keyAddForm, publicKeyFacts } from "./editor-view-keys.js"
 import { serviceSettings } from "./editor-view-settings.js"
 
 /** What "Last used" means (docs/contract.md §3). */
-const LAST_USED_MEANS =
-  "the last token request with this credential or service call with one of its tokens, recorded up to a minute late"
+const LAST_USED_MEANS = "the last token request with this credential or service call with one of its tokens, recorded up to a minute late"
 
 export const AUTH_LABELS = { oauth: "OAuth 2.0 (Client Credentials)", none: "None" }
 
@@ -143,27 +142,27 @@ function credentialRow(envName, service, cred) {
   const key = `cred:${envName}:${service.uuid}:${cred.client_id}`
   const action = !mayChange() ? null : removing
     ? h(
-        "button",
-        {
-          type: "button",
-          class: "btn btn-small",
-          "aria-label": `Undo removal of ${cred.client_id}`,
-          "data-focus": key,
-          onclick: () => onUndoRemove(envName, service, cred)
-        },
-        "Undo"
-      )
+      "button",
+      {
+        type: "button",
+        class: "btn btn-small",
+        "aria-label": `Undo removal of ${cred.client_id}`,
+        "data-focus": key,
+        onclick: () => onUndoRemove(envName, service, cred)
+      },
+      "Undo"
+    )
     : h(
-        "button",
-        {
-          type: "button",
-          class: "btn btn-small btn-danger-outline",
-          "aria-label": `Remove ${cred.client_id}`,
-          "data-focus": key,
-          onclick: (e) => askRemove(envName, service, cred, e.currentTarget)
-        },
-        "Remove"
-      )
+      "button",
+      {
+        type: "button",
+        class: "btn btn-small btn-danger-outline",
+        "aria-label": `Remove ${cred.client_id}`,
+        "data-focus": key,
+        onclick: (e) => askRemove(envName, service, cred, e.currentTarget)
+      },
+      "Remove"
+    )
   const code = h("code", { class: "mono client-id" }, cred.client_id)
   return h(
     "tr",

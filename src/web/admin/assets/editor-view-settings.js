@@ -13,8 +13,7 @@ import { enc, profilePath, state } from "./editor-state.js"
 import { reloadProfile } from "./editor-view-editor.js"
 import { serviceLabel } from "./editor-view-service.js"
 
-const servicePath = (envName, uuid) =>
-  `${profilePath(state.doc.profile)}/environments/${enc(envName)}/services/${enc(uuid)}`
+const servicePath = (envName, uuid) => `${profilePath(state.doc.profile)}/environments/${enc(envName)}/services/${enc(uuid)}`
 
 /** The "Edit service" disclosure of one service. */
 export function serviceSettings(envName, service) {
@@ -92,7 +91,9 @@ export function serviceSettings(envName, service) {
         "p",
         { class: "hint", id: id("headers-hint") },
         storedNames.length > 0
-          ? `Stored: ${storedNames.join(", ")} (values are never shown). Type lines "Name: value" to replace them all; leave empty to keep them.`
+          ? `Stored: ${
+            storedNames.join(", ")
+          } (values are never shown). Type lines "Name: value" to replace them all; leave empty to keep them.`
           : `None stored. One "Name: value" per line (up to 10), e.g. an API key the upstream expects; values are never shown again.`
       ),
       storedNames.length > 0
@@ -238,10 +239,18 @@ async function updateService(event, envName, service, nameInput, handlerSelect, 
   atFault.setCustomValidity(rate.error ?? "")
   if (!atFault.reportValidity()) return
   const headers = Object.keys(typed.headers).length > 0 ? typed.headers : proxy.clearHeaders.checked ? {} : undefined
-  const body = serviceUpdate(service, nameInput.value, handlerSelect.value, urlInput.value, {
-    timeoutMs: proxy.timeoutInput.value,
-    ...(headers === undefined ? {} : { headers })
-  }, rate.rateLimit, proxy.dpopInput.checked)
+  const body = serviceUpdate(
+    service,
+    nameInput.value,
+    handlerSelect.value,
+    urlInput.value,
+    {
+      timeoutMs: proxy.timeoutInput.value,
+      ...(headers === undefined ? {} : { headers })
+    },
+    rate.rateLimit,
+    proxy.dpopInput.checked
+  )
   button.disabled = true
   try {
     await api("PUT", servicePath(envName, service.uuid), body)
@@ -270,7 +279,9 @@ function askDeleteService(envName, service, button) {
         "p",
         null,
         n > 0
-          ? `${n === 1 ? "Its credential is" : `Its ${n} credentials are`} deleted with it: every token issued with ${n === 1 ? "it" : "them"} stops working at once, and calls to the service get 404.`
+          ? `${n === 1 ? "Its credential is" : `Its ${n} credentials are`} deleted with it: every token issued with ${
+            n === 1 ? "it" : "them"
+          } stops working at once, and calls to the service get 404.`
           : "Calls to the service get 404 from then on."
       ),
       h("p", { class: "muted" }, "This is not a staged change: it happens when you confirm, and cannot be undone.")

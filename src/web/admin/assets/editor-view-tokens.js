@@ -134,7 +134,15 @@ function dismissCreated() {
 }
 
 function createForm() {
-  const name = h("input", { id: "token-name", name: "name", type: "text", required: true, pattern: "[A-Za-z0-9._\\-]{1,64}", autocomplete: "off", spellcheck: "false" })
+  const name = h("input", {
+    id: "token-name",
+    name: "name",
+    type: "text",
+    required: true,
+    pattern: "[A-Za-z0-9._\\-]{1,64}",
+    autocomplete: "off",
+    spellcheck: "false"
+  })
   const role = h(
     "select",
     { id: "token-role", name: "role", onchange: () => (profilesField.hidden = role.value === "admin") },
@@ -143,7 +151,14 @@ function createForm() {
     h("option", { value: "introspector" }, "Introspector: token introspection for its profiles (resource servers)"),
     h("option", { value: "admin" }, "Admin: everything")
   )
-  const profiles = h("input", { id: "token-profiles", name: "profiles", type: "text", autocomplete: "off", spellcheck: "false", "aria-describedby": "token-profiles-hint" })
+  const profiles = h("input", {
+    id: "token-profiles",
+    name: "profiles",
+    type: "text",
+    autocomplete: "off",
+    spellcheck: "false",
+    "aria-describedby": "token-profiles-hint"
+  })
   const profilesField = h(
     "div",
     { class: "field" },
@@ -205,7 +220,13 @@ function askRevoke(token, button) {
   openDialog({
     title: "Revoke this admin token?",
     body: [
-      h("p", null, "Admin token ", h("strong", null, token.name), ` (${token.role}, ${scopeText(token)}) is refused from its next request, by every instance.`),
+      h(
+        "p",
+        null,
+        "Admin token ",
+        h("strong", null, token.name),
+        ` (${token.role}, ${scopeText(token)}) is refused from its next request, by every instance.`
+      ),
       h("p", { class: "muted" }, "This cannot be undone; create another token if it is needed again.")
     ],
     confirmLabel: "Revoke token",
