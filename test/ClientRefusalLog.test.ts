@@ -22,7 +22,7 @@ describe("client authentication refusals: the fixed answer, and the reason in th
   )
   const refusals = (clientId: string) => logged.filter((line) => line.startsWith(`client authentication of ${clientId} refused`))
 
-  layer(makeTestServer().pipe(Layer.provide(capture)), { timeout: 30_000 })((it) => {
+  layer(makeTestServer().pipe(Layer.provide(capture)), { timeout: 120_000 })((it) => {
     it.effect("a secret sent for a key credential: 401 as any wrong secret, and why in the log, at both endpoints", () =>
       Effect.gen(function*() {
         const service = yield* createService()

@@ -52,7 +52,7 @@ const expectRefused = (
 }
 
 const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
-  layer(makeTestServer(storage), { timeout: 30_000 })((it) => {
+  layer(makeTestServer(storage), { timeout: 120_000 })((it) => {
     it.effect("accepts a bound token as DPoP with a valid proof, once per proof", () =>
       Effect.gen(function*() {
         const client = yield* boundClient

@@ -29,7 +29,7 @@ const proofAt = (
 ) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.promise(() => dpopProof(key, htu, now, claims, header)))
 
 const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
-  layer(makeTestServer(storage), { timeout: 30_000 })((it) => {
+  layer(makeTestServer(storage), { timeout: 120_000 })((it) => {
     it.effect("binds the token to the proof's key: token_type DPoP, cnf.jkt the key's thumbprint", () =>
       Effect.gen(function*() {
         const { fields } = yield* secretClient

@@ -11,7 +11,7 @@ import { clientKey, createService } from "./support/ClientKeys.js"
 const KEY_ANSWER_MEMBERS = ["client_id", "created_at", "public_key", "token_endpoint_auth_method"]
 const DEPRECATION_HEADERS = ["deprecation", "sunset", "link"]
 
-layer(makeTestServer(), { timeout: 30_000 })((it) => {
+layer(makeTestServer(), { timeout: 120_000 })((it) => {
   it.effect("POST …/key-credentials: 201 with the key credential, as POST …/credentials answered it", () =>
     Effect.gen(function*() {
       const service = yield* createService()

@@ -17,7 +17,7 @@ import { describeWithPostgres, embeddedStorage, postgresStorage } from "./suppor
 const PUBLIC_KEY = { kty: expect.any(String), kid: expect.any(String), thumbprint: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) }
 
 const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
-  layer(makeTestServer(storage), { timeout: 30_000 })((it) => {
+  layer(makeTestServer(storage), { timeout: 120_000 })((it) => {
     it.effect("creates RSA, EC and Ed25519 key credentials: 201 with client_id, created_at and public_key", () =>
       Effect.gen(function*() {
         for (const kind of ["RSA", "EC", "Ed25519"] as const) {

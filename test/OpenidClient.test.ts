@@ -14,7 +14,7 @@ import { addKeyCredential, createService } from "./support/ClientKeys.js"
 
 const ISSUER = "http://issuer.test"
 
-layer(makeTestServer(), { timeout: 30_000 })("openid-client", (it) => {
+layer(makeTestServer(), { timeout: 120_000 })("openid-client", (it) => {
   it.effect("private_key_jwt and DPoP: a bound token, accepted at the gateway with a proof, refused as Bearer", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(Date.now())

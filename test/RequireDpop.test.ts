@@ -88,7 +88,7 @@ const setRequireDpop = (service: ServiceFixture, requireDpop: boolean | undefine
   })
 
 const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
-  layer(makeTestServer(storage), { timeout: 30_000 })((it) => {
+  layer(makeTestServer(storage), { timeout: 120_000 })((it) => {
     it.effect("the flag round-trips through POST, GET and PUT, and is absent from services without it", () =>
       Effect.gen(function*() {
         const plain = yield* createService()
