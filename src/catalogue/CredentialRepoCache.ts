@@ -11,8 +11,7 @@
  *
  * The cache holds the live catalogue: `maintain` loads it from the first hot read on (in pages,
  * while serving: a start never waits for it, nor shares the database with it) and reloads each
- * scope a write evicted, so the first use of a credential is a memory hit too. Memory is bounded by
- * `CatalogueMemory` (evicting one entry at a time when full); the rest is read on demand.
+ * scope a write evicted (first uses are memory hits too), bounded by `CatalogueMemory`.
  *
  * Exactness under concurrency: a write, once it has finished, evicts its scopes in one synchronous
  * step; a read (or a load) stores its result only if no eviction of its service, and no new
