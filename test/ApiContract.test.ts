@@ -69,7 +69,7 @@ describe("npm run check:api", () => {
     const result = await check(() => {})
     expect(result.output).toContain("additive, no breaking change")
     expect(result.code).toBe(0)
-  }, 60_000)
+  }, 180_000)
 
   it("passes on an additive change: a new optional answer member", async () => {
     const { optic, types, constraints } = await compare((spec) => {
@@ -79,7 +79,7 @@ describe("npm run check:api", () => {
     expect(optic.breaking).toBe(false)
     expect(types).toEqual([])
     expect(constraints).toEqual([])
-  }, 60_000)
+  }, 180_000)
 
   it("finds each deliberately breaking edit, by rule or by operation", async () => {
     const { optic, types, constraints } = await compare((spec) => {
@@ -109,7 +109,7 @@ describe("npm run check:api", () => {
     expect(found).toMatch(
       /^POST \/admin\/profiles\/\{profile\}\/environments\/\{environment\}\/services: body application\/json\.name: maxLength \S+ → 3$/m
     )
-  }, 120_000)
+  }, 240_000)
 
   it("fails, exit 1, on a breaking edit: client_secret removed from the secret credential", async () => {
     const result = await check((spec) => {
@@ -120,12 +120,12 @@ describe("npm run check:api", () => {
     expect(result.code, result.output).toBe(1)
     expect(result.output).toContain("client_secret")
     expect(result.output).toContain("raising package.json's major version")
-  }, 60_000)
+  }, 180_000)
 
   it("passes a break declared by a raised major version, and says so", async () => {
     const next = `${packageVersion(ROOT).major + 1}.0.0`
     const result = await check((spec) => delete spec.paths["/admin/keys"], ["--version", next])
     expect(result.code, result.output).toBe(0)
     expect(result.output).toContain(`breaking changes allowed: ${next} raises the major version`)
-  }, 60_000)
+  }, 180_000)
 })

@@ -30,7 +30,7 @@ describe("the server bundle", () => {
   })
 
   it("loads no undici, ws or PGlite before the server runs", () => {
-    const main = /import\("\.\/(main-[^"]+\.mjs)"\)/.exec(readFileSync(join(DIST, "service-auth.mjs"), "utf8"))![1]!
+    const main = /import\("\.\/(ServerMain-[^"]+\.mjs)"\)/.exec(readFileSync(join(DIST, "service-auth.mjs"), "utf8"))![1]!
     // ServerMain.ts opens the early port, then imports the server's layers (AppLayer, a chunk).
     const server = /import\("\.\/(AppLayer-[^"]+\.mjs)"\)/.exec(readFileSync(join(DIST, main), "utf8"))![1]!
     const files = [...staticGraph("service-auth.mjs"), ...staticGraph(main), ...staticGraph(server)]

@@ -206,7 +206,7 @@ const agreement = (storage: Layer.Layer<TestStorage, unknown>) =>
         // Both answers were met (with a fixed number of runs, some of each almost surely).
         expect(seen.active, `seeds ${base}..${base + RUNS - 1}`).toBeGreaterThan(0)
         expect(seen.tokens - seen.active, `seeds ${base}..${base + RUNS - 1}`).toBeGreaterThan(0)
-      }))
+      }), 300_000)
 
     it.effect("a credential past expires_at: its tokens inactive, and it authenticates at revocation no more", () =>
       Effect.gen(function*() {
