@@ -3,7 +3,7 @@
  * admin client and the TestClock, and the command it prints to finish later.
  */
 import { it as effect } from "@effect/vitest"
-import { Duration, Effect, Either, Fiber, Option, TestClock } from "effect"
+import { Chunk, Duration, Effect, Either, Fiber, Option, TestClock } from "effect"
 import { describe, expect, it } from "vitest"
 import type { AdminClientShape } from "../src/cli/AdminClient.js"
 import { ServerUnreachable } from "../src/cli/AdminClientErrors.js"
@@ -52,15 +52,35 @@ describe("rotate's wait", () => {
       keepBoth: (why) => `${why}; both credentials remain`
     })
 
+  /**
+   * Moves the TestClock by `total`, one poll at a time and each step only once the wait sleeps
+   * again or has ended. The wait's notes are real writes to stderr, which TestClock.adjust does not
+   * wait for: on a busy machine a single large adjust can end before the wait sleeps again, leaving
+   * it asleep past a time the test never reaches.
+   */
+  const advance = (fiber: Fiber.Fiber<unknown, unknown>, total: Duration.DurationInput) =>
+    Effect.gen(function*() {
+      let left = Duration.toMillis(total)
+      while (left > 0) {
+        for (let tries = 0; Chunk.isEmpty(yield* TestClock.sleeps()) && Option.isNone(yield* Fiber.poll(fiber)); tries++) {
+          if (tries > 30_000) return yield* Effect.dieMessage("the wait neither slept nor ended within 30 s")
+          yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 1)))
+        }
+        const step = Math.min(left, 5_000)
+        yield* TestClock.adjust(step)
+        left -= step
+      }
+    })
+
   effect.effect("waits for --idle from the last move of last_used_at", () =>
     Effect.gen(function*() {
       const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
       const fiber = yield* Effect.fork(wait(scripted(state)))
-      yield* TestClock.adjust("9 minutes")
+      yield* advance(fiber, "9 minutes")
       state.oldLastUsed = new Date(9 * 60_000) // an application still uses the old secret
-      yield* TestClock.adjust("9 minutes")
+      yield* advance(fiber, "9 minutes")
       expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true) // 18 min in, but only 9 still
-      yield* TestClock.adjust("2 minutes")
+      yield* advance(fiber, "2 minutes")
       expect(yield* Fiber.join(fiber)).toBe("idle")
     }))
 
@@ -68,9 +88,9 @@ describe("rotate's wait", () => {
     Effect.gen(function*() {
       const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
       const fiber = yield* Effect.fork(wait(scripted(state), null))
-      yield* TestClock.adjust("1 minute")
+      yield* advance(fiber, "1 minute")
       expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
-      yield* TestClock.adjust("1 minute")
+      yield* advance(fiber, "1 minute")
       expect(yield* Fiber.join(fiber)).toBe("idle")
     }))
 
@@ -78,11 +98,11 @@ describe("rotate's wait", () => {
     Effect.gen(function*() {
       const used = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
       const watched = yield* Effect.fork(wait(scripted(used), null))
-      yield* TestClock.adjust("1 minute")
+      yield* advance(watched, "1 minute")
       used.oldLastUsed = new Date(30_000) // a token request just before rotate looked, recorded late
-      yield* TestClock.adjust("5 minutes")
+      yield* advance(watched, "5 minutes")
       expect(Option.isNone(yield* Fiber.poll(watched))).toBe(true)
-      yield* TestClock.adjust("6 minutes")
+      yield* advance(watched, "6 minutes")
       expect(yield* Fiber.join(watched)).toBe("idle")
     }))
 
@@ -103,14 +123,14 @@ describe("rotate's wait", () => {
     Effect.gen(function*() {
       const state = { oldLastUsed: new Date(0) as Date | null, old: true, fresh: true, down: true }
       const fiber = yield* Effect.fork(Effect.either(wait(scripted(state))))
-      yield* TestClock.adjust("20 seconds") // four failures
+      yield* advance(fiber, "20 seconds") // four failures
       state.down = false
-      yield* TestClock.adjust("10 minutes")
+      yield* advance(fiber, "10 minutes")
       expect(yield* Fiber.join(fiber)).toEqual(Either.right("idle"))
 
       state.down = true
       const failing = yield* Effect.fork(Effect.either(wait(scripted(state))))
-      yield* TestClock.adjust("25 seconds")
+      yield* advance(failing, "25 seconds")
       const stopped = yield* Fiber.join(failing)
       expect(Either.isLeft(stopped) && stopped.left.message).toBe("connection refused; both credentials remain")
     }))
@@ -119,16 +139,16 @@ describe("rotate's wait", () => {
     Effect.gen(function*() {
       const state = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
       const fiber = yield* Effect.fork(wait(scripted(state)))
-      yield* TestClock.adjust("1 minute")
+      yield* advance(fiber, "1 minute")
       state.old = false
-      yield* TestClock.adjust("5 seconds")
+      yield* advance(fiber, "5 seconds")
       expect(yield* Fiber.join(fiber)).toBe("removed elsewhere")
 
       const other = { oldLastUsed: null as Date | null, old: true, fresh: true, down: false }
       const stopping = yield* Effect.fork(Effect.either(wait(scripted(other))))
-      yield* TestClock.adjust("1 minute")
+      yield* advance(stopping, "1 minute")
       other.fresh = false
-      yield* TestClock.adjust("5 seconds")
+      yield* advance(stopping, "5 seconds")
       const stopped = yield* Fiber.join(stopping)
       expect(Either.isLeft(stopped) && stopped.left.message).toContain(`the new credential ${newId} was removed meanwhile`)
     }))
