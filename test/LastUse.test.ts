@@ -154,13 +154,14 @@ describeWithPostgres(
       it.effect("an admin read waits for the batch already on its way, then lists the use", () =>
         Effect.gen(function*() {
           const fixture = yield* createFixture()
-          yield* issueToken(fixture)
-          // Another connection holds the credential's row, so the batch's UPDATE waits on it.
+          // Another connection holds the credential's row, so the batch's UPDATE waits on it. Held
+          // before the use is recorded: a periodic flush (each second) cannot write it first.
           const lock = new pg.Client({ connectionString: TEST_DATABASE_URL! })
           yield* Effect.promise(() => lock.connect())
           try {
             yield* Effect.promise(() => lock.query("BEGIN"))
             yield* Effect.promise(() => lock.query("SELECT 1 FROM credentials WHERE client_id = $1 FOR UPDATE", [fixture.clientId]))
+            yield* issueToken(fixture)
             // The first read's flush (or the periodic one) takes the batch and is held writing it.
             const first = yield* Effect.fork(lastUsedOf(fixture))
             yield* realSleep(300)
