@@ -61,5 +61,5 @@ describe("a client generated from openapi.yaml (openapi-typescript + openapi-fet
     })
     expect(result.thumbprint).toMatch(/^[A-Za-z0-9_-]{43}$/)
     expect(Number.isNaN(Date.parse(result.createdAt))).toBe(false)
-  }, 90_000)
+  }, 240_000)
 })

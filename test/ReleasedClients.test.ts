@@ -66,7 +66,7 @@ describe("programs written against released documents, on the current server", (
       echo: { body: { release: "0.4.0" }, profile: result.profile, service_uuid: result.uuid }
     })
     expect(result.clientId).toMatch(/^svc_[0-9a-f]{32}$/)
-  }, 90_000)
+  }, 240_000)
 
   it("0.5.0: compiles against its own and the current types, and runs", async () => {
     const dir = prepare(workDir, "0.5.0")
@@ -83,7 +83,7 @@ describe("programs written against released documents, on the current server", (
       tokenType: "Bearer",
       echo: { body: { amount: 42 }, profile: result.profile, service_uuid: result.uuid }
     })
-  }, 90_000)
+  }, 240_000)
 
   it("0.4.0 code reading a credential's secret without narrowing compiles against the current types, and runs", async () => {
     const dir = prepare(workDir, "0.4.0", "0.4.0-unnarrowed")
@@ -103,7 +103,7 @@ describe("programs written against released documents, on the current server", (
     })
     const result = JSON.parse(stdout.trim().split("\n").at(-1)!)
     expect(result).toMatchObject({ role: "admin", tokenType: "Bearer", listedIds: [result.clientId] })
-  }, 90_000)
+  }, 240_000)
 
   it("a key credential through the current document's client: POST …/key-credentials, no narrowing", async () => {
     const dir = join(workDir, "key-credentials")
@@ -120,5 +120,5 @@ describe("programs written against released documents, on the current server", (
     expect(result.thumbprint).toMatch(/^[A-Za-z0-9_-]{43}$/)
     expect(result.listed).toEqual([{ client_id: result.clientId, thumbprint: result.thumbprint }])
     expect(result.deprecation).toBeNull()
-  }, 90_000)
+  }, 240_000)
 })
