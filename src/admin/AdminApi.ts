@@ -27,6 +27,7 @@ import {
   SaveProfileResult,
   SigningKeyInfo
 } from "../domain/Models.js"
+import { KEY_ON_CREDENTIALS_SUNSET } from "../domain/Deprecations.js"
 import { ProfileInput } from "../domain/Policies.js"
 import {
   AdminTooManyAttemptsWire,
@@ -145,7 +146,10 @@ export class ProfilesApi extends HttpApiGroup.make("profiles")
       .annotate(
         OpenApi.Description,
         "Applies the profile editor's staged credential changes in one transaction, all or nothing. " +
-          "Each created credential carries its client_secret: the only time it is ever shown."
+          "Each secret credential in created carries its client_secret: the only time it is ever shown. A key " +
+          "credential is added with add_key_credential and answered in created_key_credentials. Deprecated: " +
+          "add_credential with public_key still adds a key credential, answered in created as before, with " +
+          "`Deprecation` and `Sunset` (" + KEY_ON_CREDENTIALS_SUNSET + ") headers; use add_key_credential."
       )
   )
   .add(

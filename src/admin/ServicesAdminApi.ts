@@ -14,15 +14,8 @@ import {
   StorageUnavailableWire
 } from "../domain/Errors.js"
 import { CredentialInput, KeyCredentialInput, NewCredential, NewKeyCredential, ServiceDocument, ServiceInput } from "../domain/Models.js"
+import { KEY_ON_CREDENTIALS_SUNSET } from "../domain/Deprecations.js"
 import { AdminBodies, AdminAuth, created, CredentialList, CredentialPath, EnvironmentPath, NoContent, ServicePath } from "./AdminApi.js"
-
-/**
- * A key credential created through POST …/credentials (with `public_key`) still works, deprecated
- * since 2.0.0 in favour of POST …/key-credentials: its answer says so in `Deprecation` (RFC 9745)
- * and `Sunset` (RFC 8594), the earliest date that use may stop working.
- */
-export const KEY_ON_CREDENTIALS_DEPRECATION = "@1795910400"
-export const KEY_ON_CREDENTIALS_SUNSET = "Sat, 29 May 2027 00:00:00 GMT"
 
 export class ServicesApi extends HttpApiGroup.make("services")
   .add(
