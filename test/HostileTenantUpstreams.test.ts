@@ -224,7 +224,6 @@ describeWithPostgres("hostile tenants and upstreams: PostgreSQL", () => {
   suite(postgresStorage())
 })
 
-
 it("the upstream heard nobody but those allowed", () => {
   expect(heard.map((request) => request.path).filter((path) => /owner-write|rebound|tenant|elsewhere/.test(path))).toEqual([])
 })
