@@ -2,7 +2,7 @@
  * A public key pasted into the editor (src/web/admin/assets/editor-keys.js), without a browser: a
  * JWK is taken as it is (private members refused), a PEM public key becomes a JWK through
  * WebCrypto (RSA, EC P-256, Ed25519), a private key or anything else is refused in words. The
- * staged key credential is saved as `add_credential` with its `public_key`.
+ * staged key credential is saved as `add_key_credential` with its `public_key`.
  */
 import { generateKeyPairSync } from "node:crypto"
 import { describe, expect, test } from "vitest"
@@ -73,7 +73,7 @@ describe("a pasted public key", () => {
 })
 
 describe("a staged key credential", () => {
-  test("counts toward the limit, and is saved as add_credential with its public_key", () => {
+  test("counts toward the limit, and is saved as add_key_credential with its public_key", () => {
     const doc = normalizeDoc({ profile: "acme", environments: [{ name: "prod", services: [{ uuid: UUID, credentials: [] }] }] }, "acme")
     const service = doc.environments[0]!.services[0]!
     const jwk = { kty: "OKP", crv: "Ed25519", x: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo" }
@@ -83,8 +83,13 @@ describe("a staged key credential", () => {
     expect(projectedCount(both.changes, "prod", service)).toBe(2)
     expect(stageAdd(both.changes, "prod", service, { publicKey: jwk, label: "Ed25519" })).toBeNull()
     expect(saveRequest(both.changes).changes).toEqual([
-      { op: "add_credential", environment: "prod", service_uuid: UUID, public_key: jwk },
+      { op: "add_key_credential", environment: "prod", service_uuid: UUID, public_key: jwk },
       { op: "add_credential", environment: "prod", service_uuid: UUID }
+    ])
+    const expiring = stageAdd(emptyChanges("acme"), "prod", service, { publicKey: jwk, label: "Ed25519" })!
+    const withExpiry = { ...expiring.changes, adds: [{ ...expiring.add, expires_at: "2027-01-01T00:00:00.000Z" }] }
+    expect(saveRequest(withExpiry).changes).toEqual([
+      { op: "add_key_credential", environment: "prod", service_uuid: UUID, public_key: jwk, expires_at: "2027-01-01T00:00:00.000Z" }
     ])
   })
 

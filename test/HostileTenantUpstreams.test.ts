@@ -5,137 +5,34 @@
  * allow origins itself. The upstream policy (docs/contract.md, upstream targets) refuses each at
  * write (400) or at call (502), and the upstream never hears from the owner, while an admin's
  * local upstream works end to end. Run on the in-memory store, the embedded database and
- * PostgreSQL; the deployment-wide list (a setting) on memory; export and import keep the lists and
- * approvals; a second instance on one PostgreSQL database sees a changed list on its next call.
+ * PostgreSQL. The deployment-wide list, a second instance and export and import:
+ * HostileTenantUpstreamPolicy.test.ts.
  */
-import { SqlClient } from "@effect/sql"
 import { afterAll, describe, expect, it, layer } from "@effect/vitest"
-import { Context, Effect, Either, Layer, Option, Redacted } from "effect"
-import { randomUUID } from "node:crypto"
-import type { EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
-import { CatalogueLookup } from "../src/catalogue/CatalogueLookup.js"
-import { CatalogueWrites } from "../src/catalogue/CatalogueWrites.js"
-import { lookup } from "node:dns/promises"
-import * as NodeHttp from "node:http"
-import type { AddressInfo } from "node:net"
-import { hostname } from "node:os"
-import * as Storage from "../src/storage/Storage.js"
-import { exportDatabase } from "../src/transfer/ExportDatabase.js"
+import type { Layer } from "effect"
+import { Effect } from "effect"
 import { outsidePolicyWarning, upstreamsOutsidePolicy } from "../src/service-call/proxy/UpstreamPolicyReport.js"
-import { decodeDocument } from "../src/transfer/ExportFile.js"
-import { importDatabase } from "../src/transfer/ImportDatabase.js"
-import { ADMIN_TOKEN, type JsonResponse, makeTestServer, serverPort, type TestStorage, uniqueName } from "../src/testing.js"
-import {
-  describeWithPostgres,
-  embeddedStorage,
-  freshDatabase,
-  memoryStorage,
-  postgresStorage,
-  TEST_DATABASE_URL
-} from "./support/Databases.js"
+import { makeTestServer, type TestStorage, uniqueName } from "../src/testing.js"
+import { describeWithPostgres, embeddedStorage, memoryStorage, postgresStorage } from "./support/Databases.js"
 import { adminAs as as, expectErrorBody } from "./support/Http.js"
+import {
+  callChunked,
+  callPathOf,
+  expectStatus,
+  givenOwnedProfile,
+  loopbackForms,
+  loopbackName,
+  NOT_ALLOWED,
+  proxy,
+  root,
+  startCorpUpstream,
+  STOLEN
+} from "./support/HostileUpstreams.js"
 import { callService } from "./support/Tokens.js"
 
-// ---------------------------------------------------------------------------------------------
-// Profile corp's upstream, on this machine: what an owner of another profile wants to reach.
-
-const heard: Array<{ readonly path: string; readonly authorization: string | undefined }> = []
-const upstream = NodeHttp.createServer((request, response) => {
-  request.resume()
-  request.on("end", () => {
-    heard.push({ path: request.url ?? "", authorization: request.headers.authorization })
-    response.writeHead(200, { "content-type": "application/json" })
-    response.end(JSON.stringify({ secret: "corp's data" }))
-  })
-})
-await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve))
-const PORT = (upstream.address() as AddressInfo).port
-const ORIGIN = `http://127.0.0.1:${PORT}`
-afterAll(() => new Promise<void>((resolve) => upstream.close(() => resolve())))
-
-/** Whether the upstream heard a request at `path` (each test uses paths of its own). */
-const reached = (path: string) => heard.some((request) => request.path === path)
-
-/** Every way an owner might write this machine's loopback upstream (and its neighbours) in a URL. */
-const loopbackForms = (path: string) => [
-  `http://127.0.0.1:${PORT}${path}`,
-  `http://127.1:${PORT}${path}`,
-  `http://0177.0.0.1:${PORT}${path}`,
-  `http://0x7f.1:${PORT}${path}`,
-  `http://2130706433:${PORT}${path}`,
-  `http://localhost:${PORT}${path}`,
-  `http://LocalHost.:${PORT}${path}`,
-  `http://corp.localhost:${PORT}${path}`,
-  `http://[::1]:${PORT}${path}`,
-  `http://[::ffff:127.0.0.1]:${PORT}${path}`,
-  `http://[::ffff:7f00:1]:${PORT}${path}`,
-  `http://[64:ff9b::7f00:1]:${PORT}${path}`,
-  `http://0.0.0.0:${PORT}${path}`,
-  `http://169.254.169.254/latest/meta-data${path}`,
-  `http://[fd00:ec2::254]/latest/meta-data${path}`,
-  `http://10.0.0.1${path}`,
-  `http://192.168.1.1${path}`
-]
-
-const root = as(ADMIN_TOKEN)
-
-const expectStatus = (response: JsonResponse, status: number) =>
-  expect({ status: response.status, text: response.text }).toEqual({ status, text: expect.any(String) })
-
-/** A profile with environment prod, made by the admin, and an owner token for it. */
-const givenOwnedProfile = (prefix: string) =>
-  Effect.gen(function*() {
-    const profile = uniqueName(prefix)
-    expectStatus(yield* root.put(`/admin/profiles/${profile}`), 201)
-    expectStatus(yield* root.put(`/admin/profiles/${profile}/environments/prod`), 201)
-    const token = yield* root.post("/admin/tokens", { name: uniqueName("owner"), role: "owner", profiles: [profile] })
-    expectStatus(token, 201)
-    return { profile, owner: as(token.body.token as string), services: `/admin/profiles/${profile}/environments/prod/services` }
-  })
-
-/** The service-call path of a service document answered by the admin API. */
-const callPathOf = (profile: string, service: JsonResponse) => `/service/${profile}/prod/json/${service.body.uuid}`
-
-const proxy = (url: string, headers?: Record<string, string>) => ({
-  auth_type: "none",
-  handler: { type: "proxy", url, ...(headers === undefined ? {} : { headers }) }
-})
-
-const STOLEN = { Authorization: "Bearer stolen-from-corp" }
-const NOT_ALLOWED = { error: "bad_gateway", error_description: "The upstream address is not allowed for this service" }
-
-/** A chunked body goes through the HttpApi app rather than the fast lane: both must refuse alike. */
-const callChunked = (path: string) =>
-  Effect.flatMap(serverPort, (port) =>
-    Effect.promise(() =>
-      new Promise<{ status: number; body: unknown }>((resolve, reject) => {
-        const request = NodeHttp.request(
-          {
-            host: "127.0.0.1",
-            port,
-            path,
-            method: "POST",
-            headers: { "content-type": "application/json", "transfer-encoding": "chunked" }
-          },
-          (response) => {
-            const chunks: Array<Buffer> = []
-            response.on("data", (chunk: Buffer) => chunks.push(chunk))
-            response.on("end", () => resolve({ status: response.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString()) }))
-          }
-        )
-        request.on("error", reject)
-        request.write("{}")
-        request.end()
-      })
-    ))
-
-/** This machine's name, when /etc/hosts makes it resolve to loopback (most do); undefined otherwise. */
-const loopbackName = await lookup(hostname(), { all: true }).then(
-  (
-    addresses
-  ) => (addresses.length > 0 && addresses.every((a) => a.address.startsWith("127.") || a.address === "::1") ? hostname() : undefined),
-  () => undefined
-)
+const corp = await startCorpUpstream()
+afterAll(corp.close)
+const { heard, origin: ORIGIN, port: PORT, reached } = corp
 
 const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
   layer(makeTestServer({ storage }))((it) => {
@@ -157,7 +54,7 @@ const suite = (storage: Layer.Layer<TestStorage, unknown>) =>
         const { owner, profile, services } = yield* givenOwnedProfile("tenant")
         const existing = yield* owner.post(services, { auth_type: "none" })
         expectStatus(existing, 201)
-        for (const url of loopbackForms("/owner-write")) {
+        for (const url of loopbackForms(PORT, "/owner-write")) {
           const created = yield* owner.post(services, proxy(url, STOLEN))
           expect([url, created.status]).toEqual([url, 400])
           expect(created.body.error).toBe("invalid_request")
@@ -325,106 +222,6 @@ describe("hostile tenants and upstreams: embedded database", () => {
 
 describeWithPostgres("hostile tenants and upstreams: PostgreSQL", () => {
   suite(postgresStorage())
-})
-
-describeWithPostgres("two instances on one PostgreSQL database", () => {
-  it.scoped(
-    "an admin removing a profile's origin is seen by the other instance's cached route on its next call",
-    () =>
-      Effect.gen(function*() {
-        const url = Redacted.make(TEST_DATABASE_URL!)
-        const first = Context.get(yield* Layer.build(Storage.layerPostgres(url)), CatalogueWrites)
-        const second = Context.get(yield* Layer.build(Storage.layerPostgres(url)), CatalogueLookup)
-        const address = {
-          profile: uniqueName("shared") as ProfileId,
-          environment: "prod" as EnvironmentName,
-          uuid: randomUUID() as ServiceUuid
-        }
-        const actor = { name: "admin", source: "test" }
-        yield* first.putProfile(address.profile, new Date(), actor, undefined, [ORIGIN])
-        yield* first.putEnvironment(address.profile, address.environment, new Date(), actor)
-        yield* first.putService(
-          address,
-          { name: "s", auth_type: "none", handler: { type: "proxy", url: `${ORIGIN}/x` } },
-          "create",
-          new Date(),
-          actor
-        )
-        const route = (repo: typeof second) => Effect.map(repo.findServiceRoute(address, Option.none()), Option.getOrThrow)
-        expect((yield* route(second)).upstreamOrigins).toEqual([ORIGIN])
-        expect((yield* route(second)).upstreamOrigins).toEqual([ORIGIN]) // held by the second's cache now
-        yield* first.putProfile(address.profile, new Date(), actor, undefined, null)
-        expect((yield* route(second)).upstreamOrigins).toBeNull()
-      }).pipe(Effect.orDie),
-    60_000
-  )
-})
-
-describe("UPSTREAM_ALLOWED_ORIGINS: origins every profile may target", () => {
-  layer(makeTestServer({ config: { upstreamAllowedOrigins: [ORIGIN] } }))((it) => {
-    it.effect("an owner may target an allowed origin, internal or not; any other origin is refused", () =>
-      Effect.gen(function*() {
-        const { owner, profile, services } = yield* givenOwnedProfile("tenant")
-        const service = yield* owner.post(services, proxy(`http://0x7f000001:${PORT}/deployment`))
-        expectStatus(service, 201)
-        expect((yield* callService(callPathOf(profile, service))).status).toBe(200)
-        expect(reached("/deployment")).toBe(true)
-        expect((yield* owner.post(services, proxy("https://public.example/x"))).body.error_description).toMatch(
-          /^handler\.url: https:\/\/public\.example is not among the origins this profile's services may target/
-        )
-        expect((yield* owner.post(services, proxy(`http://127.0.0.1:${PORT + 1}/x`))).status).toBe(400)
-      }))
-  })
-})
-
-describe("export and import keep the lists and the approvals", () => {
-  layer(makeTestServer({ storage: embeddedStorage() }))((it) => {
-    it.effect("a profile's upstream_origins and a service's approval travel in the file; an older file reads none", () =>
-      Effect.gen(function*() {
-        const { owner, profile, services } = yield* givenOwnedProfile("moved")
-        expectStatus(yield* root.put(`/admin/profiles/${profile}`, { upstream_origins: ["https://api.example.com"] }), 200)
-        const approved = yield* root.post(services, proxy(`${ORIGIN}/moved`))
-        const owned = yield* owner.post(services, proxy("https://api.example.com/v1"))
-        const document = yield* (exportDatabase() as Effect.Effect<unknown, unknown, SqlClient.SqlClient>).pipe(Effect.orDie)
-        const tables =
-          (document as { tables: { profiles: Array<Record<string, unknown>>; services: Array<Record<string, unknown>> } }).tables
-        expect(tables.profiles.find((row) => row.profile === profile)?.upstream_origins).toEqual(["https://api.example.com"])
-        const approvalOf = (uuid: unknown) => tables.services.find((row) => row.uuid === uuid)?.upstream_approved
-        expect([approvalOf(approved.body.uuid), approvalOf(owned.body.uuid)]).toEqual([true, false])
-
-        // A file written before the policy: no origins, nothing approved.
-        const older = JSON.parse(JSON.stringify(document)) as typeof document & { tables: typeof tables }
-        for (const row of older.tables.profiles) delete row.upstream_origins
-        for (const row of older.tables.services) delete row.upstream_approved
-        const decoded = decodeDocument(older)
-        expect(Either.isRight(decoded)).toBe(true)
-        if (Either.isRight(decoded)) {
-          expect(decoded.right.tables.profiles.every((row) => row.upstream_origins === null)).toBe(true)
-          expect(decoded.right.tables.services.every((row) => row.upstream_approved === false)).toBe(true)
-        }
-
-        if (TEST_DATABASE_URL === undefined) return
-        const target = yield* Effect.promise(freshDatabase)
-        const imported = yield* Effect.gen(function*() {
-          const parsed = decodeDocument(document)
-          if (Either.isLeft(parsed)) return yield* Effect.dieMessage("the export does not decode")
-          yield* importDatabase(parsed.right, { merge: false })
-          const sql = yield* SqlClient.SqlClient
-          const profiles = yield* sql`SELECT upstream_origins FROM profiles WHERE profile = ${profile}`
-          const rows = yield* sql`SELECT uuid, upstream_approved FROM services WHERE profile = ${profile} ORDER BY position`
-          return { profiles, rows }
-        }).pipe(
-          Effect.provide(Storage.layerMigrated(Storage.layerPostgresClient(Redacted.make(target.url)))),
-          Effect.orDie,
-          Effect.ensuring(Effect.promise(target.drop))
-        )
-        expect(imported.profiles).toEqual([{ upstream_origins: ["https://api.example.com"] }])
-        expect(imported.rows).toEqual([
-          { uuid: approved.body.uuid, upstream_approved: true },
-          { uuid: owned.body.uuid, upstream_approved: false }
-        ])
-      }) as Effect.Effect<void, never, never>)
-  })
 })
 
 it("the upstream heard nobody but those allowed", () => {

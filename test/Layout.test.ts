@@ -181,9 +181,14 @@ describe("src/ layout", () => {
 })
 
 /** What a file that starts processes imports (written so that this file does not match itself). */
-const STARTS_PROCESSES = new RegExp(
-  ["node:child_process", "./support/ServerProcess", "./support/CliProcess"].map((module) => `from "${module}`).join("|")
-)
+const importsOf = (modules: ReadonlyArray<string>) => new RegExp(modules.map((module) => `from "${module}`).join("|"))
+/** The support modules that start processes themselves (a run's harness over ServerProcess, say). */
+const SUPPORT = join(ROOT, "test", "support")
+const STARTING_SUPPORT = readdirSync(SUPPORT)
+  .filter((name) => name.endsWith(".ts"))
+  .filter((name) => importsOf(["node:child_process", "./ServerProcess", "./CliProcess"]).test(readFileSync(join(SUPPORT, name), "utf8")))
+  .map((name) => `./support/${name.replace(/\.ts$/, "")}`)
+const STARTS_PROCESSES = importsOf(["node:child_process", "./support/ServerProcess", "./support/CliProcess", ...STARTING_SUPPORT])
 
 describe("test/ layout", () => {
   it("lists every file that starts servers or CLIs among the process files (vitest.config.ts)", () => {

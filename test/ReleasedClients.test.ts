@@ -105,6 +105,19 @@ describe("programs written against released documents, on the current server", (
     expect(result).toMatchObject({ role: "admin", tokenType: "Bearer", listedIds: [result.clientId] })
   }, 240_000)
 
+  it("0.4.0 code reading a save's created[i].client_secret without narrowing compiles against the current types, and runs", async () => {
+    const dir = prepare(workDir, "0.4.0-save")
+    expect(await compile(dir, await generatedTypes(readFileSync(join(ROOT, "api/releases/0.4.0/openapi.yaml"), "utf8")))).toBe("")
+    expect(await compile(dir, current), "against the current document's types").toBe("")
+
+    const { stdout } = await run(join(ROOT, "node_modules/.bin/tsx"), [join(dir, "program.ts")], {
+      env: { ...process.env, BASE_URL: server.base, ADMIN_TOKEN }
+    })
+    const result = JSON.parse(stdout.trim().split("\n").at(-1)!)
+    expect(result).toMatchObject({ created: 1, tokenType: "Bearer" })
+    expect(result.clientId).toMatch(/^svc_[0-9a-f]{32}$/)
+  }, 90_000)
+
   it("a key credential through the current document's client: POST …/key-credentials, no narrowing", async () => {
     const dir = join(workDir, "key-credentials")
     mkdirSync(dir)

@@ -27,6 +27,7 @@ import {
   SaveProfileResult,
   SigningKeyInfo
 } from "../domain/Models.js"
+import { KEY_ON_CREDENTIALS_SUNSET } from "../domain/Deprecations.js"
 import { ProfileInput } from "../domain/Policies.js"
 import {
   AdminTooManyAttemptsWire,
@@ -81,6 +82,24 @@ export const CredentialPath = Schema.Struct({
   client_id: Schema.String.annotations({ description: "The credential's client id." })
 })
 
+/**
+ * An admin group that reads bodies: the body reader and the admin token check, and the refusals
+ * every such group may answer besides its endpoints' own (403 forbidden, 413, 503).
+ */
+export const adminGroup = <
+  Id extends string,
+  Endpoints extends HttpApiEndpoint.HttpApiEndpoint.Any,
+  E,
+  R,
+  TopLevel extends boolean
+>(group: HttpApiGroup.HttpApiGroup<Id, Endpoints, E, R, TopLevel>) =>
+  group
+    .middleware(AdminBodies)
+    .middleware(AdminAuth)
+    .addError(ForbiddenWire)
+    .addError(PayloadTooLargeWire)
+    .addError(StorageUnavailableWire)
+
 export const NoContent = HttpApiSchema.Empty(204)
 export const created = <A, I>(schema: Schema.Schema<A, I>, description: string) =>
   [schema.annotations({ description }), { status: 201 }] as const
@@ -92,90 +111,90 @@ export const CredentialList = Schema.Struct({ credentials: Schema.Array(Credenti
   identifier: "CredentialList"
 })
 
-export class ProfilesApi extends HttpApiGroup.make("profiles")
-  .add(
-    HttpApiEndpoint.get("listProfiles", "/admin/profiles")
-      .annotate(OpenApi.Summary, "List profiles")
-      .annotate(OpenApi.Description, "Every profile the admin token reaches (all for an admin), by identifier, with its creation time.")
-      .addSuccess(ProfileList)
-  )
-  .add(
-    HttpApiEndpoint.put("putProfile", "/admin/profiles/:profile")
-      .annotate(OpenApi.Summary, "Create a profile")
-      .annotate(
-        OpenApi.Description,
-        "Creates the profile if it does not exist (201); answers it as it is otherwise (200). No body, `{}`, or " +
-          "`{\"credential_max_lifetime_days\": N}` (1-3650; null removes it) to set its credential policy. `{\"upstream_origins\": [origin, ...]}` " +
-          "(admin tokens only: 403 otherwise; null or [] removes them) sets the origins its proxy services may target besides UPSTREAM_ALLOWED_ORIGINS."
-      )
-      .setPath(ProfilePath)
-      .setPayload(ProfileInput)
-      .addSuccess(ProfileDocument.annotations({ description: "The profile existed." }))
-      .addSuccess(...created(ProfileDocument, "The profile was created."))
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .add(
-    HttpApiEndpoint.get("getProfile", "/admin/profiles/:profile")
-      .annotate(OpenApi.Summary, "Get a profile")
-      .annotate(OpenApi.Description, "The profile with its environments, services and credentials (never a secret).")
-      .setPath(ProfilePath)
-      .addSuccess(ProfileDocument)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .add(
-    HttpApiEndpoint.del("deleteProfile", "/admin/profiles/:profile")
-      .annotate(OpenApi.Summary, "Delete a profile")
-      .setPath(ProfilePath)
-      .addSuccess(NoContent)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-      .annotate(OpenApi.Description, "Deletes the profile and everything in it; its credentials' tokens die at once.")
-  )
-  .add(
-    HttpApiEndpoint.post("saveProfile", "/admin/profiles/:profile/save")
-      .annotate(OpenApi.Summary, "Save staged credential changes")
-      .setPath(ProfilePath)
-      .setPayload(SaveProfileRequest)
-      .addSuccess(SaveProfileResult)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-      .addError(CredentialLimitExceededWire)
-      .annotate(
-        OpenApi.Description,
-        "Applies the profile editor's staged credential changes in one transaction, all or nothing. " +
-          "Each created credential carries its client_secret: the only time it is ever shown."
-      )
-  )
-  .add(
-    HttpApiEndpoint.put("putEnvironment", "/admin/profiles/:profile/environments/:environment")
-      .annotate(OpenApi.Summary, "Create an environment")
-      .annotate(
-        OpenApi.Description,
-        "Creates the environment in the profile if it does not exist (201); answers it as it is otherwise (200). No body, or `{}`."
-      )
-      .setPath(EnvironmentPath)
-      .setPayload(EmptyObject)
-      .addSuccess(EnvironmentDocument.annotations({ description: "The environment existed." }))
-      .addSuccess(...created(EnvironmentDocument, "The environment was created."))
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .add(
-    HttpApiEndpoint.del("deleteEnvironment", "/admin/profiles/:profile/environments/:environment")
-      .annotate(OpenApi.Summary, "Delete an environment")
-      .annotate(OpenApi.Description, "Deletes the environment with its services; their credentials' tokens die at once.")
-      .setPath(EnvironmentPath)
-      .addSuccess(NoContent)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .middleware(AdminBodies)
-  .middleware(AdminAuth)
-  .addError(ForbiddenWire)
-  .addError(PayloadTooLargeWire)
-  .addError(StorageUnavailableWire)
+export class ProfilesApi extends adminGroup(
+  HttpApiGroup.make("profiles")
+    .add(
+      HttpApiEndpoint.get("listProfiles", "/admin/profiles")
+        .annotate(OpenApi.Summary, "List profiles")
+        .annotate(OpenApi.Description, "Every profile the admin token reaches (all for an admin), by identifier, with its creation time.")
+        .addSuccess(ProfileList)
+    )
+    .add(
+      HttpApiEndpoint.put("putProfile", "/admin/profiles/:profile")
+        .annotate(OpenApi.Summary, "Create a profile")
+        .annotate(
+          OpenApi.Description,
+          "Creates the profile if it does not exist (201); answers it as it is otherwise (200). No body, `{}`, or " +
+            "`{\"credential_max_lifetime_days\": N}` (1-3650; null removes it) to set its credential policy. `{\"upstream_origins\": [origin, ...]}` " +
+            "(admin tokens only: 403 otherwise; null or [] removes them) sets the origins its proxy services may target besides UPSTREAM_ALLOWED_ORIGINS."
+        )
+        .setPath(ProfilePath)
+        .setPayload(ProfileInput)
+        .addSuccess(ProfileDocument.annotations({ description: "The profile existed." }))
+        .addSuccess(...created(ProfileDocument, "The profile was created."))
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+    )
+    .add(
+      HttpApiEndpoint.get("getProfile", "/admin/profiles/:profile")
+        .annotate(OpenApi.Summary, "Get a profile")
+        .annotate(OpenApi.Description, "The profile with its environments, services and credentials (never a secret).")
+        .setPath(ProfilePath)
+        .addSuccess(ProfileDocument)
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+    )
+    .add(
+      HttpApiEndpoint.del("deleteProfile", "/admin/profiles/:profile")
+        .annotate(OpenApi.Summary, "Delete a profile")
+        .setPath(ProfilePath)
+        .addSuccess(NoContent)
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+        .annotate(OpenApi.Description, "Deletes the profile and everything in it; its credentials' tokens die at once.")
+    )
+    .add(
+      HttpApiEndpoint.post("saveProfile", "/admin/profiles/:profile/save")
+        .annotate(OpenApi.Summary, "Save staged credential changes")
+        .setPath(ProfilePath)
+        .setPayload(SaveProfileRequest)
+        .addSuccess(SaveProfileResult)
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+        .addError(CredentialLimitExceededWire)
+        .annotate(
+          OpenApi.Description,
+          "Applies the profile editor's staged credential changes in one transaction, all or nothing. " +
+            "Each secret credential in created carries its client_secret: the only time it is ever shown. A key " +
+            "credential is added with add_key_credential and answered in created_key_credentials. Deprecated: " +
+            "add_credential with public_key still adds a key credential, answered in created as before, with " +
+            "`Deprecation` and `Sunset` (" + KEY_ON_CREDENTIALS_SUNSET + ") headers; use add_key_credential."
+        )
+    )
+    .add(
+      HttpApiEndpoint.put("putEnvironment", "/admin/profiles/:profile/environments/:environment")
+        .annotate(OpenApi.Summary, "Create an environment")
+        .annotate(
+          OpenApi.Description,
+          "Creates the environment in the profile if it does not exist (201); answers it as it is otherwise (200). No body, or `{}`."
+        )
+        .setPath(EnvironmentPath)
+        .setPayload(EmptyObject)
+        .addSuccess(EnvironmentDocument.annotations({ description: "The environment existed." }))
+        .addSuccess(...created(EnvironmentDocument, "The environment was created."))
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+    )
+    .add(
+      HttpApiEndpoint.del("deleteEnvironment", "/admin/profiles/:profile/environments/:environment")
+        .annotate(OpenApi.Summary, "Delete an environment")
+        .annotate(OpenApi.Description, "Deletes the environment with its services; their credentials' tokens die at once.")
+        .setPath(EnvironmentPath)
+        .addSuccess(NoContent)
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+    )
+)
   .annotate(OpenApi.Title, "Admin: profiles and environments")
   .annotate(
     OpenApi.Description,
@@ -254,38 +273,35 @@ export const SigningKeyList = Schema.Struct({ keys: Schema.Array(SigningKeyInfo)
   identifier: "SigningKeyList"
 })
 
-export class KeysApi extends HttpApiGroup.make("keys")
-  .add(
-    HttpApiEndpoint.get("listKeys", "/admin/keys")
-      .annotate(OpenApi.Summary, "List signing keys")
-      .annotate(
-        OpenApi.Description,
-        "Every signing key, newest first, with its status and schedule (never private material). With " +
-          "SIGNING_KEY_FILE, the file's key, active."
-      )
-      .addSuccess(SigningKeyList)
-  )
-  .add(
-    HttpApiEndpoint.post("rotateKey", "/admin/keys/rotate")
-      .annotate(OpenApi.Summary, "Rotate the signing key")
-      .setPayload(EmptyObject)
-      .addSuccess(RotatedKey, { status: 201 })
-      .addError(InvalidRequestWire)
-      .addError(ConflictWire)
-      .annotate(
-        OpenApi.Description,
-        "Makes a new RS256 key, published in the JWKS at once, that starts signing after KEY_PUBLISH_DELAY_S " +
-          "(status next until then, or active at once when the delay is 0). The previous key keeps verifying " +
-          "until its last token has expired (3600 s plus 60 s of tolerated clock skew after the switch), then " +
-          "retires. 409 conflict while a key is already scheduled (next), and with SIGNING_KEY_FILE (rotation " +
-          "is then the operator's). No body, or `{}`."
-      )
-  )
-  .middleware(AdminBodies)
-  .middleware(AdminAuth)
-  .addError(ForbiddenWire)
-  .addError(PayloadTooLargeWire)
-  .addError(StorageUnavailableWire)
+export class KeysApi extends adminGroup(
+  HttpApiGroup.make("keys")
+    .add(
+      HttpApiEndpoint.get("listKeys", "/admin/keys")
+        .annotate(OpenApi.Summary, "List signing keys")
+        .annotate(
+          OpenApi.Description,
+          "Every signing key, newest first, with its status and schedule (never private material). With " +
+            "SIGNING_KEY_FILE, the file's key, active."
+        )
+        .addSuccess(SigningKeyList)
+    )
+    .add(
+      HttpApiEndpoint.post("rotateKey", "/admin/keys/rotate")
+        .annotate(OpenApi.Summary, "Rotate the signing key")
+        .setPayload(EmptyObject)
+        .addSuccess(RotatedKey, { status: 201 })
+        .addError(InvalidRequestWire)
+        .addError(ConflictWire)
+        .annotate(
+          OpenApi.Description,
+          "Makes a new RS256 key, published in the JWKS at once, that starts signing after KEY_PUBLISH_DELAY_S " +
+            "(status next until then, or active at once when the delay is 0). The previous key keeps verifying " +
+            "until its last token has expired (3600 s plus 60 s of tolerated clock skew after the switch), then " +
+            "retires. 409 conflict while a key is already scheduled (next), and with SIGNING_KEY_FILE (rotation " +
+            "is then the operator's). No body, or `{}`."
+        )
+    )
+)
   .annotate(OpenApi.Title, "Admin: signing keys")
   .annotate(
     OpenApi.Description,

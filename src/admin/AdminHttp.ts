@@ -7,23 +7,21 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Either, Layer, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import { Api } from "../server/Api.js"
-import { KEY_ON_CREDENTIALS_DEPRECATION, KEY_ON_CREDENTIALS_SUNSET } from "./ServicesAdminApi.js"
+import { KEY_ON_CREDENTIALS_DEPRECATION, KEY_ON_CREDENTIALS_SUNSET } from "../domain/Deprecations.js"
 import { ClientSecrets } from "../catalogue/ClientSecrets.js"
 import { CredentialManager } from "../catalogue/CredentialManager.js"
 import { AdminActor } from "../domain/AdminActor.js"
 import { type AdminAction, authorize, authorizeOn, reaches } from "../domain/AdminRoles.js"
 import { AUDIT_PAGE_DEFAULT } from "../domain/AuditEvents.js"
 import { InvalidRequest, NotFound, type StorageUnavailable } from "../domain/Errors.js"
-import { parsePublicJwk, pemToJwk } from "../domain/KeyCredential.js"
-import { ClientId, EnvironmentName, type ProfileId, ServiceUuid } from "../domain/Identifiers.js"
+import { ClientId, type EnvironmentName, type ProfileId, type ServiceUuid } from "../domain/Identifiers.js"
 import {
-  type CredentialChange,
-  DateTimeInput,
   EnvironmentDocument,
   type KeyCredentialInput,
   NewCredential,
   NewKeyCredential,
   ProfileDocument,
+  SaveProfileResult,
   ServiceDocument,
   type ServiceInput
 } from "../domain/Models.js"
@@ -39,22 +37,7 @@ import { CatalogueWrites } from "../catalogue/CatalogueWrites.js"
 import { type ServiceAddress } from "../domain/ServiceAddress.js"
 import * as AdminAuthHttp from "./AdminAuthHttp.js"
 import * as AdminBodies from "./AdminBodies.js"
-import { describeParseError } from "./DecodeFailure.js"
-
-/** A field of a staged change, checked as a path segment would be; the problem is prefixed by its place. */
-const checked = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = Schema.decodeUnknown(schema)
-  return (raw: string) => Effect.mapError(decode(raw), (error) => new InvalidRequest({ description: describeParseError(error) }))
-}
-const checkEnvironment = checked(EnvironmentName)
-const checkUuid = (raw: string) => checked(ServiceUuid)(raw.toLowerCase())
-/** A public key as sent (a JWK, or a PEM public key), checked. */
-const parsedPublicKey = (raw: unknown) => typeof raw === "string" ? Either.flatMap(pemToJwk(raw), parsePublicJwk) : parsePublicJwk(raw)
-/** A key credential's public key (a JWK, or a PEM public key); undefined when none was sent (a secret credential). */
-const checkPublicKey = (raw: unknown) =>
-  raw === undefined
-    ? Effect.succeed(undefined)
-    : Either.mapLeft(parsedPublicKey(raw), (problem) => new InvalidRequest({ description: problem }))
+import { checkChanges, deprecatedSaveAnswer, parsedPublicKey, saveAnswer } from "./SaveProfileChanges.js"
 
 /**
  * A key credential made by POST …/credentials: the same answer, marked deprecated (RFC 9745), with
@@ -179,38 +162,11 @@ export const layerProfiles = HttpApiBuilder.group(Api, "profiles", (handlers) =>
         }))
       .handle("saveProfile", ({ path: { profile }, payload: { changes } }) =>
         Effect.gen(function*() {
-          const staged: Array<CredentialChange> = []
-          const removing = new Set<string>()
-          for (const [index, change] of changes.entries()) {
-            const at = (error: InvalidRequest) => new InvalidRequest({ description: `changes.${index}.${error.description}` })
-            const environment = yield* Effect.mapError(checkEnvironment(change.environment), at)
-            const serviceUuid = yield* Effect.mapError(checkUuid(change.service_uuid), at)
-            if (change.op === "add_credential") {
-              const publicKey = yield* Effect.mapError(checkPublicKey(change.public_key), at)
-              const expiresAt = change.expires_at === undefined
-                ? undefined
-                : yield* Effect.mapError(
-                  checked(DateTimeInput)(change.expires_at),
-                  (error) => at(new InvalidRequest({ description: `expires_at: ${error.description}` }))
-                )
-              staged.push({
-                op: change.op,
-                environment,
-                service_uuid: serviceUuid,
-                expires_at: expiresAt,
-                ...(publicKey === undefined ? {} : { public_key: publicKey })
-              })
-              continue
-            }
-            const clientId = yield* Effect.mapError(checked(ClientId)(change.client_id), at)
-            if (removing.has(clientId)) {
-              return yield* new InvalidRequest({ description: `changes.${index}: credential ${clientId} is removed twice` })
-            }
-            removing.add(clientId)
-            staged.push({ op: change.op, environment, service_uuid: serviceUuid, client_id: clientId })
-          }
+          const { answeredApart, deprecatedKey, staged } = yield* checkChanges(changes)
           yield* permitOn("catalogue.change", profile)
-          return yield* manager.saveProfile(profile, staged, yield* AdminActor)
+          const answer = saveAnswer(yield* manager.saveProfile(profile, staged, yield* AdminActor), answeredApart)
+          if (!deprecatedKey) return answer
+          return deprecatedSaveAnswer(yield* documentResponse(SaveProfileResult, answer, 200))
         }))
       .handle("putEnvironment", ({ path: { environment, profile } }) =>
         Effect.gen(function*() {

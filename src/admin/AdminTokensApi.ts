@@ -13,17 +13,10 @@ import {
   isReservedAdminTokenName,
   RESERVED_ADMIN_TOKEN_NAME_RULE
 } from "../domain/AdminRoles.js"
-import {
-  ConflictWire,
-  ForbiddenWire,
-  InvalidRequestWire,
-  NotFoundWire,
-  PayloadTooLargeWire,
-  StorageUnavailableWire
-} from "../domain/Errors.js"
+import { ConflictWire, InvalidRequestWire, NotFoundWire, StorageUnavailableWire } from "../domain/Errors.js"
 import { ProfileId } from "../domain/Identifiers.js"
 import { Timestamp } from "../domain/Models.js"
-import { AdminAuth, AdminBodies } from "./AdminApi.js"
+import { AdminAuth, adminGroup } from "./AdminApi.js"
 
 const ADMIN_TOKEN_NAME_DESCRIPTION =
   `The token's name (${ADMIN_TOKEN_NAME_RULE}; ${RESERVED_ADMIN_TOKEN_NAME_RULE}), unique across ADMIN_TOKEN ` +
@@ -91,42 +84,39 @@ export const AdminSession = Schema.Struct({
   profiles: ScopeProfiles
 }).annotations({ identifier: "AdminSession" })
 
-export class AdminTokensApi extends HttpApiGroup.make("adminTokens")
-  .add(
-    HttpApiEndpoint.post("createAdminToken", "/admin/tokens")
-      .annotate(OpenApi.Summary, "Create an admin token")
-      .setPayload(NewAdminTokenRequest)
-      .addSuccess(CreatedAdminToken, { status: 201 })
-      .addError(InvalidRequestWire)
-      .addError(ConflictWire)
-      .annotate(
-        OpenApi.Description,
-        "Stores a new admin token with its role and, for owner, viewer and introspector, its profiles; the answer is the only " +
-          "time the token is shown. 409 conflict when the name is taken (by ADMIN_TOKEN, ADMIN_TOKENS or a stored token)."
-      )
-  )
-  .add(
-    HttpApiEndpoint.get("listAdminTokens", "/admin/tokens")
-      .annotate(OpenApi.Summary, "List the stored admin tokens")
-      .annotate(OpenApi.Description, "Every stored token by name, never the token itself (the environment's tokens are not listed).")
-      .addSuccess(AdminTokenList)
-  )
-  .add(
-    HttpApiEndpoint.del("revokeAdminToken", "/admin/tokens/:name")
-      .annotate(OpenApi.Summary, "Revoke an admin token")
-      .annotate(
-        OpenApi.Description,
-        "Deletes the stored token: refused from the next request on, by every instance. 404 when no stored token has that name."
-      )
-      .setPath(Schema.Struct({ name: Schema.String.annotations({ description: "The stored token's name." }) }))
-      .addSuccess(HttpApiSchema.Empty(204))
-      .addError(NotFoundWire)
-  )
-  .middleware(AdminBodies)
-  .middleware(AdminAuth)
-  .addError(ForbiddenWire)
-  .addError(PayloadTooLargeWire)
-  .addError(StorageUnavailableWire)
+export class AdminTokensApi extends adminGroup(
+  HttpApiGroup.make("adminTokens")
+    .add(
+      HttpApiEndpoint.post("createAdminToken", "/admin/tokens")
+        .annotate(OpenApi.Summary, "Create an admin token")
+        .setPayload(NewAdminTokenRequest)
+        .addSuccess(CreatedAdminToken, { status: 201 })
+        .addError(InvalidRequestWire)
+        .addError(ConflictWire)
+        .annotate(
+          OpenApi.Description,
+          "Stores a new admin token with its role and, for owner, viewer and introspector, its profiles; the answer is the only " +
+            "time the token is shown. 409 conflict when the name is taken (by ADMIN_TOKEN, ADMIN_TOKENS or a stored token)."
+        )
+    )
+    .add(
+      HttpApiEndpoint.get("listAdminTokens", "/admin/tokens")
+        .annotate(OpenApi.Summary, "List the stored admin tokens")
+        .annotate(OpenApi.Description, "Every stored token by name, never the token itself (the environment's tokens are not listed).")
+        .addSuccess(AdminTokenList)
+    )
+    .add(
+      HttpApiEndpoint.del("revokeAdminToken", "/admin/tokens/:name")
+        .annotate(OpenApi.Summary, "Revoke an admin token")
+        .annotate(
+          OpenApi.Description,
+          "Deletes the stored token: refused from the next request on, by every instance. 404 when no stored token has that name."
+        )
+        .setPath(Schema.Struct({ name: Schema.String.annotations({ description: "The stored token's name." }) }))
+        .addSuccess(HttpApiSchema.Empty(204))
+        .addError(NotFoundWire)
+    )
+)
   .annotate(OpenApi.Title, "Admin: admin tokens")
   .annotate(
     OpenApi.Description,

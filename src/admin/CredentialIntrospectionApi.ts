@@ -6,8 +6,8 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { AdminAuth, AdminBodies, CredentialPath } from "./AdminApi.js"
-import { ForbiddenWire, InvalidRequestWire, NotFoundWire, PayloadTooLargeWire, StorageUnavailableWire } from "../domain/Errors.js"
+import { adminGroup, CredentialPath } from "./AdminApi.js"
+import { InvalidRequestWire, NotFoundWire } from "../domain/Errors.js"
 import { ProfileId } from "../domain/Identifiers.js"
 import { CredentialInfo } from "../domain/Models.js"
 
@@ -25,33 +25,30 @@ export const IntrospectProfilesInput = Schema.Struct({
   })
 }).annotations({ identifier: "IntrospectProfilesInput" })
 
-export class CredentialIntrospectionApi extends HttpApiGroup.make("credentialIntrospection")
-  .add(
-    HttpApiEndpoint.put(
-      "putIntrospectProfiles",
-      "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials/:client_id/introspect_profiles"
-    )
-      .annotate(OpenApi.Summary, "Allow a credential to introspect tokens")
-      .setPath(CredentialPath)
-      .setPayload(IntrospectProfilesInput)
-      .addSuccess(CredentialInfo)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-      .annotate(
-        OpenApi.Description,
-        "Admin tokens only (any other role: 403). Sets the profiles whose access tokens this live credential may " +
-          "introspect at POST /oauth/introspect, where it authenticates exactly as at the token endpoint " +
-          "(client_secret_basic, client_secret_post, private_key_jwt): a token of a listed profile is answered as the " +
-          "gateway would take it, any other token {\"active\":false}. [] or null takes the permission away; a credential " +
-          "without one is refused there with 403 unauthorized_client. The answer is the credential as listed, with " +
-          "introspect_profiles. Recorded as credential.changed. A credential not live on this service: 404."
+export class CredentialIntrospectionApi extends adminGroup(
+  HttpApiGroup.make("credentialIntrospection")
+    .add(
+      HttpApiEndpoint.put(
+        "putIntrospectProfiles",
+        "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials/:client_id/introspect_profiles"
       )
-  )
-  .middleware(AdminBodies)
-  .middleware(AdminAuth)
-  .addError(ForbiddenWire)
-  .addError(PayloadTooLargeWire)
-  .addError(StorageUnavailableWire)
+        .annotate(OpenApi.Summary, "Allow a credential to introspect tokens")
+        .setPath(CredentialPath)
+        .setPayload(IntrospectProfilesInput)
+        .addSuccess(CredentialInfo)
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+        .annotate(
+          OpenApi.Description,
+          "Admin tokens only (any other role: 403). Sets the profiles whose access tokens this live credential may " +
+            "introspect at POST /oauth/introspect, where it authenticates exactly as at the token endpoint " +
+            "(client_secret_basic, client_secret_post, private_key_jwt): a token of a listed profile is answered as the " +
+            "gateway would take it, any other token {\"active\":false}. [] or null takes the permission away; a credential " +
+            "without one is refused there with 403 unauthorized_client. The answer is the credential as listed, with " +
+            "introspect_profiles. Recorded as credential.changed. A credential not live on this service: 404."
+        )
+    )
+)
   .annotate(OpenApi.Title, "Admin: credentials that introspect")
   .annotate(
     OpenApi.Description,

@@ -4,145 +4,127 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import {
-  ConflictWire,
-  CredentialLimitExceededWire,
-  ForbiddenWire,
-  InvalidRequestWire,
-  NotFoundWire,
-  PayloadTooLargeWire,
-  StorageUnavailableWire
-} from "../domain/Errors.js"
+import { ConflictWire, CredentialLimitExceededWire, InvalidRequestWire, NotFoundWire } from "../domain/Errors.js"
 import { CredentialInput, KeyCredentialInput, NewCredential, NewKeyCredential, ServiceDocument, ServiceInput } from "../domain/Models.js"
-import { AdminBodies, AdminAuth, created, CredentialList, CredentialPath, EnvironmentPath, NoContent, ServicePath } from "./AdminApi.js"
+import { KEY_ON_CREDENTIALS_SUNSET } from "../domain/Deprecations.js"
+import { adminGroup, created, CredentialList, CredentialPath, EnvironmentPath, NoContent, ServicePath } from "./AdminApi.js"
 
-/**
- * A key credential created through POST …/credentials (with `public_key`) still works, deprecated
- * since 2.0.0 in favour of POST …/key-credentials: its answer says so in `Deprecation` (RFC 9745)
- * and `Sunset` (RFC 8594), the earliest date that use may stop working.
- */
-export const KEY_ON_CREDENTIALS_DEPRECATION = "@1795910400"
-export const KEY_ON_CREDENTIALS_SUNSET = "Sat, 29 May 2027 00:00:00 GMT"
-
-export class ServicesApi extends HttpApiGroup.make("services")
-  .add(
-    HttpApiEndpoint.post("createService", "/admin/profiles/:profile/environments/:environment/services")
-      .annotate(OpenApi.Summary, "Create a service")
-      .setPath(EnvironmentPath)
-      .setPayload(ServiceInput)
-      .addSuccess(ServiceDocument, { status: 201 })
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-      .annotate(
-        OpenApi.Description,
-        "Creates a service with a new random uuid. A proxy URL set by a token other than an admin's must target an origin the upstream policy allows (UPSTREAM_ALLOWED_ORIGINS, the profile's upstream_origins; without either, no internal address): otherwise 400 invalid_request saying why."
-      )
-  )
-  .add(
-    HttpApiEndpoint.put("putService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
-      .annotate(OpenApi.Summary, "Create or replace a service")
-      .annotate(
-        OpenApi.Description,
-        "Creates the service under this uuid (201) or replaces its name, auth_type and handler (200). Switching auth_type away from oauth makes its credentials' tokens useless at once. A proxy URL is judged as for creation, unless an admin token set this very URL."
-      )
-      .setPath(ServicePath)
-      .setPayload(ServiceInput)
-      .addSuccess(ServiceDocument.annotations({ description: "The service existed and was updated." }))
-      .addSuccess(...created(ServiceDocument, "The service was created."))
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .add(
-    HttpApiEndpoint.get("getService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
-      .annotate(OpenApi.Summary, "Get a service")
-      .annotate(OpenApi.Description, "The service with its credentials (never a secret).")
-      .setPath(ServicePath)
-      .addSuccess(ServiceDocument)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .add(
-    HttpApiEndpoint.del("deleteService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
-      .annotate(OpenApi.Summary, "Delete a service")
-      .annotate(OpenApi.Description, "Deletes the service; its credentials' tokens die at once.")
-      .setPath(ServicePath)
-      .addSuccess(NoContent)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .add(
-    HttpApiEndpoint.get(
-      "listCredentials",
-      "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials"
+export class ServicesApi extends adminGroup(
+  HttpApiGroup.make("services")
+    .add(
+      HttpApiEndpoint.post("createService", "/admin/profiles/:profile/environments/:environment/services")
+        .annotate(OpenApi.Summary, "Create a service")
+        .setPath(EnvironmentPath)
+        .setPayload(ServiceInput)
+        .addSuccess(ServiceDocument, { status: 201 })
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+        .annotate(
+          OpenApi.Description,
+          "Creates a service with a new random uuid. A proxy URL set by a token other than an admin's must target an origin the upstream policy allows (UPSTREAM_ALLOWED_ORIGINS, the profile's upstream_origins; without either, no internal address): otherwise 400 invalid_request saying why."
+        )
     )
-      .annotate(OpenApi.Summary, "List a service's credentials")
-      .annotate(OpenApi.Description, "At most two live credentials, with creation and last use times (never a secret).")
-      .setPath(ServicePath)
-      .addSuccess(CredentialList)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .add(
-    HttpApiEndpoint.post(
-      "createCredential",
-      "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials"
+    .add(
+      HttpApiEndpoint.put("putService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
+        .annotate(OpenApi.Summary, "Create or replace a service")
+        .annotate(
+          OpenApi.Description,
+          "Creates the service under this uuid (201) or replaces its name, auth_type and handler (200). Switching auth_type away from oauth makes its credentials' tokens useless at once. A proxy URL is judged as for creation, unless an admin token set this very URL."
+        )
+        .setPath(ServicePath)
+        .setPayload(ServiceInput)
+        .addSuccess(ServiceDocument.annotations({ description: "The service existed and was updated." }))
+        .addSuccess(...created(ServiceDocument, "The service was created."))
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
     )
-      .annotate(OpenApi.Summary, "Generate a secret credential")
-      .setPath(ServicePath)
-      // Decoded as before, key bodies included (deprecated, see below); the document shows
-      // CredentialInput only (OpenApiDocument). The key first: CredentialInput drops public_key.
-      .setPayload(Schema.Union(KeyCredentialInput, CredentialInput))
-      .addSuccess(NewCredential, { status: 201 })
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-      .addError(CredentialLimitExceededWire)
-      .annotate(
-        OpenApi.Description,
-        "Generates a secret credential (client_secret_basic); the answer is the only time its client_secret is " +
-          "shown. Counts toward the limit of 2; sets the service's auth_type to oauth. `expires_at` (RFC 3339): then " +
-          "refused as if deleted; under the profile's credential_max_lifetime_days, at most that many days ahead " +
-          "(absent: exactly). Deprecated: a body with `public_key` still creates a key credential here, answered as by " +
-          "POST …/key-credentials, with `Deprecation`, `Sunset` (" + KEY_ON_CREDENTIALS_SUNSET + ") and " +
-          "`Link: <…/key-credentials>; rel=\"successor-version\"` headers; use POST …/key-credentials."
+    .add(
+      HttpApiEndpoint.get("getService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
+        .annotate(OpenApi.Summary, "Get a service")
+        .annotate(OpenApi.Description, "The service with its credentials (never a secret).")
+        .setPath(ServicePath)
+        .addSuccess(ServiceDocument)
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+    )
+    .add(
+      HttpApiEndpoint.del("deleteService", "/admin/profiles/:profile/environments/:environment/services/:uuid")
+        .annotate(OpenApi.Summary, "Delete a service")
+        .annotate(OpenApi.Description, "Deletes the service; its credentials' tokens die at once.")
+        .setPath(ServicePath)
+        .addSuccess(NoContent)
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+    )
+    .add(
+      HttpApiEndpoint.get(
+        "listCredentials",
+        "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials"
       )
-  )
-  .add(
-    HttpApiEndpoint.post(
-      "createKeyCredential",
-      "/admin/profiles/:profile/environments/:environment/services/:uuid/key-credentials"
+        .annotate(OpenApi.Summary, "List a service's credentials")
+        .annotate(OpenApi.Description, "At most two live credentials, with creation and last use times (never a secret).")
+        .setPath(ServicePath)
+        .addSuccess(CredentialList)
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
     )
-      .annotate(OpenApi.Summary, "Add a key credential")
-      .setPath(ServicePath)
-      .setPayload(KeyCredentialInput)
-      .addSuccess(NewKeyCredential, { status: 201 })
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-      .addError(CredentialLimitExceededWire)
-      .annotate(
-        OpenApi.Description,
-        "Adds a key credential (private_key_jwt) for {\"public_key\": JWK or PEM}: no secret; the key's type, kid and " +
-          "thumbprint answered. Counts toward the limit of 2 with the secret credentials; sets the service's auth_type " +
-          "to oauth. `expires_at` as for POST …/credentials."
+    .add(
+      HttpApiEndpoint.post(
+        "createCredential",
+        "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials"
       )
-  )
-  .add(
-    HttpApiEndpoint.del(
-      "deleteCredential",
-      "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials/:client_id"
+        .annotate(OpenApi.Summary, "Generate a secret credential")
+        .setPath(ServicePath)
+        // Decoded as before, key bodies included (deprecated, see below); the document shows
+        // CredentialInput only (OpenApiDocument). The key first: CredentialInput drops public_key.
+        .setPayload(Schema.Union(KeyCredentialInput, CredentialInput))
+        .addSuccess(NewCredential, { status: 201 })
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+        .addError(CredentialLimitExceededWire)
+        .annotate(
+          OpenApi.Description,
+          "Generates a secret credential (client_secret_basic); the answer is the only time its client_secret is " +
+            "shown. Counts toward the limit of 2; sets the service's auth_type to oauth. `expires_at` (RFC 3339): then " +
+            "refused as if deleted; under the profile's credential_max_lifetime_days, at most that many days ahead " +
+            "(absent: exactly). Deprecated: a body with `public_key` still creates a key credential here, answered as by " +
+            "POST …/key-credentials, with `Deprecation`, `Sunset` (" + KEY_ON_CREDENTIALS_SUNSET + ") and " +
+            "`Link: <…/key-credentials>; rel=\"successor-version\"` headers; use POST …/key-credentials."
+        )
     )
-      .annotate(OpenApi.Summary, "Delete a credential")
-      .setPath(CredentialPath)
-      .addSuccess(NoContent)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-      .annotate(OpenApi.Description, "Deletes the credential; every token issued with it is refused from now on.")
-  )
-  .middleware(AdminBodies)
-  .middleware(AdminAuth)
-  .addError(ConflictWire)
-  .addError(ForbiddenWire)
-  .addError(PayloadTooLargeWire)
-  .addError(StorageUnavailableWire)
+    .add(
+      HttpApiEndpoint.post(
+        "createKeyCredential",
+        "/admin/profiles/:profile/environments/:environment/services/:uuid/key-credentials"
+      )
+        .annotate(OpenApi.Summary, "Add a key credential")
+        .setPath(ServicePath)
+        .setPayload(KeyCredentialInput)
+        .addSuccess(NewKeyCredential, { status: 201 })
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+        .addError(CredentialLimitExceededWire)
+        .annotate(
+          OpenApi.Description,
+          "Adds a key credential (private_key_jwt) for {\"public_key\": JWK or PEM}: no secret; the key's type, kid and " +
+            "thumbprint answered. Counts toward the limit of 2 with the secret credentials; sets the service's auth_type " +
+            "to oauth. `expires_at` as for POST …/credentials."
+        )
+    )
+    .add(
+      HttpApiEndpoint.del(
+        "deleteCredential",
+        "/admin/profiles/:profile/environments/:environment/services/:uuid/credentials/:client_id"
+      )
+        .annotate(OpenApi.Summary, "Delete a credential")
+        .setPath(CredentialPath)
+        .addSuccess(NoContent)
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+        .annotate(OpenApi.Description, "Deletes the credential; every token issued with it is refused from now on.")
+    )
+    .addError(ConflictWire)
+)
   .annotate(OpenApi.Title, "Admin: services and credentials")
   .annotate(
     OpenApi.Description,

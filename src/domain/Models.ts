@@ -257,16 +257,28 @@ export const KeyCredentialInput = Schema.Struct({
  * `CredentialChange`; an addition gets its generated credential (`GeneratedAddition`) before
  * storage writes it.
  */
+const CHANGE_EXPIRES_AT = Schema.optional(Schema.String).annotations({
+  description: "When the new credential expires (RFC 3339, in the future), as for POST …/credentials."
+})
 export const AddCredentialChange = Schema.Struct({
   op: Schema.Literal("add_credential"),
   environment: Schema.String,
   service_uuid: Schema.String,
   public_key: Schema.optional(PublicJwkInput).annotations({
-    description: "For a key credential (private_key_jwt): its public JWK. Without it, a secret is generated."
+    description: "Deprecated: use add_key_credential. A key credential (private_key_jwt) made this way is answered in " +
+      "created, as before. Without it, a secret is generated."
   }),
-  expires_at: Schema.optional(Schema.String).annotations({
-    description: "When the new credential expires (RFC 3339, in the future), as for POST …/credentials."
-  })
+  expires_at: CHANGE_EXPIRES_AT
+})
+/** A key credential (private_key_jwt) to add: answered in `created_key_credentials`, never in `created`. */
+export const AddKeyCredentialChange = Schema.Struct({
+  op: Schema.Literal("add_key_credential"),
+  environment: Schema.String,
+  service_uuid: Schema.String,
+  public_key: Schema.propertySignature(PublicJwkInput).annotations({
+    description: "The key credential's public key: a public JWK, or a PEM public key."
+  }),
+  expires_at: CHANGE_EXPIRES_AT
 })
 export const RemoveCredentialChange = Schema.Struct({
   op: Schema.Literal("remove_credential"),
@@ -274,7 +286,7 @@ export const RemoveCredentialChange = Schema.Struct({
   service_uuid: Schema.String,
   client_id: Schema.String
 })
-export const ProfileChange = Schema.Union(AddCredentialChange, RemoveCredentialChange).annotations({
+export const ProfileChange = Schema.Union(AddCredentialChange, AddKeyCredentialChange, RemoveCredentialChange).annotations({
   identifier: "ProfileChange"
 })
 export type ProfileChange = typeof ProfileChange.Type
@@ -313,26 +325,29 @@ export const SaveProfileRequest = Schema.Struct({
 export type SaveProfileRequest = typeof SaveProfileRequest.Type
 
 const EXPIRES = Schema.optional(Timestamp).annotations({ description: "When it expires; absent when it never does." })
-export const CreatedCredential = Schema.Union(
-  Schema.Struct({
-    environment: EnvironmentName,
-    service_uuid: ServiceUuid,
-    client_id: ClientId,
-    client_secret: ClientSecretText,
-    created_at: Timestamp,
-    expires_at: EXPIRES,
-    token_endpoint_auth_method: SecretAuthMethod
-  }),
-  Schema.Struct({
-    environment: EnvironmentName,
-    service_uuid: ServiceUuid,
-    client_id: ClientId,
-    created_at: Timestamp,
-    expires_at: EXPIRES,
-    public_key: PublicKeyInfo,
-    token_endpoint_auth_method: KeyAuthMethod
-  })
-).annotations({ identifier: "CreatedCredential" })
+export const CreatedSecretCredential = Schema.Struct({
+  environment: EnvironmentName,
+  service_uuid: ServiceUuid,
+  client_id: ClientId,
+  client_secret: ClientSecretText,
+  created_at: Timestamp,
+  expires_at: EXPIRES,
+  token_endpoint_auth_method: SecretAuthMethod
+}).annotations({ identifier: "CreatedSecretCredential" })
+export const CreatedKeyCredential = Schema.Struct({
+  environment: EnvironmentName,
+  service_uuid: ServiceUuid,
+  client_id: ClientId,
+  created_at: Timestamp,
+  expires_at: EXPIRES,
+  public_key: PublicKeyInfo,
+  token_endpoint_auth_method: KeyAuthMethod
+}).annotations({ identifier: "CreatedKeyCredential" })
+export type CreatedKeyCredential = typeof CreatedKeyCredential.Type
+/** A credential a save made: `created` may still hold a key credential, for the deprecated add_credential with public_key. */
+export const CreatedCredential = Schema.Union(CreatedSecretCredential, CreatedKeyCredential).annotations({
+  identifier: "CreatedCredential"
+})
 
 export const RemovedCredential = Schema.Struct({
   environment: EnvironmentName,
@@ -340,8 +355,15 @@ export const RemovedCredential = Schema.Struct({
   client_id: ClientId
 }).annotations({ identifier: "RemovedCredential" })
 
+/** A save's answer; `created_key_credentials` only after an add_key_credential, so other saves answer as always. */
 export const SaveProfileResult = Schema.Struct({
-  created: Schema.Array(CreatedCredential),
+  created: Schema.Array(CreatedCredential).annotations({
+    description: "The secret credentials made by add_credential, each with its client_secret: the only time it is shown. " +
+      "A key credential made by add_credential with public_key (deprecated) is answered here too, as before."
+  }),
+  created_key_credentials: Schema.optional(Schema.Array(CreatedKeyCredential)).annotations({
+    description: "The key credentials made by add_key_credential; present only when the save had such a change."
+  }),
   removed: Schema.Array(RemovedCredential)
 }).annotations({ identifier: "SaveProfileResult" })
 export type SaveProfileResult = typeof SaveProfileResult.Type

@@ -25,7 +25,11 @@ const INLINE_NAMES: Record<string, Record<string, string>> = {
   CreatedCredential: { client_secret_basic: "CreatedSecretCredential", private_key_jwt: "CreatedKeyCredential" },
   ServiceHandler: { echo: "EchoHandler", proxy: "ProxyHandler", code: "CodeHandler" },
   ServiceHandlerInput: { echo: "EchoHandlerInput", proxy: "ProxyHandlerInput", code: "CodeHandlerInput" },
-  ProfileChange: { add_credential: "AddCredentialChange", remove_credential: "RemoveCredentialChange" }
+  ProfileChange: {
+    add_credential: "AddCredentialChange",
+    add_key_credential: "AddKeyCredentialChange",
+    remove_credential: "RemoveCredentialChange"
+  }
 }
 
 const pascal = (text: string): string =>

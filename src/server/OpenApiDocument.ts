@@ -13,7 +13,7 @@
  */
 import { OpenApi } from "@effect/platform"
 import { Api } from "./Api.js"
-import { KEY_ON_CREDENTIALS_DEPRECATION, KEY_ON_CREDENTIALS_SUNSET } from "../admin/ServicesAdminApi.js"
+import { KEY_ON_CREDENTIALS_DEPRECATION, KEY_ON_CREDENTIALS_SUNSET } from "../domain/Deprecations.js"
 import { discriminateUnions } from "./OpenApiDiscriminators.js"
 import { toYaml } from "./Yaml.js"
 
@@ -116,6 +116,31 @@ const documentCredentialOperations = (spec: Json): void => {
   if (body !== undefined) body.schema = { $ref: "#/components/schemas/CredentialInput" }
 }
 
+const DEPRECATED_SAVE_HEADERS: Json = {
+  Deprecation: header(
+    "Only when a change was add_credential with public_key (deprecated): when that use was deprecated (RFC 9745).",
+    KEY_ON_CREDENTIALS_DEPRECATION
+  ),
+  Sunset: header(
+    "Only when a change was add_credential with public_key: the date after which that use may stop working (RFC 8594).",
+    KEY_ON_CREDENTIALS_SUNSET
+  )
+}
+
+/**
+ * A save still decodes add_credential with public_key and answers that key credential in `created`
+ * (deprecated, with the headers above), but documents `created` as secret credentials only, so
+ * that a generated client reads `created[i].client_secret` without narrowing; add_key_credential's
+ * are answered in `created_key_credentials`.
+ */
+const documentSaveOperation = (spec: Json): void => {
+  const schemas: Json = spec.components.schemas
+  const created = schemas.SaveProfileResult?.properties?.created
+  if (created !== undefined) created.items = { $ref: "#/components/schemas/CreatedSecretCredential" }
+  const publicKey = schemas.AddCredentialChange?.properties?.public_key
+  if (publicKey !== undefined) publicKey.deprecated = true
+}
+
 /** The headers each answer carries, by path, operation and status. */
 const responseHeaders = (path: string, operationId: string, status: string): Json => ({
   ...(status === "429" || status === "503" ? RETRY_AFTER : {}),
@@ -132,6 +157,7 @@ const responseHeaders = (path: string, operationId: string, status: string): Jso
     }
     : {}),
   ...(operationId === "services.createCredential" && status === "201" ? DEPRECATED_KEY_HEADERS : {}),
+  ...(operationId === "profiles.saveProfile" && status === "200" ? DEPRECATED_SAVE_HEADERS : {}),
   ...(path.startsWith("/admin/") && status === "401"
     ? { "WWW-Authenticate": header("The Bearer challenge (RFC 6750 §3): send the admin token.", "Bearer realm=\"admin\"") }
     : {})
@@ -220,6 +246,7 @@ export const openApiSpec = (): Json => {
   describeClientAuthentication(spec)
   documentCredentialOperations(spec)
   discriminateUnions(spec)
+  documentSaveOperation(spec)
   return spec
 }
 

@@ -423,7 +423,7 @@ describe("profile editor", () => {
     await service.getByRole("button", { name: "Undo new credential 2", exact: true }).click()
 
     await saveKeys(page, saves)
-    expect(saves).toEqual([{ changes: [{ op: "add_credential", environment: f.env, service_uuid: f.uuid, public_key: jwk }] }])
+    expect(saves).toEqual([{ changes: [{ op: "add_key_credential", environment: f.env, service_uuid: f.uuid, public_key: jwk }] }])
     const listed = (await adminApi("GET", `/admin/profiles/${f.profile}/environments/${f.env}/services/${f.uuid}`)).body.credentials
     expect(listed).toHaveLength(1)
     const { client_id: clientId, public_key: info } = listed[0]
@@ -452,7 +452,9 @@ describe("profile editor", () => {
     expect(await service.textContent()).toContain("Public key: RSA.")
     await saveKeys(page, saves)
     const { e, kty, n } = publicKey.export({ format: "jwk" })
-    expect(saves).toEqual([{ changes: [{ op: "add_credential", environment: f.env, service_uuid: f.uuid, public_key: { kty, n, e } }] }])
+    expect(saves).toEqual([{
+      changes: [{ op: "add_key_credential", environment: f.env, service_uuid: f.uuid, public_key: { kty, n, e } }]
+    }])
     const listed = (await adminApi("GET", `/admin/profiles/${f.profile}/environments/${f.env}/services/${f.uuid}`)).body.credentials
     const { client_id: clientId, public_key: info } = listed[0]
     // Without a kid of its own, the key's kid is its thumbprint: shown once.

@@ -39,7 +39,9 @@ export { MAX_CREDENTIALS }
  * @typedef {{ readonly profile: string | null, readonly adds: ReadonlyArray<StagedAdd>,
  *   readonly removes: ReadonlyArray<StagedRemoval>, readonly nextKey: number }} Changes
  * @typedef {{ readonly op: "add_credential", readonly environment: string, readonly service_uuid: string,
- *   readonly expires_at?: string, readonly public_key?: Record<string, unknown> | string }
+ *   readonly expires_at?: string }
+ *   | { readonly op: "add_key_credential", readonly environment: string, readonly service_uuid: string,
+ *   readonly expires_at?: string, readonly public_key: Record<string, unknown> | string }
  *   | { readonly op: "remove_credential", readonly environment: string, readonly service_uuid: string,
  *   readonly client_id: string }} SaveChange
  */
@@ -221,13 +223,12 @@ export function saveRequest(changes) {
         service_uuid: r.service_uuid,
         client_id: r.client_id
       })),
-      ...changes.adds.map((a) => ({
-        op: /** @type {const} */ ("add_credential"),
-        environment: a.environment,
-        service_uuid: a.service_uuid,
-        ...(a.public_key === undefined ? {} : { public_key: a.public_key }),
-        ...(a.expires_at ? { expires_at: a.expires_at } : {})
-      }))
+      ...changes.adds.map((a) => {
+        const add = { environment: a.environment, service_uuid: a.service_uuid, ...(a.expires_at ? { expires_at: a.expires_at } : {}) }
+        return a.public_key === undefined
+          ? { op: /** @type {const} */ ("add_credential"), ...add }
+          : { op: /** @type {const} */ ("add_key_credential"), ...add, public_key: a.public_key }
+      })
     ]
   }
 }

@@ -312,7 +312,10 @@ async function saveProfile() {
   }
   state.saving = false
   resetStaged(profile)
-  const created = Array.isArray(result.created) ? result.created : []
+  const created = [
+    ...(Array.isArray(result.created) ? result.created : []),
+    ...(Array.isArray(result.created_key_credentials) ? result.created_key_credentials : [])
+  ]
   const removed = Array.isArray(result.removed) ? result.removed : []
   const secrets = keepSecrets(profile, created, names)
   await loadProfile(profile)
