@@ -5,73 +5,17 @@
  * on one line; a new credential's expiry says it is local time and what empty means; the History
  * names every action in words.
  */
-import { randomBytes } from "node:crypto"
-import { mkdtemp, rm } from "node:fs/promises"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core"
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest"
-import { type ServerProcess, startServer } from "../support/ServerProcess.js"
+import type { Locator, Page } from "playwright-core"
+import { describe, expect, test } from "vitest"
+import { givenCredential as givenService } from "./support/EditorFixtures.js"
+import { adminApi, newPage as openPage, signIn, useEditorServer } from "./support/EditorServer.js"
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
-const ADMIN_TOKEN = randomBytes(24).toString("base64url")
 const WIDTHS = [1280, 390] as const
 
-let server: ServerProcess | undefined
-let dataDir: string | undefined
-let browser: Browser | undefined
-let context: BrowserContext | undefined
-
-beforeAll(async () => {
-  dataDir = await mkdtemp(join(tmpdir(), "service-auth-e2e-first-hour-"))
-  server = await startServer({ DATA_DIR: dataDir, ADMIN_TOKEN }, { healthTimeoutMs: 100_000 })
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--headless", "--no-sandbox", "--disable-gpu"] })
-})
-
-afterAll(async () => {
-  await browser?.close().catch(() => undefined)
-  await server?.stop(10_000)
-  if (dataDir) await rm(dataDir, { recursive: true, force: true })
-})
-
-afterEach(async () => {
-  await context?.close().catch(() => undefined)
-})
-
-async function openPage(width: number): Promise<Page> {
-  await context?.close().catch(() => undefined)
-  context = await browser!.newContext({ viewport: { width, height: 900 }, locale: "en-US", timezoneId: "UTC" })
-  const page = await context.newPage()
-  page.setDefaultTimeout(30_000)
-  return page
-}
-
-async function adminApi(method: string, path: string, body?: unknown) {
-  const init: RequestInit = { method, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" } }
-  if (body !== undefined) init.body = JSON.stringify(body)
-  const response = await fetch(`${server!.base}${path}`, init)
-  const text = await response.text()
-  return { status: response.status, body: text ? (JSON.parse(text) as any) : null }
-}
-
-/** A profile with environment prod and one OAuth service holding one credential. */
-async function givenService(prefix: string) {
-  const profile = `${prefix}-${randomBytes(3).toString("hex")}`
-  expect((await adminApi("PUT", `/admin/profiles/${profile}`, {})).status).toBe(201)
-  expect((await adminApi("PUT", `/admin/profiles/${profile}/environments/prod`, {})).status).toBe(201)
-  const service = await adminApi("POST", `/admin/profiles/${profile}/environments/prod/services`, {
-    name: "Billing API",
-    auth_type: "oauth"
-  })
-  const servicePath = `/admin/profiles/${profile}/environments/prod/services/${service.body.uuid}`
-  const credential = await adminApi("POST", `${servicePath}/credentials`, {})
-  return { profile, servicePath, clientId: credential.body.client_id as string }
-}
+useEditorServer({ name: "first-hour" })
 
 async function openProfile(page: Page, profile: string) {
-  await page.goto(`${server!.base}/admin#/profiles/${profile}`)
-  await page.getByLabel("Admin token", { exact: true }).fill(ADMIN_TOKEN)
-  await page.getByRole("button", { name: "Sign in", exact: true }).click()
+  await signIn(page, undefined, `#/profiles/${profile}`)
   await page.getByRole("heading", { level: 1, name: profile, exact: true }).waitFor()
 }
 

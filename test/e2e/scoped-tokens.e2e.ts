@@ -4,65 +4,11 @@
  * a token on the "Admin tokens" page (shown once, copied), then revokes it.
  */
 import { randomBytes } from "node:crypto"
-import { mkdtemp, rm } from "node:fs/promises"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest"
-import { type ServerProcess, startServer } from "../support/ServerProcess.js"
+import { describe, expect, test } from "vitest"
+import { givenCredential as givenProfile } from "./support/EditorFixtures.js"
+import { ADMIN_TOKEN, adminApi, base, page, signIn as signInAt, useEditorServer } from "./support/EditorServer.js"
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
-const ADMIN_TOKEN = randomBytes(24).toString("base64url")
-
-let server: ServerProcess | undefined
-let dataDir: string | undefined
-let browser: Browser | undefined
-let context: BrowserContext | undefined
-let page: Page
-
-beforeAll(async () => {
-  dataDir = await mkdtemp(join(tmpdir(), "service-auth-e2e-scoped-"))
-  server = await startServer({ DATA_DIR: dataDir, ADMIN_TOKEN }, { healthTimeoutMs: 100_000 })
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--headless", "--no-sandbox", "--disable-gpu"] })
-})
-
-afterAll(async () => {
-  await browser?.close().catch(() => undefined)
-  await server?.stop(10_000)
-  if (dataDir) await rm(dataDir, { recursive: true, force: true })
-})
-
-beforeEach(async () => {
-  context = await browser!.newContext({ viewport: { width: 1280, height: 900 }, locale: "en-US", timezoneId: "UTC" })
-  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server!.base })
-  page = await context.newPage()
-  page.setDefaultTimeout(30_000)
-})
-
-afterEach(async () => {
-  await context?.close().catch(() => undefined)
-})
-
-async function adminApi(method: string, path: string, body?: unknown, token = ADMIN_TOKEN) {
-  const init: RequestInit = { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }
-  if (body !== undefined) init.body = JSON.stringify(body)
-  const response = await fetch(`${server!.base}${path}`, init)
-  const text = await response.text()
-  return { status: response.status, body: text ? (JSON.parse(text) as any) : null }
-}
-
-/** A profile with environment prod and one OAuth service holding one credential. */
-async function givenProfile(prefix: string) {
-  const profile = `${prefix}-${randomBytes(3).toString("hex")}`
-  expect((await adminApi("PUT", `/admin/profiles/${profile}`, {})).status).toBe(201)
-  expect((await adminApi("PUT", `/admin/profiles/${profile}/environments/prod`, {})).status).toBe(201)
-  const service = await adminApi("POST", `/admin/profiles/${profile}/environments/prod/services`, {
-    name: "Billing API",
-    auth_type: "oauth"
-  })
-  const credential = await adminApi("POST", `/admin/profiles/${profile}/environments/prod/services/${service.body.uuid}/credentials`, {})
-  return { profile, clientId: credential.body.client_id as string }
-}
+useEditorServer({ name: "scoped", pagePerTest: true })
 
 async function givenToken(role: "owner" | "viewer", profiles: ReadonlyArray<string>) {
   const created = await adminApi("POST", "/admin/tokens", { name: `${role}-${randomBytes(3).toString("hex")}`, role, profiles })
@@ -70,11 +16,7 @@ async function givenToken(role: "owner" | "viewer", profiles: ReadonlyArray<stri
   return created.body.token as string
 }
 
-async function signIn(token: string, hash = "#/profiles") {
-  await page.goto(`${server!.base}/admin${hash}`)
-  await page.getByLabel("Admin token", { exact: true }).fill(token)
-  await page.getByRole("button", { name: "Sign in", exact: true }).click()
-}
+const signIn = (token: string, hash = "#/profiles") => signInAt(page, token, hash)
 
 describe("the editor with scoped admin tokens", () => {
   test("an owner sees only its profiles, changes them, and may not create profiles", async () => {
@@ -97,7 +39,7 @@ describe("the editor with scoped admin tokens", () => {
     expect(await page.getByRole("button", { name: "Set", exact: true }).count()).toBe(0)
 
     // Another profile's address shows what a missing profile shows.
-    await page.goto(`${server!.base}/admin#/profiles/${other.profile}`)
+    await page.goto(`${base}/admin#/profiles/${other.profile}`)
     await page.getByText("could not find", { exact: false }).or(page.getByText("not found", { exact: false })).first().waitFor()
     expect(await page.getByRole("button", { name: "Add credential" }).count()).toBe(0)
   })
