@@ -155,9 +155,14 @@ const main = () => {
   const oldTotals = totals(before)
   const after = load(newPath)
   const newTotals = totals(after)
-  const sum = (map: Map<string, Totals>) => [...map.values()].reduce((a, t) => ({ count: a.count + t.count, size: a.size + t.size }), { count: 0, size: 0 })
+  const sum = (map: Map<string, Totals>) =>
+    [...map.values()].reduce((a, t) => ({ count: a.count + t.count, size: a.size + t.size }), { count: 0, size: 0 })
   const [a, b] = [sum(oldTotals), sum(newTotals)]
-  console.log(`nodes ${a.count} -> ${b.count} (${b.count - a.count >= 0 ? "+" : ""}${b.count - a.count}); self size ${(a.size / 1e6).toFixed(2)} MB -> ${(b.size / 1e6).toFixed(2)} MB`)
+  console.log(
+    `nodes ${a.count} -> ${b.count} (${b.count - a.count >= 0 ? "+" : ""}${b.count - a.count}); self size ${
+      (a.size / 1e6).toFixed(2)
+    } MB -> ${(b.size / 1e6).toFixed(2)} MB`
+  )
   const rows = [...new Set([...oldTotals.keys(), ...newTotals.keys()])].map((group) => {
     const o = oldTotals.get(group) ?? { count: 0, size: 0 }
     const n = newTotals.get(group) ?? { count: 0, size: 0 }

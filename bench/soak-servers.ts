@@ -157,5 +157,4 @@ export const snapshotHeaps = (servers: ReadonlyArray<Server>) => {
 }
 
 /** Within two minutes of a heap snapshot, a request that timed out was cut by the snapshot, not refused. */
-export const snapshotting = (server: Server) =>
-  server.snapshotAt !== undefined && performance.now() - server.snapshotAt < 120_000
+export const snapshotting = (server: Server) => server.snapshotAt !== undefined && performance.now() - server.snapshotAt < 120_000
