@@ -34,6 +34,8 @@ const isNode = (pid: number) => {
 export interface Sample {
   readonly atMinute: number
   readonly rssMb: number
+  /** The V8 heap reserved (`nodejs_heap_size_total_bytes` of `/metrics`), to tell heap from native growth. */
+  heapMb?: number
 }
 
 /** One life of a server: from a start to its kill or the end of the soak. */
@@ -139,6 +141,21 @@ export const sampleRss = (servers: ReadonlyArray<Server>, atMinute: number) => {
     if (!server.up || server.pid === undefined) continue
     const rssMb = residentMb([server.pid])
     if (rssMb > 0) server.lives.at(-1)?.samples.push({ atMinute, rssMb })
+  }
+}
+
+/** Adds the V8 heap reserved, read from `/metrics`, to each live server's last sample. */
+export const sampleHeaps = async (servers: ReadonlyArray<Server>) => {
+  for (const server of servers) {
+    const sample = server.up ? server.lives.at(-1)?.samples.at(-1) : undefined
+    if (sample === undefined) continue
+    try {
+      const response = await fetch(`${server.base}/metrics`, { signal: AbortSignal.timeout(5_000) })
+      const line = (await response.text()).split("\n").find((l) => l.startsWith("nodejs_heap_size_total_bytes "))
+      if (line !== undefined) sample.heapMb = Number(line.split(" ")[1]) / 1_048_576
+    } catch {
+      // busy or gone: this sample has no heap figure
+    }
   }
 }
 
