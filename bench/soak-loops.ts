@@ -17,7 +17,7 @@ export interface Counts {
   noise: number
   /** Answers that were not the expected one, by what was asked and what came back. */
   readonly errors: Map<string, number>
-  /** Requests cut by the instance killed on purpose (connection reset or refused). */
+  /** Requests cut by the instance killed on purpose (connection reset or refused), or by a heap snapshot. */
   interrupted: number
   /** A deleted service or credential that still answered 200. */
   violations: number

@@ -82,7 +82,7 @@ export const printReport = (results: ReadonlyArray<ModeResult>, warmupMinutes: n
     )
     console.log(
       `errors ${errors}, deleted-service checks ${counts.deletedChecked}, violations ${counts.violations}, ` +
-        `requests cut by the kill ${counts.interrupted}`
+        `requests cut by the kill or a heap snapshot ${counts.interrupted}`
     )
     for (const [what, n] of counts.errors) console.log(`  error x${n}: ${what}`)
     console.log(
