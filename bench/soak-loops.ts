@@ -8,7 +8,7 @@
  */
 import { request as httpRequest } from "node:http"
 import { randomBytes, randomUUID } from "node:crypto"
-import type { Server } from "./soak-servers.js"
+import { type Server, snapshotting } from "./soak-servers.js"
 
 export interface Counts {
   tokens: number
@@ -17,7 +17,7 @@ export interface Counts {
   noise: number
   /** Answers that were not the expected one, by what was asked and what came back. */
   readonly errors: Map<string, number>
-  /** Requests cut by the instance killed on purpose (connection reset or refused). */
+  /** Requests cut by the instance killed on purpose (connection reset or refused), or by a heap snapshot. */
   interrupted: number
   /** A deleted service or credential that still answered 200. */
   violations: number
@@ -67,7 +67,10 @@ const liveServer = async (topology: Topology): Promise<Server | undefined> => {
 
 const noteError = (counts: Counts, what: string) => counts.errors.set(what, (counts.errors.get(what) ?? 0) + 1)
 
-/** A request to `server`; undefined when the server was killed under it (counted as interrupted). */
+/**
+ * A request to `server`; undefined when the server was killed under it, or stopped by writing a heap
+ * snapshot (counted as interrupted).
+ */
 const send = async (
   topology: Topology,
   server: Server,
@@ -87,7 +90,7 @@ const send = async (
     }
     return { status: response.status, json }
   } catch (error) {
-    if (!server.up) {
+    if (!server.up || snapshotting(server)) {
       topology.counts.interrupted += 1
       return undefined
     }
@@ -273,7 +276,7 @@ export const noiseLoop = async (topology: Topology) => {
     const status = await fromAddress(server, address, path, { "content-type": "application/json", ...headers }, body)
     topology.counts.noise += 1
     if (status === undefined) {
-      if (!server.up) topology.counts.interrupted += 1
+      if (!server.up || snapshotting(server)) topology.counts.interrupted += 1
       else noteError(topology.counts, `noise ${kind}: no answer`)
     } else if (status < 400 || status >= 500) noteError(topology.counts, `noise ${kind}: ${status}`)
     await sleep(Math.max(topology.pauseMs, 5))

@@ -1,4 +1,4 @@
-/** The soak's report: counts, errors, violations and each server life's RSS slope after warm-up. */
+/** The soak's report: counts, errors, violations and each server life's RSS slope after warm-up, with its V8 heap. */
 import type { Counts } from "./soak-loops.js"
 import type { Sample, Server } from "./soak-servers.js"
 
@@ -10,6 +10,9 @@ export interface LifeFit {
   readonly endMb: number
   readonly minMb: number
   readonly maxMb: number
+  /** The V8 heap reserved at the life's first and last samples that have it. */
+  readonly heapStartMb: number | undefined
+  readonly heapEndMb: number | undefined
   /** Least-squares slope of the samples after warm-up, MB a minute; undefined with fewer than 3. */
   readonly slopeMbPerMin: number | undefined
   /** The fitted line's change over the fitted span, relative to its value at the span's start. */
@@ -39,6 +42,7 @@ export const fitLives = (servers: ReadonlyArray<Server>, warmupMinutes: number):
   servers.flatMap((server) =>
     server.lives.map((life, index) => {
       const rss = life.samples.map((s) => s.rssMb)
+      const heaps = life.samples.flatMap((s) => (s.heapMb === undefined ? [] : [s.heapMb]))
       const after = life.samples.filter((s) => s.atMinute - life.startedAtMinute >= warmupMinutes)
       const fit = after.length >= 3 ? leastSquares(after) : undefined
       const first = after[0]?.atMinute ?? 0
@@ -52,6 +56,8 @@ export const fitLives = (servers: ReadonlyArray<Server>, warmupMinutes: number):
         endMb: rss.at(-1) ?? 0,
         minMb: rss.length === 0 ? 0 : Math.min(...rss),
         maxMb: rss.length === 0 ? 0 : Math.max(...rss),
+        heapStartMb: heaps[0],
+        heapEndMb: heaps.at(-1),
         slopeMbPerMin: fit?.slope,
         fittedChange: fit === undefined || fittedStart <= 0 ? undefined : (fit.slope * (last - first)) / fittedStart,
         fitted: after.length
@@ -76,18 +82,19 @@ export const printReport = (results: ReadonlyArray<ModeResult>, warmupMinutes: n
     )
     console.log(
       `errors ${errors}, deleted-service checks ${counts.deletedChecked}, violations ${counts.violations}, ` +
-        `requests cut by the kill ${counts.interrupted}`
+        `requests cut by the kill or a heap snapshot ${counts.interrupted}`
     )
     for (const [what, n] of counts.errors) console.log(`  error x${n}: ${what}`)
     console.log(
-      `| instance (life) | minutes | start | end | min | max | slope after ${warmupMinutes} min | fitted change | samples fitted |`
+      `| instance (life) | minutes | start | end | min | max | slope after ${warmupMinutes} min | fitted change | samples fitted | V8 heap start, end |`
     )
-    console.log("|---|---|---|---|---|---|---|---|---|")
+    console.log("|---|---|---|---|---|---|---|---|---|---|")
     for (const life of result.lives) {
       console.log(
         `| ${life.server} (${life.life}) | ${life.minutes.toFixed(1)} | ${life.startMb.toFixed(0)} MB | ${life.endMb.toFixed(0)} MB | ` +
           `${life.minMb.toFixed(0)} MB | ${life.maxMb.toFixed(0)} MB | ${format(life.slopeMbPerMin, 3, " MB/min")} | ` +
-          `${format(life.fittedChange === undefined ? undefined : life.fittedChange * 100, 1, "%")} | ${life.fitted} |`
+          `${format(life.fittedChange === undefined ? undefined : life.fittedChange * 100, 1, "%")} | ${life.fitted} | ` +
+          `${life.heapStartMb?.toFixed(0) ?? "?"} MB, ${life.heapEndMb?.toFixed(0) ?? "?"} MB |`
       )
     }
   }

@@ -34,6 +34,8 @@ const isNode = (pid: number) => {
 export interface Sample {
   readonly atMinute: number
   readonly rssMb: number
+  /** The V8 heap reserved (`nodejs_heap_size_total_bytes` of `/metrics`), to tell heap from native growth. */
+  heapMb?: number
 }
 
 /** One life of a server: from a start to its kill or the end of the soak. */
@@ -47,6 +49,8 @@ export interface Server {
   readonly base: string
   up: boolean
   pid: number | undefined
+  /** When (performance.now()) it was last asked for a heap snapshot: writing one stops it for seconds. */
+  snapshotAt: number | undefined
   readonly lives: Array<Life>
   start: () => Promise<void>
   kill: () => void
@@ -71,6 +75,7 @@ export const makeServer = async (options: ServerOptions): Promise<Server> => {
     base,
     up: false,
     pid: undefined,
+    snapshotAt: undefined,
     lives: [],
     start: async () => {
       const started = performance.now()
@@ -139,7 +144,34 @@ export const sampleRss = (servers: ReadonlyArray<Server>, atMinute: number) => {
   }
 }
 
-/** Asks every server that is up to write a heap snapshot (`--heapsnapshot-signal=SIGUSR2`). */
-export const snapshotHeaps = (servers: ReadonlyArray<Server>) => {
-  for (const server of servers) if (server.up && server.pid !== undefined) process.kill(server.pid, "SIGUSR2")
+/** Adds the V8 heap reserved, read from `/metrics`, to each live server's last sample. */
+export const sampleHeaps = async (servers: ReadonlyArray<Server>) => {
+  for (const server of servers) {
+    const sample = server.up ? server.lives.at(-1)?.samples.at(-1) : undefined
+    if (sample === undefined) continue
+    try {
+      const response = await fetch(`${server.base}/metrics`, { signal: AbortSignal.timeout(5_000) })
+      const line = (await response.text()).split("\n").find((l) => l.startsWith("nodejs_heap_size_total_bytes "))
+      if (line !== undefined) sample.heapMb = Number(line.split(" ")[1]) / 1_048_576
+    } catch {
+      // busy or gone: this sample has no heap figure
+    }
+  }
 }
+
+/**
+ * Asks every server that is up to write a heap snapshot (`--heapsnapshot-signal=SIGUSR2`). Writing
+ * one stops the server's event loop for many seconds and leaves its glibc heap larger by about the
+ * snapshot's size (freed, not returned to the system), so a run with snapshots finds what grows, and
+ * a run without them gives the slope.
+ */
+export const snapshotHeaps = (servers: ReadonlyArray<Server>) => {
+  for (const server of servers) {
+    if (!server.up || server.pid === undefined) continue
+    server.snapshotAt = performance.now()
+    process.kill(server.pid, "SIGUSR2")
+  }
+}
+
+/** Within two minutes of a heap snapshot, a request that timed out was cut by the snapshot, not refused. */
+export const snapshotting = (server: Server) => server.snapshotAt !== undefined && performance.now() - server.snapshotAt < 120_000

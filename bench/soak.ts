@@ -28,7 +28,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { callLoop, lifecycleLoop, newCounts, noiseLoop, provision, tokenLoop, type Topology } from "./soak-loops.js"
 import { fitLives, printReport, type ModeResult } from "./soak-report.js"
-import { makeServer, sampleRss, type Server, snapshotHeaps } from "./soak-servers.js"
+import { makeServer, sampleHeaps, sampleRss, type Server, snapshotHeaps } from "./soak-servers.js"
 
 const number = (name: string, fallback: number) => {
   const raw = process.env[name]
@@ -110,8 +110,12 @@ const runMode = async (settings: Settings, mode: "embedded" | "postgres"): Promi
       const minute = clock() - loadStart
       if (minute >= nextSample) {
         sampleRss(servers, clock())
+        await sampleHeaps(servers)
         nextSample += settings.sampleSeconds / 60
-        const rss = servers.map((s) => `${s.name} ${s.up ? (s.lives.at(-1)?.samples.at(-1)?.rssMb ?? 0).toFixed(0) : "-"} MB`).join(", ")
+        const rss = servers.map((s) => {
+          const last = s.up ? s.lives.at(-1)?.samples.at(-1) : undefined
+          return last === undefined ? `${s.name} -` : `${s.name} ${last.rssMb.toFixed(0)} MB (V8 heap ${last.heapMb?.toFixed(0) ?? "?"} MB)`
+        }).join(", ")
         console.log(
           `[${mode}] ${
             minute.toFixed(1)
