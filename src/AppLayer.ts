@@ -15,6 +15,8 @@ import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
 import { AdminFailureLimiter, AuthFailureLimiter } from "./token/AuthFailureLimiter.js"
 import { CallLastUse } from "./catalogue/CallLastUse.js"
 import { ClientAssertions } from "./token/ClientAssertion.js"
+import { FederatedAssertions } from "./federation/FederatedAssertions.js"
+import { IssuerKeys } from "./federation/IssuerKeys.js"
 import { ClientCredentialsGrant } from "./token/ClientCredentialsGrant.js"
 import { ClientSecrets } from "./catalogue/ClientSecrets.js"
 import * as CredentialExpiry from "./catalogue/CredentialExpiry.js"
@@ -48,6 +50,7 @@ import * as ServiceHttp from "./service-call/ServiceHttp.js"
 import * as TokenHttp from "./token/TokenHttp.js"
 import * as WebHttp from "./web/WebHttp.js"
 import type { AdminTokenStore } from "./admin/AdminTokenStore.js"
+import type { TrustedIssuerStore } from "./federation/TrustedIssuerStore.js"
 import type { AuditTrail } from "./storage/AuditTrail.js"
 import type { CatalogueServices } from "./storage/Storage.js"
 import type { FailureCounts } from "./token/FailureCounts.js"
@@ -86,7 +89,16 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
         options.handlers ?? ServiceHandlers.layer
       )
     ),
-    Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets, SeenJtis.layer, RequestIds.layer, ServedOpenApi.layer))
+    Layer.provideMerge(
+      Layer.mergeAll(
+        options.keys,
+        options.secrets,
+        SeenJtis.layer,
+        RequestIds.layer,
+        ServedOpenApi.layer,
+        FederatedAssertions.layer.pipe(Layer.provide(IssuerKeys.layer))
+      )
+    )
   )
 
 /**
@@ -142,6 +154,7 @@ export type StorageServices =
   | CatalogueServices
   | AuditTrail
   | AdminTokenStore
+  | TrustedIssuerStore
   | ServerKeyStore
   | SigningKeyStore
   | FailureCounts
