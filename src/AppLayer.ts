@@ -34,6 +34,7 @@ import * as AdminHttp from "./admin/AdminHttp.js"
 import * as CredentialIntrospectionHttp from "./admin/CredentialIntrospectionHttp.js"
 import * as AdminKeysHttp from "./admin/AdminKeysHttp.js"
 import * as AdminTokensHttp from "./admin/AdminTokensHttp.js"
+import * as TrustedIssuersHttp from "./federation/TrustedIssuersHttp.js"
 import * as DiscoveryHttp from "./server/DiscoveryHttp.js"
 import * as MetricsHttp from "./observability/MetricsHttp.js"
 import { RequestIds } from "./server/RequestId.js"
@@ -126,6 +127,7 @@ export const layerHttpApi = Layer.merge(
       AdminKeysHttp.layer,
       AdminTokensHttp.layerTokens,
       AdminTokensHttp.layerSession,
+      TrustedIssuersHttp.layer,
       DiscoveryHttp.layer,
       WebHttp.layer,
       MetricsHttp.layer
