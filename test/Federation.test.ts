@@ -101,7 +101,9 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
         expect((yield* federatedTokenRequest(client, after)).status).toBe(200)
         expect(cluster.jwksFetches()).toBe(fetches + 1)
         // The keys held now are the rotated ones only: the old key's token no longer verifies.
-        expectRefused(yield* federatedTokenRequest(client, yield* Effect.promise(() => cluster.sign(kubernetesClaims(now, ISSUER), { kid: oldKid }))))
+        expectRefused(
+          yield* federatedTokenRequest(client, yield* Effect.promise(() => cluster.sign(kubernetesClaims(now, ISSUER), { kid: oldKid })))
+        )
       }))
 
     it.scoped("through an issuer outage the last good keys still verify; an unknown key then fails", () =>

@@ -65,7 +65,10 @@ describe("federated client refusals", () => {
       Effect.gen(function*() {
         const { client, sign } = yield* setUp({}, { "kubernetes.io/namespace": "payments" })
         expectRefused(
-          yield* federatedTokenRequest(client, yield* sign({ "kubernetes.io/namespace": "payments", sub: "system:serviceaccount:payments:other" })),
+          yield* federatedTokenRequest(
+            client,
+            yield* sign({ "kubernetes.io/namespace": "payments", sub: "system:serviceaccount:payments:other" })
+          ),
           told("the token's sub is not the credential's subject")
         )
         expectRefused(

@@ -47,7 +47,8 @@ const Claims = Schema.Record({ key: Schema.String, value: ClaimText }).pipe(
 export const FederatedIdentity = Schema.Struct({
   issuer: TrustedIssuerName.annotations({ description: "The trusted issuer's name (POST /admin/trusted-issuers)." }),
   subject: ClaimText.annotations({
-    description: "The token's sub, exactly: system:serviceaccount:<namespace>:<name>, repo:<owner>/<repo>:environment:<name>, spiffe://<trust-domain>/<path>."
+    description:
+      "The token's sub, exactly: system:serviceaccount:<namespace>:<name>, repo:<owner>/<repo>:environment:<name>, spiffe://<trust-domain>/<path>."
   }),
   claims: Schema.optional(Claims)
 }).annotations({ identifier: "FederatedIdentity" })

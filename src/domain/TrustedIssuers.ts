@@ -20,7 +20,6 @@ export const DEFAULT_MAX_TOKEN_LIFETIME_SECONDS = 3_600
 /** The most keys an inline or fetched JWKS may hold. */
 export const JWKS_MAX_KEYS = 100
 
-
 const LOOPBACK_HOST = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/i
 
 /** Whether `host` (a URL's hostname) is a loopback host. */
@@ -86,7 +85,8 @@ export const TrustedIssuerInput = Schema.Struct({
   issuer: IssuerUrl,
   jwks: Schema.optional(InlineJwks),
   audience: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2048))).annotations({
-    description: "The audience the issuer's tokens must carry for this server (one of their `aud`). Default: this server's issuer identifier."
+    description:
+      "The audience the issuer's tokens must carry for this server (one of their `aud`). Default: this server's issuer identifier."
   }),
   algorithms: Schema.optional(Algorithms),
   max_token_lifetime_seconds: Schema.optional(MaxTokenLifetime),

@@ -114,8 +114,7 @@ export const layer = HttpApiBuilder.group(Api, "trustedIssuers", (handlers) =>
           yield* mayManageIssuers
           return { issuers: (yield* store.list).map(issuerDocument) }
         }))
-      .handle("createTrustedIssuer", ({ payload: { name, ...input } }) =>
-        Effect.map(put(name, input, true), ({ document }) => document))
+      .handle("createTrustedIssuer", ({ payload: { name, ...input } }) => Effect.map(put(name, input, true), ({ document }) => document))
       .handle("getTrustedIssuer", ({ path: { name } }) =>
         Effect.gen(function*() {
           yield* mayManageIssuers
@@ -127,7 +126,8 @@ export const layer = HttpApiBuilder.group(Api, "trustedIssuers", (handlers) =>
         Effect.flatMap(put(name, payload, false), ({ document, existed }) =>
           Effect.map(
             Schema.encode(TrustedIssuerDocument)(document),
-            (body) => HttpServerResponse.unsafeJson(body, { status: existed ? 200 : 201 })
+            (body) =>
+              HttpServerResponse.unsafeJson(body, { status: existed ? 200 : 201 })
           ).pipe(Effect.orDie)))
       .handle("deleteTrustedIssuer", ({ path: { name } }) =>
         Effect.gen(function*() {
@@ -138,7 +138,9 @@ export const layer = HttpApiBuilder.group(Api, "trustedIssuers", (handlers) =>
               description: `The trusted issuer ${name} is used by live federated credentials: ${users.join(", ")}; delete them first`
             })
           }
-          if (!(yield* store.remove(name))) return yield* notFound
+          if (!(yield* store.remove(name))) {
+            return yield* notFound
+          }
           yield* Effect.logInfo(`trusted issuer ${name} deleted by ${caller.name}`)
         }))
   })).pipe(Layer.provide(adminMiddleware))

@@ -45,8 +45,7 @@ export { ASSERTION_CLOCK_SKEW_SECONDS }
 export const assertionApplies = (
   assertion: { readonly jwtBearer: boolean },
   verifier: string | undefined
-): verifier is string =>
-  verifier !== undefined && assertion.jwtBearer && (isKeyVerifier(verifier) || isFederatedVerifier(verifier))
+): verifier is string => verifier !== undefined && assertion.jwtBearer && (isKeyVerifier(verifier) || isFederatedVerifier(verifier))
 
 /**
  * The client id an assertion claims (its `iss`), read without verifying anything: only to find the

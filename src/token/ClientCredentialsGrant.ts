@@ -229,7 +229,15 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
     const refusal = failureAnswer(new InvalidClient({ basic }))
     const { clientId: assertedId, secretHash: verifier } = credential
     const { profile: assertedProfile } = address
-    return { _tag: "Assert", assertion: assertion.assertion, clientId: assertedId, verifier, profile: assertedProfile, next, answer: refusal }
+    return {
+      _tag: "Assert",
+      assertion: assertion.assertion,
+      clientId: assertedId,
+      verifier,
+      profile: assertedProfile,
+      next,
+      answer: refusal
+    }
   }
   // A right secret among wrong ones still being counted is answered as they turn out: refused if they filled the window.
   return services.counting(credential.clientId, input.remoteAddress) ? { _tag: "Settle", clientId: credential.clientId, next } : next
