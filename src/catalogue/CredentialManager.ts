@@ -165,6 +165,20 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
           return { created, removed, federated }
         })
 
+      /** One credential added to one service: a key credential's key, or a federated credential's identity. */
+      const addOne = (
+        address: ServiceAddress,
+        verifier: { readonly public_key: PublicJwk } | { readonly federated: FederatedIdentity },
+        actor: AdminActorShape,
+        expiresAt: Date | undefined
+      ) =>
+        apply(
+          address.profile,
+          [{ op: "add_credential", environment: address.environment, service_uuid: address.uuid, ...verifier, expires_at: expiresAt }],
+          actor,
+          false
+        )
+
       return CredentialManager.of({
         saveProfile: (profile, staged, actor) =>
           Effect.map(apply(profile, staged, actor, true), ({ created, removed }) => ({ created, removed })),
@@ -186,18 +200,7 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
           ),
         addKeyCredential: (address, publicKey, actor, expiresAt) =>
           Effect.map(
-            apply(
-              address.profile,
-              [{
-                op: "add_credential",
-                environment: address.environment,
-                service_uuid: address.uuid,
-                public_key: publicKey,
-                expires_at: expiresAt
-              }],
-              actor,
-              false
-            ),
+            addOne(address, { public_key: publicKey }, actor, expiresAt),
             ({ created: [credential] }) => ({
               client_id: credential!.client_id,
               created_at: credential!.created_at,
@@ -207,21 +210,7 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
             })
           ),
         addFederatedCredential: (address, identity, actor, expiresAt) =>
-          Effect.map(
-            apply(
-              address.profile,
-              [{
-                op: "add_credential",
-                environment: address.environment,
-                service_uuid: address.uuid,
-                federated: identity,
-                expires_at: expiresAt
-              }],
-              actor,
-              false
-            ),
-            ({ federated: [credential] }) => credential!
-          ),
+          Effect.map(addOne(address, { federated: identity }, actor, expiresAt), ({ federated: [credential] }) => credential!),
         removeCredential: (address, clientId, actor) =>
           Effect.asVoid(
             apply(

@@ -23,25 +23,13 @@
  */
 import { Context, Effect, Either, Layer, Option } from "effect"
 import { compactVerify, type CompactVerifyGetKey, decodeJwt, decodeProtectedHeader } from "jose"
+import { type AssertionRefusal, type AssertionVerdict, kept, told } from "../domain/AssertionVerdict.js"
 import type { StorageUnavailable } from "../domain/Errors.js"
 import type { FederatedIdentity } from "../domain/FederatedCredential.js"
 import { ASSERTION_CLOCK_SKEW_SECONDS } from "../domain/Time.js"
 import type { TrustedIssuer } from "../domain/TrustedIssuers.js"
 import { type IssuerKeySet, IssuerKeys, UNKNOWN_KID_REFETCH_SECONDS } from "./IssuerKeys.js"
 import { TrustedIssuerStore } from "./TrustedIssuerStore.js"
-
-/** Why a federated assertion was refused; `disclosed` when the client may be told. */
-export interface FederationRefusal {
-  readonly reason: string
-  readonly disclosed: boolean
-}
-
-export type FederationVerdict =
-  | { readonly _tag: "Accepted" }
-  | { readonly _tag: "Refused"; readonly refusal: FederationRefusal }
-
-const told = (reason: string): FederationRefusal => ({ reason, disclosed: true })
-const kept = (reason: string): FederationRefusal => ({ reason, disclosed: false })
 
 /** The claims of a token whose signature verified, checked against the issuer and the credential. */
 export const federatedClaimsRefusal = (
@@ -50,7 +38,7 @@ export const federatedClaimsRefusal = (
   identity: FederatedIdentity,
   profile: string,
   nowMillis: number
-): FederationRefusal | undefined => {
+): AssertionRefusal | undefined => {
   const now = nowMillis / 1000
   const { aud, exp, iat, nbf, sub } = claims
   if (!issuer.profiles.includes(profile as never)) {
@@ -100,7 +88,7 @@ export interface FederatedAssertionsShape {
     identity: FederatedIdentity,
     profile: string,
     nowMillis: number
-  ) => Effect.Effect<FederationVerdict, StorageUnavailable>
+  ) => Effect.Effect<AssertionVerdict, StorageUnavailable>
 }
 
 export class FederatedAssertions extends Context.Tag("service-auth/FederatedAssertions")<
@@ -152,7 +140,7 @@ export class FederatedAssertions extends Context.Tag("service-auth/FederatedAsse
         verdict: (assertion, identity, profile, nowMillis) =>
           Effect.map(
             checked(assertion, identity, profile, nowMillis),
-            (refusal): FederationVerdict => refusal === undefined ? { _tag: "Accepted" } : { _tag: "Refused", refusal }
+            (refusal): AssertionVerdict => refusal === undefined ? { _tag: "Accepted" } : { _tag: "Refused", refusal }
           )
       })
     })

@@ -24,6 +24,7 @@ import { AppConfig } from "../config/AppConfig.js"
 import type { StorageUnavailable } from "../domain/Errors.js"
 import { ALLOWED_ALGORITHMS, importPublicKey, isKeyVerifier, type PublicJwk, verifierKey } from "../domain/KeyCredential.js"
 import { ASSERTION_CLOCK_SKEW_SECONDS } from "../domain/Time.js"
+import { type AssertionRefusal, type AssertionVerdict, kept, told } from "../domain/AssertionVerdict.js"
 import { isFederatedVerifier, verifierIdentity } from "../domain/FederatedCredential.js"
 import { FederatedAssertions } from "../federation/FederatedAssertions.js"
 import { SeenJtis } from "./SeenJtis.js"
@@ -82,18 +83,7 @@ export const keyCache = (capacity: number = IMPORTED_KEYS_MAX) => {
   }
 }
 
-/** Why an assertion was refused; `disclosed` when the client may be told (docs/contract.md §6). */
-export interface AssertionRefusal {
-  readonly reason: string
-  readonly disclosed: boolean
-}
-
-export type AssertionVerdict =
-  | { readonly _tag: "Accepted" }
-  | { readonly _tag: "Refused"; readonly refusal: AssertionRefusal }
-
-const told = (reason: string): AssertionRefusal => ({ reason, disclosed: true })
-const kept = (reason: string): AssertionRefusal => ({ reason, disclosed: false })
+export type { AssertionRefusal, AssertionVerdict }
 
 /** The `aud` rule, with what a client most often sends instead named (several libraries send the token endpoint). */
 const audienceRefusal = (aud: unknown, issuer: string): AssertionRefusal | undefined => {
