@@ -45,6 +45,7 @@ export const PROCESS_FILES = [
   "Metrics.test.ts",
   "MultiInstance.test.ts",
   "MultiInstanceAdminTokens.test.ts",
+  "MultiInstanceFederation.test.ts",
   "MultiInstanceIntrospection.test.ts",
   "MultiInstanceKeys.test.ts",
   "MultiInstanceRevocation.test.ts",

@@ -15,6 +15,8 @@ import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
 import { AdminFailureLimiter, AuthFailureLimiter } from "./token/AuthFailureLimiter.js"
 import { CallLastUse } from "./catalogue/CallLastUse.js"
 import { ClientAssertions } from "./token/ClientAssertion.js"
+import { FederatedAssertions } from "./federation/FederatedAssertions.js"
+import { IssuerKeys } from "./federation/IssuerKeys.js"
 import { ClientCredentialsGrant } from "./token/ClientCredentialsGrant.js"
 import { ClientSecrets } from "./catalogue/ClientSecrets.js"
 import * as CredentialExpiry from "./catalogue/CredentialExpiry.js"
@@ -32,6 +34,7 @@ import * as AdminHttp from "./admin/AdminHttp.js"
 import * as CredentialIntrospectionHttp from "./admin/CredentialIntrospectionHttp.js"
 import * as AdminKeysHttp from "./admin/AdminKeysHttp.js"
 import * as AdminTokensHttp from "./admin/AdminTokensHttp.js"
+import * as TrustedIssuersHttp from "./federation/TrustedIssuersHttp.js"
 import * as DiscoveryHttp from "./server/DiscoveryHttp.js"
 import * as MetricsHttp from "./observability/MetricsHttp.js"
 import { RequestIds } from "./server/RequestId.js"
@@ -48,6 +51,7 @@ import * as ServiceHttp from "./service-call/ServiceHttp.js"
 import * as TokenHttp from "./token/TokenHttp.js"
 import * as WebHttp from "./web/WebHttp.js"
 import type { AdminTokenStore } from "./admin/AdminTokenStore.js"
+import type { TrustedIssuerStore } from "./federation/TrustedIssuerStore.js"
 import type { AuditTrail } from "./storage/AuditTrail.js"
 import type { CatalogueServices } from "./storage/Storage.js"
 import type { FailureCounts } from "./token/FailureCounts.js"
@@ -86,7 +90,16 @@ export const makeDomainLayer = <RK, RS, EK = never, RH = never>(options: {
         options.handlers ?? ServiceHandlers.layer
       )
     ),
-    Layer.provideMerge(Layer.mergeAll(options.keys, options.secrets, SeenJtis.layer, RequestIds.layer, ServedOpenApi.layer))
+    Layer.provideMerge(
+      Layer.mergeAll(
+        options.keys,
+        options.secrets,
+        SeenJtis.layer,
+        RequestIds.layer,
+        ServedOpenApi.layer,
+        FederatedAssertions.layer.pipe(Layer.provide(IssuerKeys.layer))
+      )
+    )
   )
 
 /**
@@ -114,6 +127,7 @@ export const layerHttpApi = Layer.merge(
       AdminKeysHttp.layer,
       AdminTokensHttp.layerTokens,
       AdminTokensHttp.layerSession,
+      TrustedIssuersHttp.layer,
       DiscoveryHttp.layer,
       WebHttp.layer,
       MetricsHttp.layer
@@ -142,6 +156,7 @@ export type StorageServices =
   | CatalogueServices
   | AuditTrail
   | AdminTokenStore
+  | TrustedIssuerStore
   | ServerKeyStore
   | SigningKeyStore
   | FailureCounts

@@ -20,6 +20,7 @@ import * as FastLane from "./server/FastLane.js"
 import * as NodeServer from "./server/NodeServer.js"
 import { DEFAULT_CONNECTION_LIMITS } from "./server/ConnectionLimits.js"
 import type { AdminTokenStore } from "./admin/AdminTokenStore.js"
+import type { TrustedIssuerStore } from "./federation/TrustedIssuerStore.js"
 import type { AuditTrail } from "./storage/AuditTrail.js"
 import type { CatalogueServices } from "./storage/Storage.js"
 import type { FailureCounts } from "./token/FailureCounts.js"
@@ -71,7 +72,13 @@ const layerNodeServer = Layer.unwrapEffect(
 )
 
 /** What a test server's storage provides (every storage layer of Storage.ts holds the signing keys too). */
-export type TestStorage = CatalogueServices | AuditTrail | AdminTokenStore | ServerKeyStore | FailureCounts
+export type TestStorage =
+  | CatalogueServices
+  | AuditTrail
+  | AdminTokenStore
+  | TrustedIssuerStore
+  | ServerKeyStore
+  | FailureCounts
 
 export const makeTestServer = (options: {
   readonly storage?: Layer.Layer<TestStorage, unknown>

@@ -14,6 +14,7 @@ import * as CatalogueInMemory from "../src/catalogue/CatalogueInMemory.js"
 import * as Storage from "../src/storage/Storage.js"
 import { FailureCounts } from "../src/token/FailureCounts.js"
 import { ServerKeyStore } from "../src/keys/ServerKeyStore.js"
+import { TrustedIssuerStore } from "../src/federation/TrustedIssuerStore.js"
 import { bodyAlreadyRead } from "../src/server/RequestBody.js"
 import { rawRequest } from "./support/Http.js"
 
@@ -36,7 +37,7 @@ const throwingPeek = Layer.scopedContext(
 
 const lane = fastLaneLayer.pipe(
   Layer.provideMerge(layerDomainTest),
-  Layer.provideMerge(Layer.mergeAll(throwingPeek, ServerKeyStore.layerMemory, FailureCounts.layerLocal)),
+  Layer.provideMerge(Layer.mergeAll(throwingPeek, ServerKeyStore.layerMemory, FailureCounts.layerLocal, TrustedIssuerStore.layerMemory)),
   Layer.provideMerge(AppConfig.layerTest())
 )
 

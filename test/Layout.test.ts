@@ -91,6 +91,7 @@ const FOLDERS = [
   "config",
   "datadir",
   "domain",
+  "federation",
   "keys",
   "observability",
   "server",
@@ -104,7 +105,7 @@ const FOLDERS = [
   "web/admin/assets"
 ]
 /** The folders that answer a request or act on the catalogue: what shared code must not know. */
-const FEATURES = ["admin", "catalogue", "cli", "keys", "server", "service-call", "token", "transfer", "web"]
+const FEATURES = ["admin", "catalogue", "cli", "federation", "keys", "server", "service-call", "token", "transfer", "web"]
 /** A feature's entries: the HttpApi handlers (`*Http.ts`) and the hot endpoints' executions (`*Execution.ts`). */
 const isEntry = (file: string) => /(Http|Execution)\.ts$/.test(file)
 
@@ -171,6 +172,12 @@ describe("src/ layout", () => {
     )
     expect(flows.length).toBeGreaterThan(0)
     expect(wide).toEqual([])
+  })
+
+  it("has a federation that knows nothing of the token endpoint: federation/ imports no token/ or service-call/, and server/ only in its entry", () => {
+    expect(files.filter(inFolder("federation")).length).toBeGreaterThan(0)
+    expect(crossings(graph, inFolder("federation"), inFolder("token", "service-call"))).toEqual([])
+    expect(crossings(graph, (file) => inFolder("federation")(file) && !isEntry(file), inFolder("server"))).toEqual([])
   })
 
   it("has no import cycle", () => {

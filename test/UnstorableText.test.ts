@@ -10,6 +10,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, FastCheck as fc, Layer, Logger } from "effect"
 import { AdminTokenStore } from "../src/admin/AdminTokenStore.js"
+import { TrustedIssuerStore } from "../src/federation/TrustedIssuerStore.js"
 import { AuditTrail } from "../src/storage/AuditTrail.js"
 import { localGuard } from "../src/catalogue/CredentialRepoCache.js"
 import * as CatalogueInMemory from "../src/catalogue/CatalogueInMemory.js"
@@ -329,7 +330,7 @@ describe("an unexpected storage failure", () => {
   const INPUT = "name-the-client-sent"
   // A repository whose write fails the way a statement refused for its data would, quoting the value.
   const failingStorage = Layer.mergeAll(
-    AdminTokenStore.layerMemory.pipe(Layer.provideMerge(Layer.scopedContext(
+    Layer.merge(AdminTokenStore.layerMemory, TrustedIssuerStore.layerMemory).pipe(Layer.provideMerge(Layer.scopedContext(
       Effect.gen(function*() {
         const { auditTrail, store } = yield* CatalogueInMemory.make
         const failing = Effect.succeed({

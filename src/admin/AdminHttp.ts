@@ -14,7 +14,9 @@ import { AdminActor } from "../domain/AdminActor.js"
 import { type AdminAction, authorize, authorizeOn, reaches } from "../domain/AdminRoles.js"
 import { AUDIT_PAGE_DEFAULT } from "../domain/AuditEvents.js"
 import { InvalidRequest, NotFound, type StorageUnavailable } from "../domain/Errors.js"
-import { ClientId, type EnvironmentName, type ProfileId, type ServiceUuid } from "../domain/Identifiers.js"
+import { NewFederatedCredential } from "../domain/FederatedCredentialBodies.js"
+import { TrustedIssuerStore } from "../federation/TrustedIssuerStore.js"
+import { ClientId, EnvironmentName, type ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import {
   EnvironmentDocument,
   type KeyCredentialInput,
@@ -219,6 +221,7 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
         )
       })
     const { headerSealingKey } = yield* ClientSecrets
+    const issuers = yield* TrustedIssuerStore
     const putService = (address: ServiceAddress, input: ServiceInput, mode: "create" | "upsert") =>
       Effect.gen(function*() {
         // Static header values are sealed here; those not sent again are kept (`storedHandlerOf`).
@@ -292,6 +295,19 @@ export const layerServices = HttpApiBuilder.group(Api, "services", (handlers) =>
           }))
       .handle("createKeyCredential", ({ path, payload }) =>
         addKeyCredential(path, payload))
+      .handle("createFederatedCredential", ({ path, payload: { expires_at, ...identity } }) =>
+        Effect.gen(function*() {
+          const actor = yield* Effect.zipRight(permitOn("catalogue.change", path.profile), AdminActor)
+          // One answer whether the issuer is missing or does not allow the profile.
+          const issuer = yield* issuers.find(identity.issuer)
+          if (Option.isNone(issuer) || !issuer.value.profiles.includes(path.profile)) {
+            return yield* new InvalidRequest({
+              description: `issuer: no trusted issuer named ${identity.issuer} allows profile ${path.profile}`
+            })
+          }
+          const created = yield* manager.addFederatedCredential(path, identity, actor, expires_at)
+          return yield* documentResponse(NewFederatedCredential, created, 201)
+        }))
       .handle("deleteCredential", ({ path: { client_id, ...address } }) =>
         Effect.gen(function*() {
           if (!Schema.is(ClientId)(client_id)) {

@@ -8,6 +8,7 @@ import { ConflictWire, CredentialLimitExceededWire, InvalidRequestWire, NotFound
 import { CredentialInput, KeyCredentialInput, NewCredential, NewKeyCredential, ServiceDocument, ServiceInput } from "../domain/Models.js"
 import { KEY_ON_CREDENTIALS_SUNSET } from "../domain/Deprecations.js"
 import { adminGroup, created, CredentialList, CredentialPath, EnvironmentPath, NoContent, ServicePath } from "./AdminApi.js"
+import { FederatedCredentialInput, NewFederatedCredential } from "../domain/FederatedCredentialBodies.js"
 
 export class ServicesApi extends adminGroup(
   HttpApiGroup.make("services")
@@ -109,6 +110,27 @@ export class ServicesApi extends adminGroup(
           "Adds a key credential (private_key_jwt) for {\"public_key\": JWK or PEM}: no secret; the key's type, kid and " +
             "thumbprint answered. Counts toward the limit of 2 with the secret credentials; sets the service's auth_type " +
             "to oauth. `expires_at` as for POST …/credentials."
+        )
+    )
+    .add(
+      HttpApiEndpoint.post(
+        "createFederatedCredential",
+        "/admin/profiles/:profile/environments/:environment/services/:uuid/federated-credentials"
+      )
+        .annotate(OpenApi.Summary, "Add a federated credential")
+        .setPath(ServicePath)
+        .setPayload(FederatedCredentialInput)
+        .addSuccess(NewFederatedCredential, { status: 201 })
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+        .addError(CredentialLimitExceededWire)
+        .annotate(
+          OpenApi.Description,
+          "Adds a federated credential (workload identity federation) for {\"issuer\": a trusted issuer's name, " +
+            "\"subject\": the exact sub, \"claims\": exact values of other claims}: nothing secret is created. Its client " +
+            "sends its workload's token from that issuer as client_assertion (client_assertion_type jwt-bearer) with " +
+            "client_id. 400 when no trusted issuer of that name allows the profile. Counts toward the limit of 2; sets " +
+            "the service's auth_type to oauth. `expires_at` as for POST …/credentials."
         )
     )
     .add(

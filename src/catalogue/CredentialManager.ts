@@ -9,6 +9,8 @@ import { type CredentialLimitExceeded, InvalidRequest, type NotFound, type Stora
 import type { ClientId, ProfileId } from "../domain/Identifiers.js"
 import { keyVerifier, type PublicJwk, publicKeyInfo } from "../domain/KeyCredential.js"
 import type { CredentialChange, NewCredential, NewKeyCredential, SaveProfileResult } from "../domain/Models.js"
+import { type FederatedIdentity, federatedVerifier } from "../domain/FederatedCredential.js"
+import type { NewFederatedCredential } from "../domain/FederatedCredentialBodies.js"
 import { currentDate } from "../domain/Time.js"
 import { CatalogueQueries } from "./CatalogueQueries.js"
 import { CatalogueWrites } from "./CatalogueWrites.js"
@@ -58,6 +60,16 @@ export interface CredentialManagerShape {
     actor: AdminActorShape,
     expiresAt?: Date
   ) => Effect.Effect<NewKeyCredential, Failure>
+  /**
+   * A federated credential: no secret, the identity its workload's token must carry stored instead
+   * (the caller checked that its trusted issuer exists and allows the profile); expiring as above.
+   */
+  readonly addFederatedCredential: (
+    address: ServiceAddress,
+    identity: FederatedIdentity,
+    actor: AdminActorShape,
+    expiresAt?: Date
+  ) => Effect.Effect<NewFederatedCredential, Failure>
   readonly removeCredential: (
     address: ServiceAddress,
     clientId: ClientId,
@@ -97,6 +109,7 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
           const created: Array<SaveProfileResult["created"][number]> = []
           const removed: Array<SaveProfileResult["removed"][number]> = []
           const changes: Array<StoredChange> = []
+          const federated: Array<NewFederatedCredential> = []
           for (const [index, change] of staged.entries()) {
             if (change.op === "remove_credential") {
               changes.push(change)
@@ -111,6 +124,17 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
               service_uuid: change.service_uuid,
               client_id: generated.clientId,
               expires_at: expiresAt
+            }
+            if (change.federated !== undefined) {
+              changes.push({ ...stored, secret_hash: federatedVerifier(change.federated) })
+              federated.push({
+                client_id: generated.clientId,
+                created_at: now,
+                ...(expiresAt === null ? {} : { expires_at: expiresAt }),
+                federated: change.federated,
+                token_endpoint_auth_method: "federated_jwt"
+              })
+              continue
             }
             if (change.public_key !== undefined) {
               const verifier = keyVerifier(change.public_key)
@@ -138,11 +162,26 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
             })
           }
           yield* writes.applyCredentialChanges(profile, changes, now, actor, { save })
-          return { created, removed }
+          return { created, removed, federated }
         })
 
+      /** One credential added to one service: a key credential's key, or a federated credential's identity. */
+      const addOne = (
+        address: ServiceAddress,
+        verifier: { readonly public_key: PublicJwk } | { readonly federated: FederatedIdentity },
+        actor: AdminActorShape,
+        expiresAt: Date | undefined
+      ) =>
+        apply(
+          address.profile,
+          [{ op: "add_credential", environment: address.environment, service_uuid: address.uuid, ...verifier, expires_at: expiresAt }],
+          actor,
+          false
+        )
+
       return CredentialManager.of({
-        saveProfile: (profile, staged, actor) => apply(profile, staged, actor, true),
+        saveProfile: (profile, staged, actor) =>
+          Effect.map(apply(profile, staged, actor, true), ({ created, removed }) => ({ created, removed })),
         addCredential: (address, actor, expiresAt) =>
           Effect.map(
             apply(
@@ -161,18 +200,7 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
           ),
         addKeyCredential: (address, publicKey, actor, expiresAt) =>
           Effect.map(
-            apply(
-              address.profile,
-              [{
-                op: "add_credential",
-                environment: address.environment,
-                service_uuid: address.uuid,
-                public_key: publicKey,
-                expires_at: expiresAt
-              }],
-              actor,
-              false
-            ),
+            addOne(address, { public_key: publicKey }, actor, expiresAt),
             ({ created: [credential] }) => ({
               client_id: credential!.client_id,
               created_at: credential!.created_at,
@@ -181,6 +209,8 @@ export class CredentialManager extends Context.Tag("service-auth/CredentialManag
               token_endpoint_auth_method: "private_key_jwt" as const
             })
           ),
+        addFederatedCredential: (address, identity, actor, expiresAt) =>
+          Effect.map(addOne(address, { federated: identity }, actor, expiresAt), ({ federated: [credential] }) => credential!),
         removeCredential: (address, clientId, actor) =>
           Effect.asVoid(
             apply(

@@ -65,6 +65,7 @@ export type AdminAction =
   | "audit.read"
   | "keys.manage"
   | "tokens.manage"
+  | "issuers.manage"
   | "token.introspect"
 
 /** Role × action: whether the role may, or what to answer when it may not. */
@@ -80,6 +81,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "audit.read": true,
     "keys.manage": true,
     "tokens.manage": true,
+    "issuers.manage": true,
     "token.introspect": true
   },
   owner: {
@@ -93,6 +95,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "audit.read": true,
     "keys.manage": "Only an admin token may manage the signing keys",
     "tokens.manage": "Only an admin token may manage admin tokens",
+    "issuers.manage": "Only an admin token may manage trusted issuers",
     "token.introspect": true
   },
   viewer: {
@@ -106,6 +109,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "audit.read": true,
     "keys.manage": "Only an admin token may manage the signing keys",
     "tokens.manage": "Only an admin token may manage admin tokens",
+    "issuers.manage": "Only an admin token may manage trusted issuers",
     "token.introspect": true
   },
   introspector: {
@@ -119,6 +123,7 @@ const PERMISSIONS: Readonly<Record<AdminRole, Readonly<Record<AdminAction, true 
     "audit.read": "An introspector token may only introspect tokens",
     "keys.manage": "Only an admin token may manage the signing keys",
     "tokens.manage": "Only an admin token may manage admin tokens",
+    "issuers.manage": "Only an admin token may manage trusted issuers",
     "token.introspect": true
   }
 }

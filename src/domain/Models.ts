@@ -8,6 +8,7 @@ import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "./Identifiers
 import { ServiceHandlerConfig, ServiceHandlerInput } from "./Handlers.js"
 import { SERVICE_NAME_MAX_LENGTH } from "./Limits.js"
 import { type PublicJwk, PublicKeyInfo, publicKeyInfo } from "./KeyCredential.js"
+import { FederatedIdentity, verifierIdentity } from "./FederatedCredential.js"
 import { CredentialMaxLifetimeDays, emptyObjectOr, RateLimit } from "./Policies.js"
 import { StorableText } from "./Text.js"
 import { parseRfc3339 } from "./Time.js"
@@ -79,6 +80,9 @@ export const CredentialInfo = Schema.Struct({
   introspect_profiles: Schema.optional(Schema.Array(ProfileId)).annotations({
     description: "The profiles whose access tokens this credential may introspect at POST /oauth/introspect (set by an " +
       "admin); absent when it may not introspect."
+  }),
+  federated: Schema.optional(FederatedIdentity).annotations({
+    description: "Only for a federated credential: the trusted issuer, sub and claims its workload's token must carry."
   })
 }).annotations({ identifier: "Credential" })
 export type CredentialInfo = typeof CredentialInfo.Type
@@ -86,7 +90,9 @@ export type CredentialInfo = typeof CredentialInfo.Type
 /** A credential as listed: with its `public_key` when its verifier is a key (`KeyCredential`). */
 export const withPublicKey = (info: CredentialInfo, verifier: string): CredentialInfo => {
   const publicKey = publicKeyInfo(verifier)
-  return publicKey === undefined ? info : { ...info, public_key: publicKey }
+  if (publicKey !== undefined) return { ...info, public_key: publicKey }
+  const federated = verifierIdentity(verifier)
+  return federated === undefined ? info : { ...info, federated }
 }
 
 export const ServiceDocument = Schema.Struct({
@@ -298,6 +304,8 @@ export type CredentialChange =
     readonly service_uuid: ServiceUuid
     /** A key credential's checked public key (`parsePublicJwk`); absent for a secret credential. */
     readonly public_key?: PublicJwk
+    /** A federated credential's identity (its issuer checked to exist and allow the profile). */
+    readonly federated?: FederatedIdentity
     readonly expires_at?: Date | undefined
   }
   | {

@@ -1,5 +1,11 @@
 import { Clock, Effect } from "effect"
 
+/**
+ * How far ahead of ours a JWT's `iat` and `nbf` may be (its signer's clock running fast): a client
+ * assertion's, a federated workload token's.
+ */
+export const ASSERTION_CLOCK_SKEW_SECONDS = 10
+
 /** The current time from Effect's `Clock`, so `TestClock` controls every stored timestamp. */
 export const currentDate = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 

@@ -12,6 +12,7 @@ import { MetricsApi } from "../observability/MetricsApi.js"
 import { ServiceApi } from "../service-call/ServiceApi.js"
 import { ServicesApi } from "../admin/ServicesAdminApi.js"
 import { TokenApi } from "../token/TokenApi.js"
+import { TrustedIssuersApi } from "../federation/TrustedIssuersApi.js"
 import { WebApi } from "../web/WebApi.js"
 
 export class Api extends HttpApi.make("service-auth")
@@ -23,6 +24,7 @@ export class Api extends HttpApi.make("service-auth")
   .add(AdminApi.AuditApi)
   .add(AdminApi.KeysApi)
   .add(AdminTokensApi)
+  .add(TrustedIssuersApi)
   .add(SessionApi)
   .add(DiscoveryApi)
   .add(WebApi)

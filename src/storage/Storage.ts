@@ -14,6 +14,7 @@ import { join } from "node:path"
 import { PACKAGE_ROOT } from "../config/PackageRoot.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { AdminTokenStore } from "../admin/AdminTokenStore.js"
+import { TrustedIssuerStore } from "../federation/TrustedIssuerStore.js"
 import * as AuditTrail from "./AuditTrail.js"
 import * as CacheCoherence from "../catalogue/CacheCoherence.js"
 import { type CacheGuard, type CachedCatalogue, type CatalogueStore, localGuard, withReadCache } from "../catalogue/CredentialRepoCache.js"
@@ -166,6 +167,7 @@ const sqlRepos = <E, R>(
     repo,
     AuditTrail.layerSql,
     AdminTokenStore.layerSql,
+    TrustedIssuerStore.layerSql,
     ServerKeyStore.layerSql,
     SigningKeyStore.layerSql,
     failureCounts
@@ -314,7 +316,7 @@ const layerMemoryRepo = Layer.scopedContext(Effect.gen(function*() {
 }))
 
 export const layerMemory = Layer.mergeAll(
-  AdminTokenStore.layerMemory.pipe(Layer.provideMerge(layerMemoryRepo)),
+  Layer.merge(AdminTokenStore.layerMemory, TrustedIssuerStore.layerMemory).pipe(Layer.provideMerge(layerMemoryRepo)),
   ServerKeyStore.layerMemory,
   SigningKeyStore.layerMemory,
   FailureCounts.layerLocal

@@ -23,6 +23,10 @@ import { compactVerify, decodeJwt, decodeProtectedHeader } from "jose"
 import { AppConfig } from "../config/AppConfig.js"
 import type { StorageUnavailable } from "../domain/Errors.js"
 import { ALLOWED_ALGORITHMS, importPublicKey, isKeyVerifier, type PublicJwk, verifierKey } from "../domain/KeyCredential.js"
+import { ASSERTION_CLOCK_SKEW_SECONDS } from "../domain/Time.js"
+import { type AssertionRefusal, type AssertionVerdict, kept, told } from "../domain/AssertionVerdict.js"
+import { isFederatedVerifier, verifierIdentity } from "../domain/FederatedCredential.js"
+import { FederatedAssertions } from "../federation/FederatedAssertions.js"
 import { SeenJtis } from "./SeenJtis.js"
 import { IMPORTED_KEYS_MAX, LruCache } from "../keys/ImportedKeys.js"
 
@@ -32,17 +36,17 @@ export const JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type
 /** How far ahead an assertion's `exp` may be. */
 export const ASSERTION_MAX_LIFETIME_SECONDS = 300
 /** How far ahead of ours a client assertion's `iat` and `nbf` may be (the client's clock running fast). */
-export const ASSERTION_CLOCK_SKEW_SECONDS = 10
+export { ASSERTION_CLOCK_SKEW_SECONDS }
 
 /**
  * Whether an assertion may be verified against this credential at all: it is a JWT bearer assertion
- * and the credential is a key. A secret credential never accepts an assertion (nor a key credential
+ * and the credential is a key, or federated (its workload's token is the assertion: `FederatedAssertions`). A secret credential never accepts an assertion (nor a key credential
  * a secret): the token and revocation endpoints both refuse the client then, before any signature.
  */
 export const assertionApplies = (
   assertion: { readonly jwtBearer: boolean },
   verifier: string | undefined
-): verifier is string => verifier !== undefined && assertion.jwtBearer && isKeyVerifier(verifier)
+): verifier is string => verifier !== undefined && assertion.jwtBearer && (isKeyVerifier(verifier) || isFederatedVerifier(verifier))
 
 /**
  * The client id an assertion claims (its `iss`), read without verifying anything: only to find the
@@ -79,18 +83,7 @@ export const keyCache = (capacity: number = IMPORTED_KEYS_MAX) => {
   }
 }
 
-/** Why an assertion was refused; `disclosed` when the client may be told (docs/contract.md §6). */
-export interface AssertionRefusal {
-  readonly reason: string
-  readonly disclosed: boolean
-}
-
-export type AssertionVerdict =
-  | { readonly _tag: "Accepted" }
-  | { readonly _tag: "Refused"; readonly refusal: AssertionRefusal }
-
-const told = (reason: string): AssertionRefusal => ({ reason, disclosed: true })
-const kept = (reason: string): AssertionRefusal => ({ reason, disclosed: false })
+export type { AssertionRefusal, AssertionVerdict }
 
 /** The `aud` rule, with what a client most often sends instead named (several libraries send the token endpoint). */
 const audienceRefusal = (aud: unknown, issuer: string): AssertionRefusal | undefined => {
@@ -137,19 +130,25 @@ const refused = (refusal: AssertionRefusal): AssertionVerdict => ({ _tag: "Refus
 const ACCEPTED: AssertionVerdict = { _tag: "Accepted" }
 
 export interface ClientAssertionsShape {
-  /** Whether `assertion` authenticates `clientId`, whose credential's verifier is `verifier`; records its `jti` when it does. */
+  /**
+   * Whether `assertion` authenticates `clientId`, whose credential's verifier is `verifier`, for a
+   * service of `profile`; records its `jti` when it does (a key credential's; a federated
+   * credential's token is reused by design, `FederatedAssertions`).
+   */
   readonly verify: (
     assertion: Redacted.Redacted<string>,
     clientId: string,
     verifier: string,
-    nowMillis: number
+    nowMillis: number,
+    profile: string
   ) => Effect.Effect<boolean, StorageUnavailable>
   /** `verify`, answering why a refused assertion was refused (logged at debug either way). */
   readonly verdict: (
     assertion: Redacted.Redacted<string>,
     clientId: string,
     verifier: string,
-    nowMillis: number
+    nowMillis: number,
+    profile: string
   ) => Effect.Effect<AssertionVerdict, StorageUnavailable>
 }
 
@@ -159,6 +158,7 @@ export class ClientAssertions extends Context.Tag("service-auth/ClientAssertions
     Effect.gen(function*() {
       const { issuer } = yield* AppConfig
       const seen = yield* SeenJtis
+      const federated = yield* FederatedAssertions
       const keyOf = keyCache()
 
       /** The verified claims, or why there are none. */
@@ -195,8 +195,9 @@ export class ClientAssertions extends Context.Tag("service-auth/ClientAssertions
           return claimsRefusal(claims, clientId, issuer, nowMillis) ?? { jti: claims.jti as string, exp: claims.exp as number }
         })
 
-      const verdict: ClientAssertionsShape["verdict"] = (assertion, clientId, verifier, nowMillis) =>
-        Effect.suspend(() => checked(Redacted.value(assertion), clientId, verifier, nowMillis)).pipe(
+      /** A key credential's assertion: its claims, then its `jti` never seen before. */
+      const keyVerdict = (assertion: string, clientId: string, verifier: string, nowMillis: number) =>
+        Effect.suspend(() => checked(assertion, clientId, verifier, nowMillis)).pipe(
           Effect.flatMap((accepted) =>
             "reason" in accepted
               ? Effect.succeed(refused(accepted))
@@ -204,17 +205,28 @@ export class ClientAssertions extends Context.Tag("service-auth/ClientAssertions
                 seen.claim(`client_assertion:${clientId}`, accepted.jti, accepted.exp * 1000, nowMillis),
                 (fresh) => fresh ? ACCEPTED : refused(told("the assertion's jti was used before (each assertion needs a new jti)"))
               )
-          ),
+          )
+        )
+
+      const verdict: ClientAssertionsShape["verdict"] = (assertion, clientId, verifier, nowMillis, profile) => {
+        const identity = verifierIdentity(verifier)
+        const outcome: Effect.Effect<AssertionVerdict, StorageUnavailable> = identity !== undefined
+          ? federated.verdict(Redacted.value(assertion), identity, profile, nowMillis)
+          : isFederatedVerifier(verifier)
+          ? Effect.succeed(refused(kept("the credential's stored identity cannot verify assertions")))
+          : keyVerdict(Redacted.value(assertion), clientId, verifier, nowMillis)
+        return outcome.pipe(
           Effect.tap((outcome) =>
             outcome._tag === "Refused"
               ? Effect.logDebug(`client assertion of ${clientId} refused: ${outcome.refusal.reason}`)
               : Effect.void
           )
         )
+      }
 
       return ClientAssertions.of({
-        verify: (assertion, clientId, verifier, nowMillis) =>
-          Effect.map(verdict(assertion, clientId, verifier, nowMillis), (outcome) => outcome._tag === "Accepted"),
+        verify: (assertion, clientId, verifier, nowMillis, profile) =>
+          Effect.map(verdict(assertion, clientId, verifier, nowMillis, profile), (outcome) => outcome._tag === "Accepted"),
         verdict
       })
     })

@@ -13,6 +13,7 @@
 import type { ClientSecretsShape } from "../catalogue/ClientSecrets.js"
 import { isClientId } from "../domain/Identifiers.js"
 import { isKeyVerifier } from "../domain/KeyCredential.js"
+import { isFederatedVerifier } from "../domain/FederatedCredential.js"
 import { assertionApplies } from "./ClientAssertion.js"
 import type { ClientCredentials } from "./TokenForm.js"
 
@@ -59,11 +60,13 @@ export const refusalReason = (presented: ClientCredentials, stored: StoredClient
   if (stored === undefined) return "the client id names no live credential (unknown, deleted, or of another service)"
   if (!clientIsLive(stored, nowMillis)) return `the credential expired at ${stored.expiresAt!.toISOString()}`
   const key = isKeyVerifier(stored.secretHash)
+  const federated = isFederatedVerifier(stored.secretHash)
   if (presented.assertion !== undefined) {
-    if (!key) return "a client assertion was sent for a secret credential, which authenticates with its client secret only"
+    if (!key && !federated) return "a client assertion was sent for a secret credential, which authenticates with its client secret only"
     return "the client_assertion_type is not urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
   }
   if (key) return "a client secret was sent for a key credential, which authenticates with private_key_jwt only"
+  if (federated) return "a client secret was sent for a federated credential, which authenticates with its workload's token only"
   return "the client secret does not match"
 }
 

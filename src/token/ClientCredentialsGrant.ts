@@ -86,6 +86,8 @@ export type TokenDecision =
     readonly assertion: Redacted.Redacted<string>
     readonly clientId: ClientId
     readonly verifier: string
+    /** The service's profile (a federated credential's issuer must allow it). */
+    readonly profile: string
     readonly next: Authenticated
     readonly answer: Answer
   }
@@ -226,7 +228,16 @@ export const decideToken = (input: TokenInput, services: TokenDecisionServices):
     // private_key_jwt: the credential's key must still verify the assertion.
     const refusal = failureAnswer(new InvalidClient({ basic }))
     const { clientId: assertedId, secretHash: verifier } = credential
-    return { _tag: "Assert", assertion: assertion.assertion, clientId: assertedId, verifier, next, answer: refusal }
+    const { profile: assertedProfile } = address
+    return {
+      _tag: "Assert",
+      assertion: assertion.assertion,
+      clientId: assertedId,
+      verifier,
+      profile: assertedProfile,
+      next,
+      answer: refusal
+    }
   }
   // A right secret among wrong ones still being counted is answered as they turn out: refused if they filled the window.
   return services.counting(credential.clientId, input.remoteAddress) ? { _tag: "Settle", clientId: credential.clientId, next } : next
@@ -285,7 +296,13 @@ export class ClientCredentialsGrant extends Context.Tag("service-auth/ClientCred
           }
           if (decision._tag === "Assert") {
             const { clientId } = decision
-            const verdict = yield* assertions.verdict(decision.assertion, clientId, decision.verifier, input.nowMillis)
+            const verdict = yield* assertions.verdict(
+              decision.assertion,
+              clientId,
+              decision.verifier,
+              input.nowMillis,
+              decision.profile
+            )
             decision = verdict._tag === "Accepted"
               ? { _tag: "Settle", clientId, next: decision.next }
               : { _tag: "Refuse", clientId, answer: assertionRefusal(verdict.refusal, decision.answer) }

@@ -64,7 +64,7 @@ export class FormClientAuthentication extends Context.Tag("service-auth/FormClie
           const credential = authenticatedClient(presented, stored, nowMillis, secrets.matches)
           const verdict = credential === undefined || assertion === undefined
             ? undefined
-            : yield* assertions.verdict(assertion.assertion, clientId, credential.secretHash, nowMillis)
+            : yield* assertions.verdict(assertion.assertion, clientId, credential.secretHash, nowMillis, credential.address.profile)
           const authenticated = credential !== undefined && verdict?._tag !== "Refused"
           if (!authenticated || !isClientId(clientId)) {
             // Told it is wrong only when it took one of the pair's attempts (AuthFailureLimiter); a

@@ -3,6 +3,7 @@
  * material checked for its form and never repeated in a message. Every exported table is here; the
  * tables left out are declared in `DatabaseSchema.ts`.
  */
+import { verifierIdentity } from "../domain/FederatedCredential.js"
 import { isKeyVerifier, publicJwkMembers, RSA_PUBLIC_EXPONENT, verifierKey } from "../domain/KeyCredential.js"
 import { parseRfc3339 } from "../domain/Time.js"
 import { Schema } from "effect"
@@ -44,8 +45,8 @@ const isKeyForm = (verifier: string): boolean => {
  * any key form travels then; a live credential's must be one the API accepts (`CredentialRow`).
  */
 const SecretDigest = Schema.String.pipe(
-  Schema.filter((value) => /^[0-9a-f]{64}$/.test(value) || isKeyForm(value), {
-    message: () => "must be an HMAC-SHA256 digest (64 hexadecimal digits) or jwk: and a public JWK"
+  Schema.filter((value) => /^[0-9a-f]{64}$/.test(value) || isKeyForm(value) || verifierIdentity(value) !== undefined, {
+    message: () => "must be an HMAC-SHA256 digest (64 hexadecimal digits), jwk: and a public JWK, or fed: and a federated identity"
   })
 )
 
