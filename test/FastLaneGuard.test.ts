@@ -15,6 +15,7 @@ import * as Storage from "../src/storage/Storage.js"
 import { FailureCounts } from "../src/token/FailureCounts.js"
 import { ServerKeyStore } from "../src/keys/ServerKeyStore.js"
 import { TrustedIssuerStore } from "../src/federation/TrustedIssuerStore.js"
+import * as AuditTrail from "../src/storage/AuditTrail.js"
 import { bodyAlreadyRead } from "../src/server/RequestBody.js"
 import { rawRequest } from "./support/Http.js"
 
@@ -35,9 +36,13 @@ const throwingPeek = Layer.scopedContext(
   )
 )
 
+const issuersInMemory = TrustedIssuerStore.layerMemory.pipe(
+  Layer.provide(Layer.sync(AuditTrail.AuditTrail, () => AuditTrail.makeMemoryLog().trail))
+)
+
 const lane = fastLaneLayer.pipe(
   Layer.provideMerge(layerDomainTest),
-  Layer.provideMerge(Layer.mergeAll(throwingPeek, ServerKeyStore.layerMemory, FailureCounts.layerLocal, TrustedIssuerStore.layerMemory)),
+  Layer.provideMerge(Layer.mergeAll(throwingPeek, ServerKeyStore.layerMemory, FailureCounts.layerLocal, issuersInMemory)),
   Layer.provideMerge(AppConfig.layerTest())
 )
 

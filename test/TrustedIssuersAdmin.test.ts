@@ -1,6 +1,6 @@
 /**
  * The trusted issuers' admin API: admin tokens only (an owner gets 403), registered, read, listed,
- * replaced and deleted; what is refused (an issuer URL that is not https:, plain http:
+ * replaced and deleted, each audited; what is refused (an issuer URL that is not https:, plain http:
  * on loopback without allow_insecure_loopback, a bad inline key; a federated credential naming an
  * issuer that does not allow its profile; deleting an issuer in use), on memory and embedded storage.
  */
@@ -17,7 +17,7 @@ const SUB = "system:serviceaccount:payments:billing"
 
 const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
   layer(makeTestServer(storage), { timeout: 120_000 })((it) => {
-    it.effect("registers, reads, lists, replaces and deletes an issuer", () =>
+    it.effect("registers, reads, lists, replaces and deletes an issuer, each audited", () =>
       Effect.gen(function*() {
         const name = uniqueName("cluster")
         const created = yield* admin.post("/admin/trusted-issuers", { name, issuer: CLUSTER, profiles: ["b", "a", "a"] })
@@ -49,6 +49,9 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
         expect((yield* admin.delete(`/admin/trusted-issuers/${name}`)).status).toBe(204)
         expect((yield* admin.get(`/admin/trusted-issuers/${name}`)).status).toBe(404)
         expect((yield* admin.delete(`/admin/trusted-issuers/${name}`)).status).toBe(404)
+        const audit = yield* admin.get("/admin/audit?limit=10")
+        const actions = audit.body.events.filter((event: any) => event.details?.name === name).map((event: any) => event.action)
+        expect(actions).toEqual(["trusted_issuer.deleted", "trusted_issuer.changed", "trusted_issuer.created"])
       }))
 
     it.effect("refuses an issuer URL that is not https:, and plain http: on loopback unless allowed", () =>

@@ -36,6 +36,10 @@ export const AUDIT_ACTIONS = [
   "admin_token.created",
   /** A stored admin token revoked (`DELETE /admin/tokens/{name}`); details as for its creation. */
   "admin_token.revoked",
+  /** A trusted issuer registered, replaced or deleted (`/admin/trusted-issuers`); details `name`, `issuer`. */
+  "trusted_issuer.created",
+  "trusted_issuer.changed",
+  "trusted_issuer.deleted",
   /**
    * An access token revoked by its client (`POST /oauth/revoke`): the actor is the client id;
    * details `jti`, never the token.

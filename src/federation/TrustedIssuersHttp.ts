@@ -13,6 +13,7 @@ import { AppConfig } from "../config/AppConfig.js"
 import { CatalogueQueries, type LiveService } from "../catalogue/CatalogueQueries.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
 import { AdminActor } from "../domain/AdminActor.js"
+import { auditEvent } from "../domain/AuditEvents.js"
 import { Conflict, InvalidRequest, NotFound } from "../domain/Errors.js"
 import { verifierIdentity } from "../domain/FederatedCredential.js"
 import { parsePublicJwk } from "../domain/KeyCredential.js"
@@ -61,7 +62,7 @@ const checkedIssuer = (name: string, input: TrustedIssuerInput, serverIssuer: st
     return issuer
   })
 
-/** What the log records of an issuer's change (its keys are public, but long: not logged). */
+/** What the audit trail records of an issuer. */
 const issuerDetails = (issuer: TrustedIssuer) => ({ name: issuer.name, issuer: issuer.issuer, profiles: issuer.profiles })
 
 const SERVICES_PAGE = 500
@@ -98,12 +99,11 @@ export const layer = HttpApiBuilder.group(Api, "trustedIssuers", (handlers) =>
         if (createOnly && Option.isSome(yield* store.find(name))) {
           return yield* new Conflict({ description: `A trusted issuer named ${name} exists` })
         }
-        const previous = yield* store.put(issuer)
-        yield* Effect.logInfo(
-          `trusted issuer ${name} ${Option.isSome(previous) ? "replaced" : "registered"} by ${caller.name}: ${
-            JSON.stringify(issuerDetails(issuer))
-          }`
-        )
+        const previous = yield* store.put(issuer, (before) =>
+          auditEvent(caller, now, {
+            action: Option.isSome(before) ? "trusted_issuer.changed" : "trusted_issuer.created",
+            details: issuerDetails(issuer)
+          }))
         const stored = Option.match(previous, { onNone: () => issuer, onSome: (old) => ({ ...issuer, created_at: old.created_at }) })
         return { document: issuerDocument(stored), existed: Option.isSome(previous) }
       })
@@ -138,9 +138,11 @@ export const layer = HttpApiBuilder.group(Api, "trustedIssuers", (handlers) =>
               description: `The trusted issuer ${name} is used by live federated credentials: ${users.join(", ")}; delete them first`
             })
           }
-          if (!(yield* store.remove(name))) {
-            return yield* notFound
-          }
-          yield* Effect.logInfo(`trusted issuer ${name} deleted by ${caller.name}`)
+          const now = yield* currentDate
+          const removed = yield* store.remove(
+            name,
+            (issuer) => auditEvent(caller, now, { action: "trusted_issuer.deleted", details: issuerDetails(issuer) })
+          )
+          if (!removed) return yield* notFound
         }))
   })).pipe(Layer.provide(adminMiddleware))
