@@ -22,7 +22,9 @@ import { defineConfig } from "vitest/config"
 export const PROCESS_FILES = [
   "AdminTokens.test.ts",
   "ApiContract.test.ts",
-  "CacheCoherence.test.ts",
+  "CacheCoherenceDeletions.test.ts",
+  "CacheCoherenceOutages.test.ts",
+  "CacheCoherenceRace.test.ts",
   "Cli.test.ts",
   "CliHelp.test.ts",
   "CliCredentials.test.ts",
