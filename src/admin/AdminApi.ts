@@ -22,11 +22,10 @@ import {
   EnvironmentDocument,
   ProfileDocument,
   ProfileSummary,
-  RotatedKey,
   SaveProfileRequest,
-  SaveProfileResult,
-  SigningKeyInfo
+  SaveProfileResult
 } from "../domain/Models.js"
+import { RotatedKey, SigningKeyInfo } from "../domain/SigningKeyDocuments.js"
 import { KEY_ON_CREDENTIALS_SUNSET } from "../domain/Deprecations.js"
 import { ProfileInput } from "../domain/Policies.js"
 import {

@@ -5,7 +5,7 @@ import { Api } from "../server/Api.js"
 import type { KeyInfo } from "../keys/KeyRing.js"
 import { KeyService } from "../keys/KeyService.js"
 import { AdminActor } from "../domain/AdminActor.js"
-import type { SigningKeyInfo } from "../domain/Models.js"
+import type { SigningKeyInfo } from "../domain/SigningKeyDocuments.js"
 import { adminMiddleware, permit } from "./AdminHttp.js"
 
 const wireOf = (key: KeyInfo): SigningKeyInfo => ({

@@ -51,7 +51,11 @@ const IssuerUrl = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2048)
 
 /** A JWKS (RFC 7517 §5) as given: checked key by key by the handler (`parsePublicJwk`). */
 export const InlineJwks = Schema.Struct({
-  keys: Schema.Array(Schema.Record({ key: Schema.String, value: Schema.Unknown })).pipe(
+  keys: Schema.Array(
+    Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
+      jsonSchema: { type: "object", additionalProperties: true, description: "A public JWK (RFC 7517)." }
+    })
+  ).pipe(
     Schema.minItems(1),
     Schema.maxItems(JWKS_MAX_KEYS)
   )
