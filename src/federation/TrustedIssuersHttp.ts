@@ -141,7 +141,8 @@ export const layer = HttpApiBuilder.group(Api, "trustedIssuers", (handlers) =>
           const now = yield* currentDate
           const removed = yield* store.remove(
             name,
-            (issuer) => auditEvent(caller, now, { action: "trusted_issuer.deleted", details: issuerDetails(issuer) })
+            (issuer) =>
+              auditEvent(caller, now, { action: "trusted_issuer.deleted", details: issuerDetails(issuer) })
           )
           if (!removed) return yield* notFound
         }))
