@@ -3,19 +3,12 @@
  * (403 forbidden for the others): `GET/POST /admin/trusted-issuers`, `GET/PUT/DELETE
  * /admin/trusted-issuers/{name}`. Nothing here imports server code.
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import {
-  ConflictWire,
-  ForbiddenWire,
-  InvalidRequestWire,
-  NotFoundWire,
-  PayloadTooLargeWire,
-  StorageUnavailableWire
-} from "../domain/Errors.js"
+import { ConflictWire, InvalidRequestWire, NotFoundWire } from "../domain/Errors.js"
 import { TrustedIssuerName } from "../domain/FederatedCredential.js"
 import { TrustedIssuerDocument, TrustedIssuerInput, TrustedIssuerList } from "../domain/TrustedIssuers.js"
-import { AdminAuth, AdminBodies, created } from "../admin/AdminApi.js"
+import { adminGroup, created, NoContent } from "../admin/AdminApi.js"
 
 const IssuerPath = Schema.Struct({ name: TrustedIssuerName })
 
@@ -25,61 +18,58 @@ export const NewTrustedIssuer = Schema.Struct({ name: TrustedIssuerName, ...Trus
   parseOptions: { onExcessProperty: "error" }
 })
 
-export class TrustedIssuersApi extends HttpApiGroup.make("trustedIssuers")
-  .add(
-    HttpApiEndpoint.get("listTrustedIssuers", "/admin/trusted-issuers")
-      .annotate(OpenApi.Summary, "List the trusted issuers")
-      .addSuccess(TrustedIssuerList)
-  )
-  .add(
-    HttpApiEndpoint.post("createTrustedIssuer", "/admin/trusted-issuers")
-      .annotate(OpenApi.Summary, "Register a trusted issuer")
-      .annotate(OpenApi.Description, "Registers the issuer under its name; 409 conflict when the name is taken.")
-      .setPayload(NewTrustedIssuer)
-      .addSuccess(TrustedIssuerDocument, { status: 201 })
-      .addError(InvalidRequestWire)
-  )
-  .add(
-    HttpApiEndpoint.get("getTrustedIssuer", "/admin/trusted-issuers/:name")
-      .annotate(OpenApi.Summary, "Get a trusted issuer")
-      .setPath(IssuerPath)
-      .addSuccess(TrustedIssuerDocument)
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .add(
-    HttpApiEndpoint.put("putTrustedIssuer", "/admin/trusted-issuers/:name")
-      .annotate(OpenApi.Summary, "Register or replace a trusted issuer")
-      .annotate(
-        OpenApi.Description,
-        "Registers the issuer under this name (201) or replaces it whole (200). Every instance uses the new settings " +
-          "from its next token request on; keys are fetched anew for a changed issuer URL."
-      )
-      .setPath(IssuerPath)
-      .setPayload(TrustedIssuerInput)
-      .addSuccess(TrustedIssuerDocument.annotations({ description: "The issuer existed and was replaced." }))
-      .addSuccess(...created(TrustedIssuerDocument, "The issuer was registered."))
-      .addError(InvalidRequestWire)
-  )
-  .add(
-    HttpApiEndpoint.del("deleteTrustedIssuer", "/admin/trusted-issuers/:name")
-      .annotate(OpenApi.Summary, "Delete a trusted issuer")
-      .annotate(
-        OpenApi.Description,
-        "Deletes the issuer. 409 conflict, naming them, while live federated credentials use it: delete those first " +
-          "(which ends their tokens at once)."
-      )
-      .setPath(IssuerPath)
-      .addSuccess(HttpApiSchema.Empty(204))
-      .addError(InvalidRequestWire)
-      .addError(NotFoundWire)
-  )
-  .middleware(AdminBodies)
-  .middleware(AdminAuth)
+export class TrustedIssuersApi extends adminGroup(
+  HttpApiGroup.make("trustedIssuers")
+    .add(
+      HttpApiEndpoint.get("listTrustedIssuers", "/admin/trusted-issuers")
+        .annotate(OpenApi.Summary, "List the trusted issuers")
+        .addSuccess(TrustedIssuerList)
+    )
+    .add(
+      HttpApiEndpoint.post("createTrustedIssuer", "/admin/trusted-issuers")
+        .annotate(OpenApi.Summary, "Register a trusted issuer")
+        .annotate(OpenApi.Description, "Registers the issuer under its name; 409 conflict when the name is taken.")
+        .setPayload(NewTrustedIssuer)
+        .addSuccess(TrustedIssuerDocument, { status: 201 })
+        .addError(InvalidRequestWire)
+    )
+    .add(
+      HttpApiEndpoint.get("getTrustedIssuer", "/admin/trusted-issuers/:name")
+        .annotate(OpenApi.Summary, "Get a trusted issuer")
+        .setPath(IssuerPath)
+        .addSuccess(TrustedIssuerDocument)
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+    )
+    .add(
+      HttpApiEndpoint.put("putTrustedIssuer", "/admin/trusted-issuers/:name")
+        .annotate(OpenApi.Summary, "Register or replace a trusted issuer")
+        .annotate(
+          OpenApi.Description,
+          "Registers the issuer under this name (201) or replaces it whole (200). Every instance uses the new settings " +
+            "from its next token request on; keys are fetched anew for a changed issuer URL."
+        )
+        .setPath(IssuerPath)
+        .setPayload(TrustedIssuerInput)
+        .addSuccess(TrustedIssuerDocument.annotations({ description: "The issuer existed and was replaced." }))
+        .addSuccess(...created(TrustedIssuerDocument, "The issuer was registered."))
+        .addError(InvalidRequestWire)
+    )
+    .add(
+      HttpApiEndpoint.del("deleteTrustedIssuer", "/admin/trusted-issuers/:name")
+        .annotate(OpenApi.Summary, "Delete a trusted issuer")
+        .annotate(
+          OpenApi.Description,
+          "Deletes the issuer. 409 conflict, naming them, while live federated credentials use it: delete those first " +
+            "(which ends their tokens at once)."
+        )
+        .setPath(IssuerPath)
+        .addSuccess(NoContent)
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+    )
+)
   .addError(ConflictWire)
-  .addError(ForbiddenWire)
-  .addError(PayloadTooLargeWire)
-  .addError(StorageUnavailableWire)
   .annotate(OpenApi.Title, "Admin: trusted issuers")
   .annotate(
     OpenApi.Description,
