@@ -105,13 +105,19 @@ class NotReady extends Error {}
 
 /**
  * A /readyz sent once /healthz answered is held until storage, migrations and keys are ready, then
- * answered: 200, or 503 when the start failed (its line is in the log once the process exited).
+ * answered: 200, or 503 when the start failed (its line is in the log once the process exited). A
+ * 503 from a server still running is a probe that outlasted the storage timeout (1.5 s) on a loaded
+ * machine, as a load balancer's would: asked again until the deadline.
  */
 const untilReady = async (base: string, deadline: number, exited: Promise<number | null>, log: () => string) => {
-  const response = await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(Math.max(deadline - Date.now(), 1_000)) })
-  if (response.status === 200) return
-  const code = await Promise.race([exited, sleep(5_000).then(() => "still running")])
-  throw new NotReady(`server answered /healthz but not /readyz (${response.status}; exit: ${code}):\n${log()}`)
+  for (;;) {
+    const response = await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(Math.max(deadline - Date.now(), 1_000)) })
+    if (response.status === 200) return
+    const code = await Promise.race([exited, sleep(1_000).then(() => "still running")])
+    if (code !== "still running" || Date.now() >= deadline) {
+      throw new NotReady(`server answered /healthz but not /readyz (${response.status}; exit: ${code}):\n${log()}`)
+    }
+  }
 }
 
 const startServerOnce = async (env: Readonly<Record<string, string>>, options: StartOptions): Promise<ServerProcess> => {
