@@ -11,12 +11,8 @@ import { Schema } from "effect"
 import { ProfileId } from "./Identifiers.js"
 import { Timestamp } from "./Models.js"
 import { TrustedIssuerName } from "./FederatedCredential.js"
+import { DEFAULT_MAX_TOKEN_LIFETIME_SECONDS, FEDERATION_ALGORITHMS, MAX_TOKEN_LIFETIME_LIMIT_SECONDS } from "./Limits.js"
 
-/** The algorithms a trusted issuer may sign with: asymmetric only, never `none` or HMAC. */
-export const FEDERATION_ALGORITHMS = ["RS256", "ES256", "EdDSA"] as const
-/** The longest token lifetime an issuer may be allowed (a week), and the default (an hour, a kubelet token's). */
-export const MAX_TOKEN_LIFETIME_LIMIT_SECONDS = 604_800
-export const DEFAULT_MAX_TOKEN_LIFETIME_SECONDS = 3_600
 /** The most keys an inline or fetched JWKS may hold. */
 export const JWKS_MAX_KEYS = 100
 

@@ -18,9 +18,8 @@ import { Conflict, InvalidRequest, NotFound } from "../domain/Errors.js"
 import { verifierIdentity } from "../domain/FederatedCredential.js"
 import { parsePublicJwk } from "../domain/KeyCredential.js"
 import { currentDate } from "../domain/Time.js"
+import { DEFAULT_MAX_TOKEN_LIFETIME_SECONDS, FEDERATION_ALGORITHMS } from "../domain/Limits.js"
 import {
-  DEFAULT_MAX_TOKEN_LIFETIME_SECONDS,
-  FEDERATION_ALGORITHMS,
   issuerDocument,
   TrustedIssuerDocument,
   type TrustedIssuer,
