@@ -128,6 +128,32 @@ export const TrustedIssuerList = Schema.Struct({ issuers: Schema.Array(TrustedIs
   identifier: "TrustedIssuerList"
 })
 
+/**
+ * A trusted issuer as a profile's tokens see it: what its workloads need to get tokens (the issuer,
+ * the audience, the algorithms, the longest lifetime), not its keys or the other profiles it allows.
+ */
+export const ProfileTrustedIssuer = Schema.Struct({
+  name: TrustedIssuerName,
+  issuer: Schema.String,
+  audience: Schema.String.annotations({ description: "The audience its tokens must carry for this server (one of their aud)." }),
+  algorithms: Schema.Array(Schema.Literal(...FEDERATION_ALGORITHMS)),
+  max_token_lifetime_seconds: Schema.Int
+}).annotations({ identifier: "ProfileTrustedIssuer" })
+export type ProfileTrustedIssuer = typeof ProfileTrustedIssuer.Type
+
+export const ProfileTrustedIssuerList = Schema.Struct({ issuers: Schema.Array(ProfileTrustedIssuer) }).annotations({
+  identifier: "ProfileTrustedIssuerList"
+})
+
+/** What a profile's tokens are shown of an issuer that allows the profile. */
+export const profileIssuerDocument = (issuer: TrustedIssuer): ProfileTrustedIssuer => ({
+  name: issuer.name,
+  issuer: issuer.issuer,
+  audience: issuer.audience,
+  algorithms: issuer.algorithms,
+  max_token_lifetime_seconds: issuer.max_token_lifetime_seconds
+})
+
 /** The API's document of a stored issuer. */
 export const issuerDocument = (issuer: TrustedIssuer): TrustedIssuerDocument => {
   const { jwks, ...rest } = issuer
