@@ -8,15 +8,7 @@ import { describe, expect, test } from "vitest"
 import { FederatedCredentialInput } from "../src/domain/FederatedCredentialBodies.js"
 import { FEDERATED_CLAIMS_MAX } from "../src/domain/Limits.js"
 import { NewTrustedIssuer } from "../src/federation/TrustedIssuersApi.js"
-import {
-  claimsOf,
-  claimsText,
-  federatedInfo,
-  issuerBody,
-  issuersAllowing,
-  pastedJwks,
-  profileNames
-} from "../src/web/admin/assets/editor-issuers.js"
+import { claimsOf, claimsText, federatedInfo, issuerBody, pastedJwks, profileNames } from "../src/web/admin/assets/editor-issuers.js"
 
 const fields = {
   issuer: " https://oidc.example.com ",
@@ -94,12 +86,6 @@ describe("a trusted issuer's form", () => {
 })
 
 describe("a federated credential's form", () => {
-  test("offers the issuers that allow the profile, by name", () => {
-    const issuer = (name: string, profiles: Array<string>) => ({ name, profiles }) as any
-    const offered = issuersAllowing([issuer("z", ["acme"]), issuer("b", ["beta"]), issuer("a", ["acme", "beta"])], "acme")
-    expect(offered.map((i) => i.name)).toEqual(["a", "z"])
-  })
-
   test("claim rows: empty rows skipped, half-filled or twice-named ones refused", () => {
     expect(claimsOf([])).toEqual({ claims: undefined })
     expect(claimsOf([{ name: "", value: "" }])).toEqual({ claims: undefined })

@@ -1,15 +1,12 @@
 /*
  * Workload identity federation in the editor, without DOM or fetch (unit-tested): a trusted issuer's
- * form made into the body of `POST /admin/trusted-issuers` or `PUT …/{name}`, the issuers a profile
- * may use, and a federated credential's claim rows made into its `claims`. What is refused here is
+ * form made into the body of `POST /admin/trusted-issuers` or `PUT …/{name}`, and a federated
+ * credential's claim rows made into its `claims` and shown in words. What is refused here is
  * only what is plainly wrong; the server checks everything again and says what it refuses.
  */
 import { FEDERATED_CLAIMS_MAX, FEDERATION_ALGORITHMS, MAX_TOKEN_LIFETIME_LIMIT_SECONDS } from "./Limits.js"
 
 /**
- * @typedef {{ readonly name: string, readonly issuer: string, readonly jwks?: { readonly keys: ReadonlyArray<unknown> },
- *   readonly audience: string, readonly algorithms: ReadonlyArray<string>, readonly max_token_lifetime_seconds: number,
- *   readonly profiles: ReadonlyArray<string>, readonly allow_insecure_loopback: boolean }} TrustedIssuer
  * @typedef {{ readonly issuer: string, readonly keys: "discovery" | "inline", readonly jwks: string,
  *   readonly audience: string, readonly algorithms: ReadonlyArray<string>, readonly maxLifetime: string,
  *   readonly profiles: string, readonly allowInsecureLoopback: boolean }} IssuerFields
@@ -81,17 +78,6 @@ export function issuerBody(fields) {
   body.profiles = profileNames(fields.profiles)
   if (fields.allowInsecureLoopback) body.allow_insecure_loopback = true
   return { body }
-}
-
-/**
- * The issuers whose federated credentials a profile may hold, by name.
- * @param {ReadonlyArray<TrustedIssuer>} issuers
- * @param {string} profile
- * @returns {Array<TrustedIssuer>}
- */
-export function issuersAllowing(issuers, profile) {
-  return issuers.filter((issuer) => Array.isArray(issuer.profiles) && issuer.profiles.includes(profile))
-    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
 }
 
 /**

@@ -101,6 +101,7 @@ export function signOut(options) {
   state.doc = null
   state.history = null
   state.issuers = null
+  state.profileIssuers = null
   renderWho()
   route()
   if (rejected) showAlert("Your admin token was rejected; sign in again.")

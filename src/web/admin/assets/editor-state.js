@@ -33,7 +33,9 @@ export const state = {
   /** The environment last used in the add forms, preselected in the "New service" form. */
   lastEnvironment: null,
   /** The trusted issuers, for an admin token (`GET /admin/trusted-issuers`); null when not known. */
-  issuers: null
+  issuers: null,
+  /** The issuers the open profile may use (`GET …/{profile}/trusted-issuers`): `{ profile, issuers }`; null when not known. */
+  profileIssuers: null
 }
 
 export function writeToken(token) {

@@ -5,33 +5,38 @@
  *
  * The profile's `save` has no operation for them, so the form adds one at once with
  * `POST …/federated-credentials`, as the service settings apply at once; removing one is staged and
- * saved as any credential's removal. An admin picks among the issuers that allow the profile
- * (`GET /admin/trusted-issuers`); any other token may not list issuers, and types the name an admin
- * gave it.
+ * saved as any credential's removal. The issuer is picked among those that allow the profile
+ * (`GET /admin/profiles/{profile}/trusted-issuers`, for any token that may change it); should that
+ * list not load, its name is typed instead, and the server judges it.
  */
 import { api } from "./editor-api.js"
 import { announce, clearMessages, focusKey, h, showAlert } from "./editor-dom.js"
-import { claimsOf, claimsText, issuersAllowing } from "./editor-issuers.js"
+import { claimsOf, claimsText } from "./editor-issuers.js"
 import { fail } from "./editor-router.js"
 import { FEDERATED_CLAIM_TEXT_MAX, FEDERATED_CLAIMS_MAX, MAX_CREDENTIALS, TRUSTED_ISSUER_NAME_INPUT_PATTERN } from "./Limits.js"
-import { enc, isAdmin, profilePath, state } from "./editor-state.js"
+import { enc, isAdmin, mayChange, profilePath, state } from "./editor-state.js"
 import { reloadProfile } from "./editor-view-editor.js"
 
 /** The claim rows typed into each service's form, by service, so that a re-render keeps them. */
 const claimRows = new Map()
 
-/** Loads the issuers for an admin's forms; on failure the forms take a typed name instead. */
-export async function loadIssuersQuietly() {
-  if (!isAdmin()) {
-    state.issuers = null
-    return
-  }
+/** Loads the issuers the profile's forms offer; on failure the forms take a typed name instead. */
+export async function loadProfileIssuers(profile) {
+  state.profileIssuers = null
+  if (!mayChange()) return
   try {
-    const { data } = await api("GET", "/admin/trusted-issuers")
-    state.issuers = data && Array.isArray(data.issuers) ? data.issuers : null
+    const { data } = await api("GET", `${profilePath(profile)}/trusted-issuers`)
+    if (data && Array.isArray(data.issuers)) state.profileIssuers = { profile, issuers: data.issuers }
   } catch {
-    state.issuers = null
+    // The form falls back on a typed name; the server still says which names it refuses.
   }
+}
+
+/** What the picked issuer's tokens must carry, for whoever sets up the workload. */
+function issuerNeeds(issuer) {
+  if (!issuer) return ""
+  return `Its tokens must carry aud ${issuer.audience}, be signed with ${issuer.algorithms.join(", ")} and live at most ` +
+    `${issuer.max_token_lifetime_seconds} s.`
 }
 
 /** What the list shows under a federated credential's client id. */
@@ -54,7 +59,7 @@ export function federatedAddForm(envName, service, atLimit, label) {
   const rowsKey = `${envName}\n${service.uuid}`
   const rows = claimRows.get(rowsKey) ?? []
   const profile = state.doc.profile
-  const choices = state.issuers === null ? null : issuersAllowing(state.issuers, profile)
+  const choices = state.profileIssuers !== null && state.profileIssuers.profile === profile ? state.profileIssuers.issuers : null
   const issuer = choices === null
     ? h("input", {
       id: id("issuer"),
@@ -68,18 +73,28 @@ export function federatedAddForm(envName, service, atLimit, label) {
     })
     : h(
       "select",
-      { id: id("issuer"), required: true, disabled: choices.length === 0, "aria-describedby": id("issuer-hint"), "data-keep": true },
+      {
+        id: id("issuer"),
+        required: true,
+        disabled: choices.length === 0,
+        "aria-describedby": id("issuer-hint"),
+        "data-keep": true,
+        onchange: (e) => (needs.textContent = issuerNeeds(choices.find((c) => c.name === e.currentTarget.value)))
+      },
       choices.map((choice) => h("option", { value: choice.name }, `${choice.name} (${choice.issuer})`))
     )
+  const needs = h("span", { class: "block" }, choices === null ? "" : issuerNeeds(choices[0]))
   const issuerHint = choices === null
-    ? "The name of a trusted issuer that allows this profile. Only an admin manages issuers: ask one for the name."
+    ? "The name of a trusted issuer that allows this profile (the list of them could not be loaded)."
     : choices.length === 0
-    ? [
-      `No trusted issuer allows profile ${profile} yet. Register one, or add the profile to one, on the `,
-      h("a", { href: "#/issuers" }, "Trusted issuers"),
-      " page."
-    ]
-    : `The trusted issuers that allow profile ${profile}.`
+    ? isAdmin()
+      ? [
+        `No trusted issuer allows profile ${profile} yet. Register one, or add the profile to one, on the `,
+        h("a", { href: "#/issuers" }, "Trusted issuers"),
+        " page."
+      ]
+      : `No trusted issuer allows profile ${profile} yet: an admin registers them.`
+    : [`The trusted issuers that allow profile ${profile}. `, needs]
   const subject = h("input", {
     id: id("subject"),
     type: "text",

@@ -50,12 +50,12 @@ function renderNotAdmin() {
       "section",
       { class: "card", "aria-labelledby": "page-title" },
       h("h1", { id: "page-title", tabindex: "-1" }, "Trusted issuers"),
-      h("p", null, "Only an admin token registers, changes or lists trusted issuers: your token may not."),
+      h("p", null, "Only an admin token registers, changes or lists all trusted issuers: your token may not."),
       h(
         "p",
         { class: "muted" },
-        "To add a federated credential to a service, ask an admin for the name of a trusted issuer that allows your profile, " +
-          "then give that name in the service's \u201cAdd a federated credential\u201d form."
+        "The issuers your profiles may use are offered in each service's \u201cAdd a federated credential\u201d form, " +
+          "with what their tokens must carry. To have another issuer trusted, ask an admin."
       ),
       h("p", null, h("a", { href: "#/profiles" }, "Back to your profiles"))
     )
