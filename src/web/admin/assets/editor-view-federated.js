@@ -184,7 +184,7 @@ export function federatedAddForm(envName, service, atLimit, label) {
         { class: "field" },
         h("label", { for: id("expires") }, "Expires (optional)"),
         expires,
-        h("p", { class: "hint", id: id("expires-hint") }, "Your local time; empty: the profile's policy, or never.")
+        h("p", { class: "hint", id: id("expires-hint") }, "In your local time (sent in UTC); empty: the profile's policy, or never.")
       ),
       h("div", { class: "actions key-actions" }, button, h("p", { class: "hint", id: id("why") }, why))
     )
