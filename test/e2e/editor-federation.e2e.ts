@@ -21,7 +21,7 @@ import {
   servicePathOf,
   tokenFor
 } from "./support/EditorFixtures.js"
-import { adminApi, base, page, RESULTS, signIn, useEditorServer } from "./support/EditorServer.js"
+import { adminApi, base, newPage, page, RESULTS, signIn, useEditorServer } from "./support/EditorServer.js"
 
 useEditorServer({ name: "federation", pagePerTest: true })
 
@@ -237,6 +237,19 @@ describe("trusted issuers and federated credentials in the editor", () => {
     await service.getByText("Add a federated credential", { exact: true }).click()
     await service.getByRole("button", { name: "Add claim", exact: true }).click()
     await service.screenshot({ path: join(RESULTS, "federation-service-1280.png") })
+
+    // On a phone the issuers' table stacks, and the form with a claim row still fits.
+    await newPage(390, 844)
+    await signIn(page, undefined, "#/issuers")
+    await issuerRow(page, name).waitFor()
+    expect(await noSidewaysScroll(page)).toBe(true)
+    await page.screenshot({ path: join(RESULTS, "federation-issuers-390.png"), fullPage: true })
+    await openProfile(page, f.profile)
+    const narrow = serviceRegion(page, f.serviceName)
+    await narrow.getByText("Add a federated credential", { exact: true }).click()
+    await narrow.getByRole("button", { name: "Add claim", exact: true }).click()
+    expect(await noSidewaysScroll(page)).toBe(true)
+    await narrow.screenshot({ path: join(RESULTS, "federation-service-390.png") })
   })
 
   test("an owner cannot manage issuers, and picks among those that allow its profile", async () => {
