@@ -2,7 +2,8 @@
  * The trusted issuers' admin API: admin tokens only (an owner gets 403), registered, read, listed,
  * replaced and deleted, each audited; what is refused (an issuer URL that is not https:, plain http:
  * on loopback without allow_insecure_loopback, a bad inline key; a federated credential naming an
- * issuer that does not allow its profile; deleting an issuer in use), on memory and embedded storage.
+ * issuer that does not allow its profile; deleting an issuer in use); a profile's list of those it
+ * may use, for any token reading the profile; on memory and embedded storage.
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
@@ -124,6 +125,58 @@ const suite = (storage?: Parameters<typeof makeTestServer>[0]) =>
         }
         const added = yield* owner.post(`${service.servicePath}/federated-credentials`, { issuer: name, subject: SUB })
         expect(added.status).toBe(201)
+      }))
+
+    it.effect("any token reading a profile lists the issuers it may use, without their keys or other profiles", () =>
+      Effect.gen(function*() {
+        const service = yield* createService()
+        const other = yield* createService()
+        const [allowing, elsewhere] = [uniqueName("cluster"), uniqueName("cluster")]
+        const jwks = {
+          keys: [{
+            kty: "EC",
+            crv: "P-256",
+            x: "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+            y: "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"
+          }]
+        }
+        const registered = yield* admin.put(`/admin/trusted-issuers/${allowing}`, {
+          issuer: CLUSTER,
+          jwks,
+          profiles: [service.profile, other.profile],
+          algorithms: ["ES256"],
+          max_token_lifetime_seconds: 600
+        })
+        expect(registered.status).toBe(201)
+        expect((yield* admin.put(`/admin/trusted-issuers/${elsewhere}`, { issuer: CLUSTER, profiles: [other.profile] })).status).toBe(201)
+        const listing = {
+          issuers: [{ name: allowing, issuer: CLUSTER, audience: ISSUER, algorithms: ["ES256"], max_token_lifetime_seconds: 600 }]
+        }
+        const path = `/admin/profiles/${service.profile}/trusted-issuers`
+        expect((yield* admin.get(path)).body).toEqual(listing)
+        for (const role of ["owner", "viewer"]) {
+          const token = yield* admin.post("/admin/tokens", { name: uniqueName(role), role, profiles: [service.profile] })
+          const scoped = adminAs(token.body.token)
+          const listed = yield* scoped.get(path)
+          expect({ status: listed.status, body: listed.body }).toEqual({ status: 200, body: listing })
+          // Another profile answers as one that does not exist.
+          const hidden = yield* scoped.get(`/admin/profiles/${other.profile}/trusted-issuers`)
+          const missing = yield* scoped.get(`/admin/profiles/${uniqueName("nowhere")}/trusted-issuers`)
+          expect(hidden.status).toBe(404)
+          expect(hidden.body).toEqual(missing.body)
+        }
+        const introspector = yield* admin.post("/admin/tokens", {
+          name: uniqueName("rs"),
+          role: "introspector",
+          profiles: [service.profile]
+        })
+        expect((yield* adminAs(introspector.body.token).get(path)).status).toBe(403)
+        const missing = yield* admin.get(`/admin/profiles/${uniqueName("nowhere")}/trusted-issuers`)
+        expect({ status: missing.status, body: missing.body }).toEqual({
+          status: 404,
+          body: { error: "not_found", error_description: "Profile not found" }
+        })
+        expect((yield* admin.get("/admin/profiles/-bad-/trusted-issuers")).status).toBe(400)
       }))
   })
 

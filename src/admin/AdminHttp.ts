@@ -57,7 +57,7 @@ const deprecatedKeyAnswer = (path: ServiceAddress) => (response: HttpServerRespo
 const documentResponse = <A, I>(schema: Schema.Schema<A, I>, value: A, status: number) =>
   Effect.map(Schema.encode(schema)(value), (body) => HttpServerResponse.unsafeJson(body, { status })).pipe(Effect.orDie)
 
-const profileNotFound = new NotFound({ description: "Profile not found" })
+export const profileNotFound = new NotFound({ description: "Profile not found" })
 const environmentNotFound = new NotFound({ description: "Environment not found" })
 const serviceNotFound = new NotFound({ description: "Service not found" })
 const credentialNotFound = new NotFound({ description: "No such live credential on this service" })
@@ -70,7 +70,7 @@ export const permit = (action: AdminAction) =>
  * The caller's permission for `action` on `profile` (`AdminRoles.authorizeOn`): a profile out of
  * its scope fails with `missing`, what the endpoint answers for a profile that does not exist.
  */
-const permitOn = (action: AdminAction, profile: ProfileId, missing: NotFound = profileNotFound) =>
+export const permitOn = (action: AdminAction, profile: ProfileId, missing: NotFound = profileNotFound) =>
   Effect.flatMap(
     AdminActor,
     (caller) => Either.match(authorizeOn(caller, action, profile, missing), { onLeft: Effect.fail, onRight: () => Effect.void })

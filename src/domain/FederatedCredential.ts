@@ -9,8 +9,9 @@
  * A secret never matches it, and the catalogue, its cache, export and import carry it unchanged.
  */
 import { Schema } from "effect"
+import { FEDERATED_CLAIM_TEXT_MAX, FEDERATED_CLAIMS_MAX, TRUSTED_ISSUER_NAME_PATTERN_SOURCE } from "./Limits.js"
 
-export const TRUSTED_ISSUER_NAME_PATTERN = /^[A-Za-z0-9._-]{1,64}$/
+export const TRUSTED_ISSUER_NAME_PATTERN = new RegExp(`^${TRUSTED_ISSUER_NAME_PATTERN_SOURCE}$`)
 export const TRUSTED_ISSUER_NAME_RULE = "1-64 letters, digits, '.', '_' or '-'"
 
 /** A trusted issuer's name: how federated credentials name it (`TrustedIssuers`). */
@@ -21,14 +22,10 @@ export const TrustedIssuerName = Schema.String.pipe(
   jsonSchema: { type: "string", pattern: TRUSTED_ISSUER_NAME_PATTERN.source }
 })
 
-/** The most extra claims a credential may require, and the longest claim name and value. */
-export const FEDERATED_CLAIMS_MAX = 16
-const CLAIM_TEXT_MAX = 1024
-
 /** Claims the token endpoint checks itself: a credential may not require values for them. */
 const RESERVED_CLAIMS = new Set(["iss", "sub", "aud", "exp", "nbf", "iat", "jti"])
 
-const ClaimText = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(CLAIM_TEXT_MAX))
+const ClaimText = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(FEDERATED_CLAIM_TEXT_MAX))
 
 const Claims = Schema.Record({ key: Schema.String, value: ClaimText }).pipe(
   Schema.filter((claims) => {

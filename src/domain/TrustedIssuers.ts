@@ -11,12 +11,8 @@ import { Schema } from "effect"
 import { ProfileId } from "./Identifiers.js"
 import { Timestamp } from "./Models.js"
 import { TrustedIssuerName } from "./FederatedCredential.js"
+import { DEFAULT_MAX_TOKEN_LIFETIME_SECONDS, FEDERATION_ALGORITHMS, MAX_TOKEN_LIFETIME_LIMIT_SECONDS } from "./Limits.js"
 
-/** The algorithms a trusted issuer may sign with: asymmetric only, never `none` or HMAC. */
-export const FEDERATION_ALGORITHMS = ["RS256", "ES256", "EdDSA"] as const
-/** The longest token lifetime an issuer may be allowed (a week), and the default (an hour, a kubelet token's). */
-export const MAX_TOKEN_LIFETIME_LIMIT_SECONDS = 604_800
-export const DEFAULT_MAX_TOKEN_LIFETIME_SECONDS = 3_600
 /** The most keys an inline or fetched JWKS may hold. */
 export const JWKS_MAX_KEYS = 100
 
@@ -130,6 +126,32 @@ export interface TrustedIssuer extends TrustedIssuerSettings {
 
 export const TrustedIssuerList = Schema.Struct({ issuers: Schema.Array(TrustedIssuerDocument) }).annotations({
   identifier: "TrustedIssuerList"
+})
+
+/**
+ * A trusted issuer as a profile's tokens see it: what its workloads need to get tokens (the issuer,
+ * the audience, the algorithms, the longest lifetime), not its keys or the other profiles it allows.
+ */
+export const ProfileTrustedIssuer = Schema.Struct({
+  name: TrustedIssuerName,
+  issuer: Schema.String,
+  audience: Schema.String.annotations({ description: "The audience its tokens must carry for this server (one of their aud)." }),
+  algorithms: Schema.Array(Schema.Literal(...FEDERATION_ALGORITHMS)),
+  max_token_lifetime_seconds: Schema.Int
+}).annotations({ identifier: "ProfileTrustedIssuer" })
+export type ProfileTrustedIssuer = typeof ProfileTrustedIssuer.Type
+
+export const ProfileTrustedIssuerList = Schema.Struct({ issuers: Schema.Array(ProfileTrustedIssuer) }).annotations({
+  identifier: "ProfileTrustedIssuerList"
+})
+
+/** What a profile's tokens are shown of an issuer that allows the profile. */
+export const profileIssuerDocument = (issuer: TrustedIssuer): ProfileTrustedIssuer => ({
+  name: issuer.name,
+  issuer: issuer.issuer,
+  audience: issuer.audience,
+  algorithms: issuer.algorithms,
+  max_token_lifetime_seconds: issuer.max_token_lifetime_seconds
 })
 
 /** The API's document of a stored issuer. */

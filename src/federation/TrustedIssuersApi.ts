@@ -1,13 +1,16 @@
 /**
  * Trusted issuers of workload identity federation (`TrustedIssuers`), managed by admin tokens only
  * (403 forbidden for the others): `GET/POST /admin/trusted-issuers`, `GET/PUT/DELETE
- * /admin/trusted-issuers/{name}`. Nothing here imports server code.
+ * /admin/trusted-issuers/{name}`. `GET /admin/profiles/{profile}/trusted-issuers` shows any token
+ * that reads a profile the issuers it may use, without what is the operator's alone. Nothing here
+ * imports server code.
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ConflictWire, InvalidRequestWire, NotFoundWire } from "../domain/Errors.js"
 import { TrustedIssuerName } from "../domain/FederatedCredential.js"
-import { TrustedIssuerDocument, TrustedIssuerInput, TrustedIssuerList } from "../domain/TrustedIssuers.js"
+import { ProfileId } from "../domain/Identifiers.js"
+import { ProfileTrustedIssuerList, TrustedIssuerDocument, TrustedIssuerInput, TrustedIssuerList } from "../domain/TrustedIssuers.js"
 import { adminGroup, created, NoContent } from "../admin/AdminApi.js"
 
 const IssuerPath = Schema.Struct({ name: TrustedIssuerName })
@@ -68,12 +71,27 @@ export class TrustedIssuersApi extends adminGroup(
         .addError(InvalidRequestWire)
         .addError(NotFoundWire)
     )
+    .add(
+      HttpApiEndpoint.get("listProfileTrustedIssuers", "/admin/profiles/:profile/trusted-issuers")
+        .annotate(OpenApi.Summary, "List the trusted issuers a profile may use")
+        .annotate(
+          OpenApi.Description,
+          "The trusted issuers that allow the profile, by name: what its federated credentials may name, with what their " +
+            "workloads' tokens must carry (audience, algorithms, longest lifetime); not their keys or other profiles. For " +
+            "any token that reads the profile (an owner or a viewer too); 404 for a profile it does not reach."
+        )
+        .setPath(Schema.Struct({ profile: ProfileId }))
+        .addSuccess(ProfileTrustedIssuerList)
+        .addError(InvalidRequestWire)
+        .addError(NotFoundWire)
+    )
 )
   .addError(ConflictWire)
   .annotate(OpenApi.Title, "Admin: trusted issuers")
   .annotate(
     OpenApi.Description,
     "Issuers whose tokens federated credentials accept in place of a secret (workload identity federation: a " +
-      "Kubernetes cluster, GitHub Actions, a SPIFFE trust domain, any OIDC issuer); admin tokens only."
+      "Kubernetes cluster, GitHub Actions, a SPIFFE trust domain, any OIDC issuer); managed by admin tokens only, " +
+      "listed for a profile to any token that reads it."
   )
 {}

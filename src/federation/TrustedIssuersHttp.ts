@@ -1,5 +1,6 @@
 /**
- * Handlers of the trusted issuers (`TrustedIssuersApi`), for admin tokens only. An issuer is
+ * Handlers of the trusted issuers (`TrustedIssuersApi`), for admin tokens only but for a profile's
+ * list of those it may use, which any token reading the profile gets. An issuer is
  * checked before it is stored: its URL (`issuerUrlProblem`), each inline key as a key credential's
  * (`parsePublicJwk`); the audience defaults to this server's issuer identifier. Deleting an issuer
  * that live federated credentials name is refused (409, naming them): the credentials go first,
@@ -8,7 +9,7 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Either, Layer, Option, Schema } from "effect"
 import { Api } from "../server/Api.js"
-import { adminMiddleware, permit } from "../admin/AdminHttp.js"
+import { adminMiddleware, permit, permitOn, profileNotFound } from "../admin/AdminHttp.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { CatalogueQueries, type LiveService } from "../catalogue/CatalogueQueries.js"
 import type { ServiceAddress } from "../domain/ServiceAddress.js"
@@ -18,10 +19,10 @@ import { Conflict, InvalidRequest, NotFound } from "../domain/Errors.js"
 import { verifierIdentity } from "../domain/FederatedCredential.js"
 import { parsePublicJwk } from "../domain/KeyCredential.js"
 import { currentDate } from "../domain/Time.js"
+import { DEFAULT_MAX_TOKEN_LIFETIME_SECONDS, FEDERATION_ALGORITHMS } from "../domain/Limits.js"
 import {
-  DEFAULT_MAX_TOKEN_LIFETIME_SECONDS,
-  FEDERATION_ALGORITHMS,
   issuerDocument,
+  profileIssuerDocument,
   TrustedIssuerDocument,
   type TrustedIssuer,
   type TrustedIssuerInput,
@@ -145,5 +146,13 @@ export const layer = HttpApiBuilder.group(Api, "trustedIssuers", (handlers) =>
               auditEvent(caller, now, { action: "trusted_issuer.deleted", details: issuerDetails(issuer) })
           )
           if (!removed) return yield* notFound
+        }))
+      // Whoever reads the profile sees which issuers its credentials may name, never another profile's name or a key.
+      .handle("listProfileTrustedIssuers", ({ path: { profile } }) =>
+        Effect.gen(function*() {
+          yield* permitOn("profile.read", profile, profileNotFound)
+          if (Option.isNone(yield* queries.getProfile(profile))) return yield* profileNotFound
+          const allowing = (yield* store.list).filter((issuer) => issuer.profiles.includes(profile))
+          return { issuers: allowing.map(profileIssuerDocument) }
         }))
   })).pipe(Layer.provide(adminMiddleware))

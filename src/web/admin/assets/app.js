@@ -9,8 +9,11 @@
  * editor-dialog.js   the modal confirmation dialog
  * editor-secrets.js  new secrets: memory only, shown once
  * editor-router.js   which view the address shows, sign-out, failure reports
+ * editor-keys.js     a pasted public key (key credentials)
+ * editor-issuers.js  workload identity federation: issuer bodies, claim rows (pure; unit-tested)
  * editor-view-*.js   the views: profiles, editor, service, service settings, add forms, history,
- *                    admin tokens (admins only; what a token may do comes from GET /admin/session)
+ *                    key and federated credentials, admin tokens and trusted issuers (admins only;
+ *                    what a token may do comes from GET /admin/session)
  */
 import { start } from "./editor-router.js"
 

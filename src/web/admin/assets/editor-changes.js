@@ -9,6 +9,7 @@
  * services: [{ uuid, name, auth_type, handler, credentials: [{ client_id, created_at, last_used_at }] }] }] }`.
  */
 
+import { federatedInfo } from "./editor-issuers.js"
 import { MAX_CREDENTIALS } from "./Limits.js"
 
 /** A service holds at most this many live credentials (the server's own limit, domain/Limits.ts). */
@@ -17,7 +18,8 @@ export { MAX_CREDENTIALS }
 /**
  * @typedef {{ readonly kty: string, readonly kid: string, readonly thumbprint: string }} PublicKeyInfo
  * @typedef {{ readonly client_id: string, readonly created_at: string | null, readonly last_used_at: string | null,
- *   readonly expires_at?: string | null, readonly public_key?: PublicKeyInfo }} Credential
+ *   readonly expires_at?: string | null, readonly public_key?: PublicKeyInfo,
+ *   readonly federated?: { readonly issuer: string, readonly subject: string, readonly claims?: Record<string, string> } }} Credential
  * @typedef {{ readonly requests: number, readonly per_seconds: number }} RateLimit
  * @typedef {object} Handler
  * @property {string} type
@@ -293,7 +295,8 @@ export function normalizeDoc(data, profile) {
           created_at: c.created_at ?? null,
           expires_at: c.expires_at ?? null,
           last_used_at: c.last_used_at ?? null,
-          ...(publicKeyInfo(c.public_key) ?? {})
+          ...(publicKeyInfo(c.public_key) ?? {}),
+          ...(federatedInfo(c.federated) ?? {})
         }))
       }))
     }))

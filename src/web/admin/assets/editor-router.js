@@ -8,6 +8,7 @@ import { wipeSecrets } from "./editor-secrets.js"
 import { dirty, isAdmin, parseRoute, resetStaged, state, updateTitle, writeToken } from "./editor-state.js"
 import { openEditor } from "./editor-view-editor.js"
 import { openProfiles, renderNotFoundRoute, renderSignIn } from "./editor-view-profiles.js"
+import { openIssuers } from "./editor-view-issuers.js"
 import { forgetCreatedToken, openTokens } from "./editor-view-tokens.js"
 
 export const LEAVE_MESSAGE = "This profile has unsaved changes. Leave and discard them?"
@@ -34,6 +35,8 @@ export function route(options) {
   if (r.name === "editor") openEditor(r.profile, focus)
   else if (r.name === "profiles") openProfiles(focus)
   else if (r.name === "tokens" && isAdmin()) openTokens(focus)
+  // Not only an admin's: any other token is told why it cannot manage issuers.
+  else if (r.name === "issuers") openIssuers(focus)
   else renderNotFoundRoute()
   updateTitle()
 }
@@ -97,6 +100,8 @@ export function signOut(options) {
   state.profiles = null
   state.doc = null
   state.history = null
+  state.issuers = null
+  state.profileIssuers = null
   renderWho()
   route()
   if (rejected) showAlert("Your admin token was rejected; sign in again.")

@@ -31,7 +31,11 @@ export const state = {
   /** The profile's recent history: `{ profile, events, next, error }`. */
   history: null,
   /** The environment last used in the add forms, preselected in the "New service" form. */
-  lastEnvironment: null
+  lastEnvironment: null,
+  /** The trusted issuers, for an admin token (`GET /admin/trusted-issuers`); null when not known. */
+  issuers: null,
+  /** The issuers the open profile may use (`GET …/{profile}/trusted-issuers`): `{ profile, issuers }`; null when not known. */
+  profileIssuers: null
 }
 
 export function writeToken(token) {
@@ -66,6 +70,7 @@ export function parseRoute(hash) {
   const path = (hash || "").replace(/^#/, "")
   if (path === "" || path === "/" || path === "/profiles" || path === "/profiles/") return { name: "profiles" }
   if (path === "/tokens" || path === "/tokens/") return { name: "tokens" }
+  if (path === "/issuers" || path === "/issuers/") return { name: "issuers" }
   const m = /^\/profiles\/([^/]+)\/?$/.exec(path)
   if (m) {
     try {
@@ -85,5 +90,6 @@ export function updateTitle() {
   else if (route.name === "editor") title = `${route.profile} · ${base}`
   else if (route.name === "profiles") title = `Profiles · ${base}`
   else if (route.name === "tokens") title = `Admin tokens · ${base}`
+  else if (route.name === "issuers") title = `Trusted issuers · ${base}`
   document.title = (dirty() ? "• " : "") + title
 }

@@ -9,6 +9,7 @@ import { announce, clearMessages, focusEl, focusKey, h, main, replaceContent, ti
 import { fail } from "./editor-router.js"
 import { keepSecrets, secretsPanel } from "./editor-secrets.js"
 import { enc, isAdmin, mayChange, parseRoute, profilePath, resetStaged, state, updateTitle } from "./editor-state.js"
+import { loadProfileIssuers } from "./editor-view-federated.js"
 import { addForms } from "./editor-view-forms.js"
 import { historySection, refreshHistory } from "./editor-view-history.js"
 import { serviceLabel, serviceSection } from "./editor-view-service.js"
@@ -17,7 +18,10 @@ export async function openEditor(profile, focus) {
   if (state.staged.profile !== profile) resetStaged(profile)
   state.doc = null
   renderEditorLoading(profile)
+  // The federated credential forms offer the issuers that allow the profile.
+  const issuers = loadProfileIssuers(profile)
   if (!(await loadProfile(profile))) return
+  await issuers
   renderEditor()
   if (focus) focusEl(document.getElementById("page-title"))
 }

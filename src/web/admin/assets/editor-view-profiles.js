@@ -153,7 +153,14 @@ function renderProfiles(focus) {
       "div",
       { class: "page-head" },
       h("h1", { id: "page-title", tabindex: "-1" }, "Profiles"),
-      isAdmin() ? h("a", { href: "#/tokens", class: "btn btn-quiet" }, "Admin tokens") : null
+      isAdmin()
+        ? h(
+          "div",
+          { class: "actions" },
+          h("a", { href: "#/issuers", class: "btn btn-quiet" }, "Trusted issuers"),
+          h("a", { href: "#/tokens", class: "btn btn-quiet" }, "Admin tokens")
+        )
+        : null
     ),
     secretsPanel(),
     h(

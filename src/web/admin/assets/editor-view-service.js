@@ -17,6 +17,7 @@ import { openDialog } from "./editor-dialog.js"
 import { announce, clearMessages, copyText, focusKey, h, nextId, showAlert, timeEl } from "./editor-dom.js"
 import { mayChange, state } from "./editor-state.js"
 import { renderEditor } from "./editor-view-editor.js"
+import { federatedAddForm, federatedFacts } from "./editor-view-federated.js"
 import { keyAddForm, publicKeyFacts } from "./editor-view-keys.js"
 import { serviceSettings } from "./editor-view-settings.js"
 
@@ -131,7 +132,8 @@ export function serviceSection(envName, service) {
         "Add credential"
       ),
       h("p", { class: `hint${atLimit ? " hint-limit" : ""}`, id: limitId }, limitText(service, count, pending)),
-      keyAddForm(envName, service, atLimit, name)
+      keyAddForm(envName, service, atLimit, name),
+      federatedAddForm(envName, service, atLimit, name)
     ),
     mayChange() ? serviceSettings(envName, service) : null
   )
@@ -187,6 +189,7 @@ function credentialRow(envName, service, cred) {
         )
       ),
       cred.public_key ? publicKeyFacts(cred.public_key) : null,
+      cred.federated ? federatedFacts(cred.federated) : null,
       removing ? h("span", { class: "badge badge-danger" }, "pending removal") : null
     ),
     h("td", { "data-label": "Created" }, timeEl(cred.created_at)),
