@@ -35,6 +35,7 @@ export class TrustedIssuersApi extends adminGroup(
         .setPayload(NewTrustedIssuer)
         .addSuccess(TrustedIssuerDocument, { status: 201 })
         .addError(InvalidRequestWire)
+        .addError(ConflictWire)
     )
     .add(
       HttpApiEndpoint.get("getTrustedIssuer", "/admin/trusted-issuers/:name")
@@ -57,6 +58,7 @@ export class TrustedIssuersApi extends adminGroup(
         .addSuccess(TrustedIssuerDocument.annotations({ description: "The issuer existed and was replaced." }))
         .addSuccess(...created(TrustedIssuerDocument, "The issuer was registered."))
         .addError(InvalidRequestWire)
+        .addError(ConflictWire)
     )
     .add(
       HttpApiEndpoint.del("deleteTrustedIssuer", "/admin/trusted-issuers/:name")
@@ -70,6 +72,7 @@ export class TrustedIssuersApi extends adminGroup(
         .addSuccess(NoContent)
         .addError(InvalidRequestWire)
         .addError(NotFoundWire)
+        .addError(ConflictWire)
     )
     .add(
       HttpApiEndpoint.get("listProfileTrustedIssuers", "/admin/profiles/:profile/trusted-issuers")
@@ -86,7 +89,6 @@ export class TrustedIssuersApi extends adminGroup(
         .addError(NotFoundWire)
     )
 )
-  .addError(ConflictWire)
   .annotate(OpenApi.Title, "Admin: trusted issuers")
   .annotate(
     OpenApi.Description,
