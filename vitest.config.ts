@@ -27,6 +27,8 @@ export const PROCESS_FILES = [
   "CacheCoherenceRace.test.ts",
   "Cli.test.ts",
   "CliHelp.test.ts",
+  "CliIssuers.test.ts",
+  "CliFederatedCredentials.test.ts",
   "CliCredentials.test.ts",
   "CliNewcomer.test.ts",
   "CliPublicKey.test.ts",
