@@ -68,6 +68,7 @@ export const PROCESS_FILES = [
   "TransferImport.test.ts",
   "TransferMerge.test.ts",
   "TransferIntrospection.test.ts",
+  "TransferIssuers.test.ts",
   "TrustedProxies.test.ts",
   "UpstreamAnswers.test.ts",
   "UpstreamConcurrency.test.ts",
