@@ -5,13 +5,44 @@
  * refusals (403 for an owner token, 404, 409, 400) printed in its words with exit 1; a bad command
  * line refused before anything is sent (exit 2).
  */
+import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { CLI_TEST_DEADLINE_MS, cli, cliJson, uniqueProfile, useCliServer } from "./support/CliProcess.js"
+import {
+  ADMIN_TOKEN,
+  CLI,
+  CLI_TEST_DEADLINE_MS,
+  cli,
+  cliJson,
+  HAS_SCRIPT,
+  ROOT,
+  server,
+  uniqueProfile,
+  useCliServer
+} from "./support/CliProcess.js"
 import { startWorkloadIssuer, type WorkloadIssuer } from "./support/WorkloadIssuer.js"
+
+/** `service-auth <args>` on a pseudo-terminal of `columns` columns (script(1)); what it printed. */
+const onTerminal = (args: string, columns: number) =>
+  new Promise<string>((resolve, reject) => {
+    const child = spawn("script", ["-qec", `stty cols ${columns} rows 50; ${process.execPath} ${CLI} ${args}`, "/dev/null"], {
+      cwd: ROOT,
+      env: { ...process.env, ADMIN_TOKEN, SERVICE_AUTH_URL: server.base, NO_COLOR: "1" },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    // Decoded once whole: a chunk may end in the middle of a character (…).
+    const chunks: Array<Buffer> = []
+    child.stdout.on("data", (chunk: Buffer) => chunks.push(chunk))
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000)
+    child.once("error", reject)
+    child.once("close", () => {
+      clearTimeout(timer)
+      resolve(Buffer.concat(chunks).toString("utf8").replace(/\r\n/g, "\n"))
+    })
+  })
 
 const uniqueIssuer = () => `cli-${randomBytes(4).toString("hex")}`
 
@@ -200,6 +231,22 @@ describe("service-auth issuers", () => {
       (await cliJson(["issuers", "list"])).issuers.map((issuer: { name: string }) => issuer.name).filter((n: string) => n.startsWith(name))
     )
       .toEqual([name])
+  }, CLI_TEST_DEADLINE_MS)
+
+  it.skipIf(!HAS_SCRIPT)("on a terminal, the list's lines are cut to its width; piped, they are whole", async () => {
+    const name = uniqueIssuer()
+    const url = `https://oidc.example.com/${"long-path/".repeat(8)}${name}`
+    const file = join(dir, "fit.json")
+    writeFileSync(file, JSON.stringify(workload.jwks()))
+    await cliJson(["issuers", "add", name, "--issuer", url, "--profiles", uniqueProfile(), "--jwks", file])
+    const narrow = await onTerminal("issuers list", 70)
+    const row = narrow.split("\n").find((line) => line.startsWith(`${name} `))
+    expect(row).toMatch(/…$/)
+    expect(row!.length).toBe(70)
+    expect(narrow.split("\n").every((line) => line.length <= 70)).toBe(true)
+    const piped = await cli(["issuers", "list"])
+    expect(piped.stdout).toMatch(new RegExp(`^${name} +inline \\(1\\) +\\S+ +${url}$`, "m"))
+    expect(await cliJson(["issuers", "remove", name])).toEqual({ name, deleted: true })
   }, CLI_TEST_DEADLINE_MS)
 
   it("refuses a bad command line before anything is sent (exit 2)", async () => {
