@@ -24,7 +24,8 @@ export {
   type StorageServices
 } from "./AppLayer.js"
 export { ClientSecrets } from "./catalogue/ClientSecrets.js"
-export { AdminClient, type AdminClientShape, type EnvironmentAddress, type ServiceAddress } from "./cli/AdminClient.js"
+export { AdminClient } from "./cli/AdminClient.js"
+export type { AdminClientShape, EnvironmentAddress, ServiceAddress } from "./cli/AdminClientShape.js"
 export { type AdminCallError, AdminApiError, ServerUnreachable, UnexpectedAnswer } from "./cli/AdminClientErrors.js"
 export { InvalidServerUrl } from "./cli/ServerAddress.js"
 export { SERVICE_VERSION } from "./config/Version.js"

@@ -5,7 +5,7 @@
 import { it as effect } from "@effect/vitest"
 import { Chunk, Duration, Effect, Either, Fiber, Option, TestClock } from "effect"
 import { describe, expect, it } from "vitest"
-import type { AdminClientShape } from "../src/cli/AdminClient.js"
+import type { AdminClientShape } from "../src/cli/AdminClientShape.js"
 import { ServerUnreachable } from "../src/cli/AdminClientErrors.js"
 import { commandPrefix } from "../src/cli/Output.js"
 import { waitUntilIdle } from "../src/cli/Rotation.js"

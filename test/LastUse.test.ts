@@ -7,7 +7,8 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Duration, Effect, Fiber, Layer, Option, TestClock } from "effect"
-import { AdminClient, type AdminClientShape, type ServiceAddress } from "../src/cli/AdminClient.js"
+import { AdminClient } from "../src/cli/AdminClient.js"
+import type { AdminClientShape, ServiceAddress } from "../src/cli/AdminClientShape.js"
 import { rotate } from "../src/cli/Rotation.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../src/domain/Identifiers.js"
 import { admin, createFixture, type Fixture, issueToken, makeTestServer, serverPort, type TestStorage } from "../src/testing.js"

@@ -69,7 +69,8 @@ describeWithPostgres("export from the embedded database", () => {
       "credentials",
       "server_keys",
       "signing_keys",
-      "audit_events"
+      "audit_events",
+      "trusted_issuers"
     ])
     expect(document.tables.credentials.map((c: { client_id: string }) => c.client_id)).toContain(target.clientId)
     // The generated key of earlier versions moved to signing_keys when the server started.

@@ -4,7 +4,7 @@
  * added to every request. Every way a call can go wrong is mapped once, in `describeFailure`, to a
  * typed failure whose `message` is what the operator reads: the server's `error_description` for
  * an answer outside 2xx, a plain sentence for a server that cannot be reached, is not service-auth,
- * or does not answer in time.
+ * or does not answer in time. What it offers, method by method: `AdminClientShape.ts`.
  */
 import {
   FetchHttpClient,
@@ -16,24 +16,19 @@ import {
   type HttpClientResponse
 } from "@effect/platform"
 import { Context, Duration, Effect, FiberRef, Layer, Option, ParseResult, Redacted, Schema } from "effect"
-import { AuditQueryParams, type CredentialList, type ProfileList } from "../admin/AdminApi.js"
+import { AuditQueryParams } from "../admin/AdminApi.js"
 import { Api } from "../server/Api.js"
-import { type AdminSession, type AdminTokenList, type CreatedAdminToken, NewAdminTokenRequest } from "../admin/AdminTokensApi.js"
+import { NewAdminTokenRequest } from "../admin/AdminTokensApi.js"
 import { describeRequestIssues } from "../admin/DecodeFailure.js"
-import type { AuditEventPage } from "../domain/AuditEvents.js"
+import { FederatedCredentialInput } from "../domain/FederatedCredentialBodies.js"
+import { TrustedIssuerName } from "../domain/FederatedCredential.js"
 import { parseRfc3339 } from "../domain/Time.js"
 import { type ServiceError, wireOf } from "../domain/Errors.js"
-import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
-import {
-  type CredentialInfo,
-  type EnvironmentDocument,
-  type NewCredential,
-  type NewKeyCredential,
-  type ProfileDocument,
-  type ServiceDocument,
-  ServiceInput
-} from "../domain/Models.js"
+import type { ClientId, ProfileId } from "../domain/Identifiers.js"
+import { ServiceInput } from "../domain/Models.js"
+import { TrustedIssuerInput } from "../domain/TrustedIssuers.js"
 import { type AdminCallError, AdminApiError, type AdminSetupError, ServerUnreachable, UnexpectedAnswer } from "./AdminClientErrors.js"
+import type { AdminClientShape, EnvironmentAddress, ServiceAddress } from "./AdminClientShape.js"
 import { adminTokenFor, type AdminTokenInUse } from "./AdminTokenSource.js"
 import { CHECK_ADDRESS, InvalidServerUrl, parseServerUrl, transportProblem } from "./ServerAddress.js"
 
@@ -44,69 +39,6 @@ export const DEFAULT_SERVER_URL = "http://localhost:3000"
 const REQUEST_TIMEOUT = Duration.seconds(30)
 
 const WireError = Schema.Struct({ error: Schema.String, error_description: Schema.String })
-
-/** What a call names: a profile, an environment in it, a service in that. */
-export interface EnvironmentAddress {
-  readonly profile: ProfileId
-  readonly environment: EnvironmentName
-}
-export interface ServiceAddress extends EnvironmentAddress {
-  readonly uuid: ServiceUuid
-}
-
-export interface AdminClientShape {
-  /** The base URL the client talks to, for messages. */
-  readonly baseUrl: string
-  readonly listProfiles: () => Effect.Effect<typeof ProfileList.Type, AdminCallError>
-  readonly getProfile: (profile: ProfileId) => Effect.Effect<ProfileDocument, AdminCallError>
-  /** `created` is false when the profile already existed (200 rather than 201). */
-  /**
-   * `lifetimeDays`: sets the profile's credential_max_lifetime_days (null removes it; absent leaves it).
-   * `upstreamOrigins` (admin tokens only): sets its upstream_origins (null removes them; absent leaves them).
-   */
-  readonly putProfile: (
-    profile: ProfileId,
-    lifetimeDays?: number | null,
-    upstreamOrigins?: ReadonlyArray<string> | null
-  ) => Effect.Effect<{ readonly created: boolean; readonly profile: ProfileDocument }, AdminCallError>
-  readonly deleteProfile: (profile: ProfileId) => Effect.Effect<void, AdminCallError>
-  readonly putEnvironment: (
-    address: EnvironmentAddress
-  ) => Effect.Effect<{ readonly created: boolean; readonly environment: EnvironmentDocument }, AdminCallError>
-  readonly deleteEnvironment: (address: EnvironmentAddress) => Effect.Effect<void, AdminCallError>
-  readonly createService: (
-    address: EnvironmentAddress,
-    input: typeof ServiceInput.Encoded
-  ) => Effect.Effect<ServiceDocument, AdminCallError>
-  readonly deleteService: (address: ServiceAddress) => Effect.Effect<void, AdminCallError>
-  readonly listCredentials: (address: ServiceAddress) => Effect.Effect<typeof CredentialList.Type, AdminCallError>
-  /** `expiresAt`: when it expires (RFC 3339, as typed); absent: the profile's policy, or never. */
-  readonly addCredential: (address: ServiceAddress, expiresAt?: string) => Effect.Effect<NewCredential, AdminCallError>
-  /** A key credential (private_key_jwt): `publicKey` a JWK object or a PEM public key; expiring as above. */
-  readonly addKeyCredential: (
-    address: ServiceAddress,
-    publicKey: unknown,
-    expiresAt?: string
-  ) => Effect.Effect<NewKeyCredential, AdminCallError>
-  readonly removeCredential: (address: ServiceAddress, clientId: ClientId) => Effect.Effect<void, AdminCallError>
-  /** Sets the profiles whose tokens the credential may introspect (empty: none); the credential as listed. */
-  readonly setIntrospectProfiles: (
-    address: ServiceAddress,
-    clientId: ClientId,
-    profiles: ReadonlyArray<ProfileId>
-  ) => Effect.Effect<CredentialInfo, AdminCallError>
-  readonly listAuditEvents: (query: {
-    readonly profile: Option.Option<ProfileId>
-    readonly limit: Option.Option<number>
-    readonly after: Option.Option<string>
-  }) => Effect.Effect<AuditEventPage, AdminCallError>
-  readonly getSession: () => Effect.Effect<typeof AdminSession.Type, AdminCallError>
-  readonly createAdminToken: (
-    input: typeof NewAdminTokenRequest.Encoded
-  ) => Effect.Effect<typeof CreatedAdminToken.Type, AdminCallError>
-  readonly listAdminTokens: () => Effect.Effect<typeof AdminTokenList.Type, AdminCallError>
-  readonly revokeAdminToken: (name: string) => Effect.Effect<void, AdminCallError>
-}
 
 export class AdminClient extends Context.Tag("service-auth/cli/AdminClient")<AdminClient, AdminClientShape>() {
   /**
@@ -157,7 +89,8 @@ const makeApiClient = (baseUrl: string, token: Redacted.Redacted) =>
       credentialIntrospection: yield* HttpApiClient.group(Api, { group: "credentialIntrospection", httpClient, baseUrl }),
       audit: yield* HttpApiClient.group(Api, { group: "audit", httpClient, baseUrl }),
       adminTokens: yield* HttpApiClient.group(Api, { group: "adminTokens", httpClient, baseUrl }),
-      session: yield* HttpApiClient.group(Api, { group: "session", httpClient, baseUrl })
+      session: yield* HttpApiClient.group(Api, { group: "session", httpClient, baseUrl }),
+      trustedIssuers: yield* HttpApiClient.group(Api, { group: "trustedIssuers", httpClient, baseUrl })
     }
   })
 
@@ -374,6 +307,31 @@ const makeAdminClient = (
     }),
     revokeAdminToken: Effect.fn("AdminClient.revokeAdminToken")(function*(name: string) {
       yield* call((api) => api.adminTokens.revokeAdminToken({ path: { name } }))
+    }),
+    addFederatedCredential: Effect.fn("AdminClient.addFederatedCredential")(function*(path, input) {
+      const payload = yield* checkedRequest(FederatedCredentialInput, input)
+      return yield* call((api) => api.services.createFederatedCredential({ path, payload }))
+    }),
+    listTrustedIssuers: Effect.fn("AdminClient.listTrustedIssuers")(function*() {
+      return (yield* call((api) => api.trustedIssuers.listTrustedIssuers())).issuers
+    }),
+    getTrustedIssuer: Effect.fn("AdminClient.getTrustedIssuer")(function*(name: string) {
+      const path = { name: yield* checkedRequest(TrustedIssuerName, name) }
+      return yield* call((api) => api.trustedIssuers.getTrustedIssuer({ path }))
+    }),
+    createTrustedIssuer: Effect.fn("AdminClient.createTrustedIssuer")(function*(name, input) {
+      const payload = { name: yield* checkedRequest(TrustedIssuerName, name), ...yield* checkedRequest(TrustedIssuerInput, input) }
+      return yield* call((api) => api.trustedIssuers.createTrustedIssuer({ payload }))
+    }),
+    putTrustedIssuer: Effect.fn("AdminClient.putTrustedIssuer")(function*(name, input) {
+      const path = { name: yield* checkedRequest(TrustedIssuerName, name) }
+      const payload = yield* checkedRequest(TrustedIssuerInput, input)
+      const answer = created(yield* call((api) => api.trustedIssuers.putTrustedIssuer({ path, payload, withResponse: true })))
+      return { created: answer.created, issuer: answer.body }
+    }),
+    deleteTrustedIssuer: Effect.fn("AdminClient.deleteTrustedIssuer")(function*(name: string) {
+      const path = { name: yield* checkedRequest(TrustedIssuerName, name) }
+      yield* call((api) => api.trustedIssuers.deleteTrustedIssuer({ path }))
     })
   }
 }

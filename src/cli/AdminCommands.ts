@@ -1,9 +1,8 @@
 /**
- * The admin commands: `profiles`, `environments`, `services`, `credentials`, `rotate`, `audit` and
- * `tokens` (`TokenCommands.ts`), each a
+ * The admin commands (`tokens` in `TokenCommands.ts`, `issuers` in `IssuerCommands.ts`), each a
  * thin handler over `AdminClient` run by `runAdmin` (which reports failures). Arguments are
  * positional in the order profile, environment, service uuid, client id; `--url` and `--json` are
- * on every command. To add a command: a method on `AdminClient`, a handler here, an entry below.
+ * on every command. To add a command: a method on `AdminClient`, a handler, an entry below.
  */
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Data, Effect, Option, Schema } from "effect"
@@ -17,6 +16,7 @@ import { commandGroup } from "./CommandGroup.js"
 import { CommandFailed, connection, environmentArg, profileArg, runAdmin, serviceUuidArg } from "./CommandLine.js"
 import { formatTime, note, printResult, record, table } from "./Output.js"
 import { credentials } from "./CredentialCommands.js"
+import { issuers } from "./IssuerCommands.js"
 import { rotateCommand } from "./Rotation.js"
 import { tokens } from "./TokenCommands.js"
 
@@ -396,4 +396,4 @@ const auditList = Command.make(
 
 const audit = commandGroup("audit", "Read the audit trail of admin changes.", [auditList])
 
-export const adminCommands = [profiles, environments, services, credentials, rotateCommand, audit, tokens] as const
+export const adminCommands = [profiles, environments, services, credentials, rotateCommand, audit, tokens, issuers] as const

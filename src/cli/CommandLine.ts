@@ -6,6 +6,7 @@
  */
 import { Args, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Cause, Config, Duration, Effect, ParseResult, Schema } from "effect"
+import { TRUSTED_ISSUER_NAME_RULE, TrustedIssuerName } from "../domain/FederatedCredential.js"
 import { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { AdminClient, DEFAULT_SERVER_URL } from "./AdminClient.js"
 import type { AdminSetupError } from "./AdminClientErrors.js"
@@ -40,6 +41,23 @@ export const clientIdArg = Args.text({ name: "client-id" }).pipe(
   Args.withDescription("The credential's client id (svc_...)."),
   Args.mapEffect(checked(ClientId))
 )
+
+export const trustedIssuerNameArg = Args.text({ name: "name" }).pipe(
+  Args.withDescription(`The trusted issuer's name (${TRUSTED_ISSUER_NAME_RULE}).`),
+  Args.mapEffect(checked(TrustedIssuerName))
+)
+
+/**
+ * A comma-separated list of profiles as an option gives it (`acme,globex`; "" is none), each
+ * checked as a profile identifier; `option` names it in the refusal (a bad value: exit 2).
+ */
+export const parseProfileList = (option: string) => (text: string) => {
+  const profiles = text.split(",").map((part) => part.trim()).filter((part) => part !== "")
+  const wrong = profiles.find((profile) => !Schema.is(ProfileId)(profile))
+  return wrong === undefined
+    ? Effect.succeed(profiles as ReadonlyArray<string> as ReadonlyArray<ProfileId>)
+    : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${option}: ${JSON.stringify(wrong)} is not a profile identifier`)))
+}
 
 const urlOption = Options.text("url").pipe(
   Options.withPseudoName("URL"),

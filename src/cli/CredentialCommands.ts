@@ -1,12 +1,14 @@
 /**
  * The `credentials` commands: `list` (one service's, or with `--expiring` those of every profile
- * that expire within a period), `add` (with `--expires-at`) and `remove`. Thin handlers over
- * `AdminClient`, as in `AdminCommands.ts`.
+ * that expire within a period), `add` (with `--expires-at`; a key credential with `--public-key`, a
+ * federated one with `--federated`) and `remove`. Thin handlers over `AdminClient`, as in
+ * `AdminCommands.ts`.
  */
 import { Args, Command, HelpDoc, Options, Prompt, ValidationError } from "@effect/cli"
 import { Duration, Effect, Option, Schema } from "effect"
 import { CredentialList } from "../admin/AdminApi.js"
 import { type ClientId, type EnvironmentName, ProfileId, type ServiceUuid } from "../domain/Identifiers.js"
+import { NewFederatedCredential } from "../domain/FederatedCredentialBodies.js"
 import { DATE_TIME_RULE, NewCredential, NewKeyCredential } from "../domain/Models.js"
 import { parseRfc3339 } from "../domain/Time.js"
 import { AdminClient } from "./AdminClient.js"
@@ -19,12 +21,14 @@ import {
   environmentArg,
   isInteractive,
   parseDuration,
+  parseProfileList,
   profileArg,
   runAdmin,
   serviceUuidArg
 } from "./CommandLine.js"
 import { formatLastUsed, formatTime, newCredentialText, note, printResult, SECRET_SHOWN_ONCE, table } from "./Output.js"
 import { newKeyCredentialText, readPublicKeyFile } from "./PublicKeyFile.js"
+import { FEDERATED_NEXT_STEP, federatedIdentityCell, federatedOptions, newFederatedCredentialText } from "./FederatedCredentialOptions.js"
 
 const serviceArgs = { profile: profileArg, environment: environmentArg, uuid: serviceUuidArg }
 
@@ -115,21 +119,27 @@ const missingArgument = (name: string) => {
 /** A key credential's kind as the list shows it: `kty` names Ed25519 `OKP`. */
 const KEY_TYPES: Record<string, string> = { RSA: "RSA key", EC: "EC P-256 key", OKP: "Ed25519 key" }
 
+/** How a credential authenticates, in the key column: a secret, a key's type, or a federated identity. */
+const keyCell = (credential: typeof CredentialList.Type["credentials"][number]) =>
+  credential.public_key !== undefined
+    ? KEY_TYPES[credential.public_key.kty] ?? credential.public_key.kty
+    : credential.federated !== undefined
+    ? federatedIdentityCell(credential.federated)
+    : "secret"
+
 /**
- * A service's credentials as a table. The key column (secret, or the key type of a private_key_jwt
- * credential) only when one is a key credential, and the introspection column only when one may
- * introspect: a table without them reads as before.
+ * A service's credentials as a table. The key column (secret, the key type of a private_key_jwt
+ * credential, or a federated credential's issuer and subject) only when one is not a secret, and the
+ * introspection column only when one may introspect: a table without them reads as before.
  */
 const credentialsTable = (credentials: typeof CredentialList.Type["credentials"], now: number) => {
-  const keys = credentials.some((c) => c.public_key !== undefined)
+  const keys = credentials.some((c) => c.public_key !== undefined || c.federated !== undefined)
   const introspects = credentials.some((c) => c.introspect_profiles !== undefined)
   return table(
     ["client id", ...(keys ? ["key"] : []), "created", "last used", "expires", ...(introspects ? ["introspects"] : [])],
     credentials.map((credential) => [
       credential.client_id,
-      ...(keys
-        ? [credential.public_key === undefined ? "secret" : KEY_TYPES[credential.public_key.kty] ?? credential.public_key.kty]
-        : []),
+      ...(keys ? [keyCell(credential)] : []),
       formatTime(credential.created_at),
       formatLastUsed(credential.last_used_at),
       formatExpiry(credential.expires_at, now),
@@ -212,14 +222,37 @@ const credentialsAdd = Command.make(
       Options.optional,
       Options.withDescription("A key credential (private_key_jwt): the client's public key, a JWK or PEM file. No secret.")
     ),
+    ...federatedOptions,
     ...connection
   },
-  ({ environment, expiresAt, json, profile, publicKey, url, uuid }) =>
+  ({ claims, environment, expiresAt, federated, json, profile, publicKey, subject, url, uuid }) =>
     runAdmin(
       url,
       Effect.gen(function*() {
         if (Option.isSome(expiresAt) && parseRfc3339(expiresAt.value) === undefined) {
           return yield* new CommandFailed({ message: `--expires-at ${DATE_TIME_RULE}, not ${JSON.stringify(expiresAt.value)}` })
+        }
+        if (Option.isNone(federated) && (Option.isSome(subject) || Object.keys(claims).length > 0)) {
+          return yield* new CommandFailed({ message: "--subject and --claim need --federated ISSUER" })
+        }
+        if (Option.isSome(federated)) {
+          if (Option.isSome(publicKey)) {
+            return yield* new CommandFailed({ message: "--federated and --public-key are two kinds of credential: give one" })
+          }
+          if (Option.isNone(subject)) {
+            return yield* new CommandFailed({ message: "--federated needs --subject SUB: the exact sub of the workload's tokens" })
+          }
+          const created = yield* (yield* AdminClient).addFederatedCredential({ profile, environment, uuid }, {
+            issuer: federated.value,
+            subject: subject.value,
+            ...(Object.keys(claims).length === 0 ? {} : { claims }),
+            ...Option.match(expiresAt, { onNone: () => ({}), onSome: (expires_at) => ({ expires_at }) })
+          })
+          yield* printResult(json, {
+            json: Schema.encodeSync(NewFederatedCredential)(created),
+            text: newFederatedCredentialText(created)
+          })
+          return yield* note(FEDERATED_NEXT_STEP)
         }
         if (Option.isSome(publicKey)) {
           const key = yield* readPublicKeyFile(publicKey.value)
@@ -244,7 +277,8 @@ const credentialsAdd = Command.make(
 ).pipe(
   Command.withDescription(
     "Generate a credential (a service holds at most two) and print its client secret, once; with --public-key, a key " +
-      "credential (private_key_jwt) instead, without a secret. Sets the service's auth_type to oauth."
+      "credential (private_key_jwt) instead, without a secret; with --federated, a federated credential (a trusted " +
+      "issuer's workload token), without a secret. Sets the service's auth_type to oauth."
   )
 )
 
@@ -294,13 +328,7 @@ const introspectProfilesOption = Options.text("profiles").pipe(
     "The profiles (comma-separated) whose access tokens the credential may introspect, replacing its list; \"\" takes " +
       "the permission away."
   ),
-  Options.mapEffect((text) => {
-    const profiles = text.split(",").map((part) => part.trim()).filter((part) => part !== "")
-    const wrong = profiles.find((profile) => !Schema.is(ProfileId)(profile))
-    return wrong === undefined
-      ? Effect.succeed(profiles as ReadonlyArray<string> as ReadonlyArray<ProfileId>)
-      : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--profiles: ${JSON.stringify(wrong)} is not a profile identifier`)))
-  })
+  Options.mapEffect(parseProfileList("profiles"))
 )
 
 const credentialsIntrospection = Command.make(

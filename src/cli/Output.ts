@@ -53,6 +53,16 @@ export const table = (
   return [line(headers.map((header) => header.toUpperCase())), ...rows.map(line)].join("\n")
 }
 
+/**
+ * A table for a terminal: each line cut to its width, with `…`, so that a long last column (a URL)
+ * does not wrap under the others. Piped, the text is left whole: a script reads every character.
+ */
+export const fitToTerminal = (text: string): string => {
+  const width = process.stdout.isTTY ? process.stdout.columns : undefined
+  if (width === undefined || width < 20) return text
+  return text.split("\n").map((line) => (line.length > width ? `${line.slice(0, width - 1)}…` : line)).join("\n")
+}
+
 /** One record as `key  value` lines, keys aligned. */
 export const record = (fields: ReadonlyArray<readonly [string, string]>): string => {
   const width = Math.max(...fields.map(([key]) => key.length))

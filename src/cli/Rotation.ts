@@ -12,7 +12,8 @@ import { TOKEN_LIFETIME_SECONDS } from "../domain/AccessTokens.js"
 import type { ClientId, EnvironmentName, ProfileId, ServiceUuid } from "../domain/Identifiers.js"
 import { LAST_USE_RESOLUTION } from "../domain/LastUse.js"
 import { NewCredential } from "../domain/Models.js"
-import { AdminClient, type AdminClientShape, type ServiceAddress } from "./AdminClient.js"
+import { AdminClient } from "./AdminClient.js"
+import type { AdminClientShape, ServiceAddress } from "./AdminClientShape.js"
 import { isTransient } from "./AdminClientErrors.js"
 import {
   clientIdArg,

@@ -93,7 +93,8 @@ const countsJson = (counts: TableCounts) => ({
   deleted_credentials: counts.deletedCredentials,
   keys: counts.keys,
   signing_keys: counts.signingKeys,
-  audit_events: counts.auditEvents
+  audit_events: counts.auditEvents,
+  trusted_issuers: counts.trustedIssuers
 })
 
 /** One line on stderr naming what went wrong; a defect (a bug) with its trace. Never a secret. */

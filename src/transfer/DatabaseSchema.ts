@@ -19,9 +19,6 @@ export const TRANSIENT_TABLES: Readonly<Record<string, string>> = {
   revoked_tokens: "access tokens revoked by their clients, kept an hour at most (until each token's exp): not carried, " +
     "so a move within the hour after a revocation should be made with the source stopped for that hour, or the " +
     "credential rotated",
-  trusted_issuers: "the trusted issuers of workload identity federation: settings of this deployment (which clusters " +
-    "and CI systems it trusts), registered on the target by its own admin; a federated credential whose issuer is " +
-    "not registered there is refused until it is",
   seen_jtis: "ids of client assertions and DPoP proofs of the last minutes: each expires with its JWT, within 5 minutes",
   [MIGRATIONS_TABLE]: "the migrations applied: the target is migrated by the importing service-auth itself"
 }

@@ -28,7 +28,8 @@ export const inconsistency = (tables: ExportedTables): string | undefined => {
     ["service", duplicate(tables.services, (r) => serviceKey(r.profile, r.environment, r.uuid))],
     ["credential", duplicate(tables.credentials, (r) => r.client_id)],
     ["server key", duplicate(tables.server_keys, (r) => r.name)],
-    ["signing key", duplicate(tables.signing_keys, (r) => r.kid)]
+    ["signing key", duplicate(tables.signing_keys, (r) => r.kid)],
+    ["trusted issuer", duplicate(tables.trusted_issuers, (r) => r.name)]
   ] as const
   for (const [what, key] of duplicates) if (key !== undefined) return `${what} ${key} is listed twice`
 

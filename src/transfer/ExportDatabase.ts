@@ -45,6 +45,9 @@ export const exportDatabase = Effect.fn("Transfer.exportDatabase")(function*() {
     const auditEvents = yield* sql`
       SELECT ${asText(sql, "time")}, actor, source, action, profile, environment, service_uuid, client_id, details
       FROM audit_events ORDER BY id`
+    const trustedIssuers = yield* sql`
+      SELECT name, issuer, settings, ${asText(sql, "created_at")}, ${asText(sql, "updated_at")}
+      FROM trusted_issuers ORDER BY name`
     return {
       profiles,
       environments,
@@ -52,7 +55,8 @@ export const exportDatabase = Effect.fn("Transfer.exportDatabase")(function*() {
       credentials,
       server_keys: serverKeys,
       signing_keys: signingKeys,
-      audit_events: auditEvents
+      audit_events: auditEvents,
+      trusted_issuers: trustedIssuers
     }
   }).pipe(sql.withTransaction)
   const tables = yield* read

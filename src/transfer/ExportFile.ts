@@ -3,8 +3,9 @@
  * docs/operators.md): every profile, environment, service and credential (secret digests: the
  * secrets themselves exist nowhere), the server keys (the credential digest key, and the signing key
  * of databases from before rotation), every signing key with its schedule times and the audit
- * trail, rows as stored (sealed keys stay sealed), so that a database moved from the embedded store
- * to PostgreSQL keeps every credential, every unexpired token, its key schedule and its history.
+ * trail, and the trusted issuers of workload identity federation, rows as stored (sealed keys stay
+ * sealed), so that a database moved from the embedded store to PostgreSQL keeps every credential
+ * (federated ones with their issuers), every unexpired token, its key schedule and its history.
  *
  * `parseExport` checks a whole file before anything touches a database, and says where a problem
  * is without repeating the value.
@@ -26,6 +27,8 @@ export const EXPORT_FORMAT = "service-auth-export"
  * did a profile's `upstream_origins` and a service's `upstream_approved` (0011): a file without
  * them reads null and false, so its proxy services are judged by the upstream policy as an owner's.
  * A credential's `introspect_profiles` (0012) likewise: a file without it reads null, no introspection.
+ * The table `trusted_issuers` (0013) too: a file without it holds none (its federated credentials are
+ * refused until their issuers are registered on the target).
  */
 export const EXPORT_VERSION = 3
 export const READABLE_VERSIONS = [1, 2, 3] as const

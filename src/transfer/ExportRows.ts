@@ -3,8 +3,8 @@
  * material checked for its form and never repeated in a message. Every exported table is here; the
  * tables left out are declared in `DatabaseSchema.ts`.
  */
-import { verifierIdentity } from "../domain/FederatedCredential.js"
-import { isKeyVerifier, publicJwkMembers, RSA_PUBLIC_EXPONENT, verifierKey } from "../domain/KeyCredential.js"
+import { TrustedIssuerName, verifierIdentity } from "../domain/FederatedCredential.js"
+import { isKeyVerifier, parsePublicJwk, publicJwkMembers, RSA_PUBLIC_EXPONENT, verifierKey } from "../domain/KeyCredential.js"
 import { parseRfc3339 } from "../domain/Time.js"
 import { Schema } from "effect"
 import { AuditAction, AuditDetails } from "../domain/AuditEvents.js"
@@ -13,6 +13,7 @@ import { AuthType } from "../domain/Models.js"
 import { StoredHandler } from "../domain/Handlers.js"
 import { CredentialMaxLifetimeDays, RateLimit } from "../domain/Policies.js"
 import { StorableText } from "../domain/Text.js"
+import { issuerUrlProblem, TrustedIssuerSettings } from "../domain/TrustedIssuers.js"
 import { UpstreamOrigin } from "../domain/UpstreamPolicy.js"
 
 const TIMESTAMP_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$/
@@ -160,6 +161,22 @@ export const AuditEventRow = Schema.Struct({
   details: Schema.NullOr(AuditDetails)
 })
 
+/** A trusted issuer's columns (`settings`: the rest of its document, every default applied). */
+export const TrustedIssuerColumns = Schema.Struct({
+  name: TrustedIssuerName,
+  issuer: Schema.String,
+  settings: TrustedIssuerSettings,
+  created_at: StoredTimestamp,
+  updated_at: StoredTimestamp
+})
+/** A trusted issuer held to what the admin API accepts: its URL (`issuerUrlProblem`), each inline key (`parsePublicJwk`). */
+export const TrustedIssuerRow = TrustedIssuerColumns.pipe(Schema.filter((row) => {
+  const urlProblem = issuerUrlProblem(row.issuer, row.settings.allow_insecure_loopback, "issuer")
+  if (urlProblem !== undefined) return { path: ["issuer"], message: urlProblem }
+  const bad = (row.settings.jwks?.keys ?? []).findIndex((key) => parsePublicJwk(key)._tag === "Left")
+  return bad < 0 || { path: ["settings", "jwks", "keys", bad], message: "must be a public key the admin API accepts" }
+}))
+
 /** Each exported table's row (the completeness check compares their fields with the schema's columns). */
 export const TABLE_ROWS = {
   profiles: ProfileRow,
@@ -168,7 +185,8 @@ export const TABLE_ROWS = {
   credentials: CredentialColumns,
   server_keys: ServerKeyRow,
   signing_keys: SigningKeyRow,
-  audit_events: AuditEventRow
+  audit_events: AuditEventRow,
+  trusted_issuers: TrustedIssuerColumns
 } as const
 
 /** Tables a version-1 file does not have: read as empty. */
@@ -185,7 +203,9 @@ export const ExportedTables = Schema.Struct({
   credentials: Schema.Array(CredentialRow),
   server_keys: Schema.Array(ServerKeyRow),
   signing_keys: addedInVersion2(SigningKeyRow),
-  audit_events: addedInVersion2(AuditEventRow)
+  audit_events: addedInVersion2(AuditEventRow),
+  // Added within version 3 (migration 0013): a file written before has none.
+  trusted_issuers: Schema.optionalWith(Schema.Array(TrustedIssuerRow), { default: () => [] })
 })
 export type ExportedTables = typeof ExportedTables.Type
 

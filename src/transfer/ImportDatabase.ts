@@ -130,6 +130,8 @@ const keyMismatch = (name: string) =>
  *   keys count as one set (`compareSigningKeys`), replaced whole, inserted in the file's order.
  * - Either way, no service may end with more than 2 live credentials, and the file's audit events
  *   the target does not hold yet are appended in the file's order.
+ * - Trusted issuers are rows like the catalogue's: the same name with another URL or setting is a
+ *   conflict naming them; their times are not compared.
  */
 export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
   document: ExportDocument,
@@ -275,6 +277,30 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
       )
       if (added) services++
     }
+    // An issuer is the same when its URL and every setting are: when it was registered or last
+    // saved is not compared (one registered by hand on the target, alike, is no conflict).
+    let trustedIssuers = 0
+    for (const r of tables.trusted_issuers) {
+      const setting = (key: keyof typeof r.settings) => JSON.stringify(r.settings[key])
+      const added = yield* insertOrMatch(
+        `trusted issuer ${r.name}`,
+        sql`INSERT INTO trusted_issuers (name, issuer, settings, created_at, updated_at)
+            VALUES (${r.name}, ${r.issuer}, ${JSON.stringify(r.settings)}::jsonb, ${r.created_at}::timestamptz,
+                    ${r.updated_at}::timestamptz)
+            ON CONFLICT (name) DO NOTHING RETURNING name`,
+        sql`SELECT issuer = ${r.issuer} AS issuer,
+                   settings -> 'jwks' IS NOT DISTINCT FROM ${setting("jwks")}::jsonb AS jwks,
+                   settings -> 'audience' IS NOT DISTINCT FROM ${setting("audience")}::jsonb AS audience,
+                   settings -> 'algorithms' IS NOT DISTINCT FROM ${setting("algorithms")}::jsonb AS algorithms,
+                   settings -> 'max_token_lifetime_seconds' IS NOT DISTINCT FROM ${setting("max_token_lifetime_seconds")}::jsonb
+                     AS max_token_lifetime_seconds,
+                   settings -> 'profiles' IS NOT DISTINCT FROM ${setting("profiles")}::jsonb AS profiles,
+                   settings -> 'allow_insecure_loopback' IS NOT DISTINCT FROM ${setting("allow_insecure_loopback")}::jsonb
+                     AS allow_insecure_loopback
+            FROM trusted_issuers WHERE name = ${r.name}`
+      )
+      if (added) trustedIssuers++
+    }
     let credentials = 0
     let deletedCredentials = 0
     let revoked = 0
@@ -333,7 +359,7 @@ export const importDatabase = Effect.fn("Transfer.importDatabase")(function*(
     const summary: ImportSummary = {
       mode: empty ? "replace" : "merge",
       file: countTables(tables),
-      added: { profiles, environments, services, credentials, deletedCredentials, keys, signingKeys, auditEvents },
+      added: { profiles, environments, services, credentials, deletedCredentials, keys, signingKeys, auditEvents, trustedIssuers },
       revoked,
       replacedKeys,
       restartNeeded

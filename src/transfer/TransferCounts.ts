@@ -13,6 +13,7 @@ export interface TableCounts {
   /** Of `keys`, the signing keys (`signing_keys`). */
   readonly signingKeys: number
   readonly auditEvents: number
+  readonly trustedIssuers: number
 }
 
 export const countTables = (tables: ExportedTables): TableCounts => ({
@@ -23,18 +24,22 @@ export const countTables = (tables: ExportedTables): TableCounts => ({
   deletedCredentials: tables.credentials.filter((c) => c.deleted_at !== null).length,
   keys: tables.server_keys.length + tables.signing_keys.length,
   signingKeys: tables.signing_keys.length,
-  auditEvents: tables.audit_events.length
+  auditEvents: tables.audit_events.length,
+  trustedIssuers: tables.trusted_issuers.length
 })
 
 /** The counts that are not part of another (a sum of them counts each row once). */
-export const DISTINCT_COUNTS = ["profiles", "environments", "services", "credentials", "keys", "auditEvents"] as const
+export const DISTINCT_COUNTS = ["profiles", "environments", "services", "credentials", "keys", "auditEvents", "trustedIssuers"] as const
 
 export const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
 
-/** `1 profile, 2 environments, 3 services, 4 credentials (1 deleted), 3 keys (2 signing), 5 audit events` */
+/**
+ * `1 profile, 2 environments, 3 services, 4 credentials (1 deleted), 3 keys (2 signing), 5 audit
+ * events`, and `, 1 trusted issuer` when there are any (a database without them reads as before).
+ */
 export const describeCounts = (counts: TableCounts): string =>
   `${plural(counts.profiles, "profile")}, ${plural(counts.environments, "environment")}, ${plural(counts.services, "service")}, ${
     plural(counts.credentials, "credential")
   } (${counts.deletedCredentials} deleted), ${plural(counts.keys, "key")} (${counts.signingKeys} signing), ${
     plural(counts.auditEvents, "audit event")
-  }`
+  }${counts.trustedIssuers === 0 ? "" : `, ${plural(counts.trustedIssuers, "trusted issuer")}`}`

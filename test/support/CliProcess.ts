@@ -29,18 +29,19 @@ export interface Run {
 export let server: ServerProcess
 let dataDir: string | undefined
 
-/** `service-auth ...` with stdin not a terminal (closed), as in a script or CI. */
-export const cli = (args: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>> = {}) =>
+/** `service-auth ...` with stdin not a terminal (closed, or piped `input`), as in a script or CI. */
+export const cli = (args: ReadonlyArray<string>, env: Readonly<Record<string, string | undefined>> = {}, input?: string) =>
   new Promise<Run>((resolve, reject) => {
     const child = spawn(process.execPath, [CLI, ...args], {
       cwd: ROOT,
       env: { ...process.env, ADMIN_TOKEN, SERVICE_AUTH_URL: server?.base, ...env },
-      stdio: ["ignore", "pipe", "pipe"]
+      stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"]
     })
+    if (input !== undefined) child.stdin?.end(input)
     let stdout = ""
     let stderr = ""
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()))
+    child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
+    child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()))
     // A command that waits for input it cannot get would hang the test: fail it instead.
     const timer = setTimeout(() => child.kill("SIGKILL"), 60_000)
     child.once("error", reject)
