@@ -6,12 +6,8 @@
  */
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Duration, Effect, Option, Schema } from "effect"
-import {
-  FEDERATION_ALGORITHMS,
-  MAX_TOKEN_LIFETIME_LIMIT_SECONDS,
-  TrustedIssuerDocument,
-  type TrustedIssuerInput
-} from "../domain/TrustedIssuers.js"
+import { FEDERATION_ALGORITHMS, MAX_TOKEN_LIFETIME_LIMIT_SECONDS } from "../domain/Limits.js"
+import { TrustedIssuerDocument, type TrustedIssuerInput } from "../domain/TrustedIssuers.js"
 import { AdminClient } from "./AdminClient.js"
 import type { AdminCallError, AdminSetupError } from "./AdminClientErrors.js"
 import { commandGroup } from "./CommandGroup.js"
