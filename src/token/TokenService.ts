@@ -100,6 +100,12 @@ const kidOf = (token: string): string => {
 export const MAX_VERIFIED_TOKENS = 50_000
 
 /**
+ * Distinct strings the remembered tokens share at the most (client ids, audiences, services' names,
+ * key ids: a few per credential); past it the table starts again, about 2 MB at worst.
+ */
+const MAX_SHARED_STRINGS = 20_000
+
+/**
  * The key a verified token is remembered by: the SHA-256 digest of its exact text (43 characters)
  * instead of the text (about 1.1 KB), which was two thirds of the memory a spread of clients held.
  * A token that differs by one byte has another digest, so it is verified in full. Hashing costs
@@ -161,27 +167,39 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
       const issue = (clientId: ClientId, address: ServiceAddress, jkt?: string) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.promise(() => issueAt(clientId, address, now, jkt)))
 
-      /**
-       * The claims with the strings every token repeats taken from this server's own (`sub` is
-       * `client_id`, checked; `iss` and `scope` are ours): equal values, so answers do not change,
-       * and each remembered token holds one copy less of each.
-       */
-      const shared = (claims: AccessTokenClaims): AccessTokenClaims => ({
-        ...claims,
-        scope: claims.scope === SERVICE_CALL_SCOPE ? SERVICE_CALL_SCOPE : claims.scope,
-        iss: claims.iss === config.issuer ? config.issuer : claims.iss,
-        sub: claims.client_id
-      })
+      // One copy of each string that the tokens of one credential, service or key repeat (client
+      // id, audience, the service's names, key id): a client that takes a new token before its
+      // last one expires has several remembered at once, and a fresh parse gives each its own
+      // copies. Emptied past a bound, so names of services long gone do not stay.
+      const strings = new Map<string, string>()
+      const held = (value: string): string => {
+        const known = strings.get(value)
+        if (known !== undefined) return known
+        if (strings.size >= MAX_SHARED_STRINGS) strings.clear()
+        strings.set(value, value)
+        return value
+      }
 
-      // One string per key id for all the tokens it signed. Only ids of keys held get here, so a
-      // few; emptied past a bound all the same, for the years of rotations.
-      const kids = new Map<string, string>()
-      const sharedKid = (kid: string): string => {
-        const held = kids.get(kid)
-        if (held !== undefined) return held
-        if (kids.size >= 64) kids.clear()
-        kids.set(kid, kid)
-        return kid
+      /**
+       * The claims as they are remembered: the strings every token repeats taken from this server's
+       * own (`iss`, `scope`; `sub` is `client_id`, checked) or from `held`: equal values, so answers
+       * do not change, and each remembered token holds no copy of them.
+       */
+      const shared = (claims: AccessTokenClaims): AccessTokenClaims => {
+        const clientId = held(claims.client_id) as ClientId
+        return {
+          ...claims,
+          data: {
+            service_uuid: held(claims.data.service_uuid),
+            profile: held(claims.data.profile),
+            environment: held(claims.data.environment)
+          },
+          scope: claims.scope === SERVICE_CALL_SCOPE ? SERVICE_CALL_SCOPE : claims.scope,
+          iss: claims.iss === config.issuer ? config.issuer : claims.iss,
+          aud: held(claims.aud),
+          sub: clientId,
+          client_id: clientId
+        }
       }
 
       /** Structure, header, signature and claims: everything but the expiry (and the key's retirement). */
@@ -223,7 +241,7 @@ export class TokenService extends Context.Tag("service-auth/TokenService")<Token
         if (config.issuerConfigured && claims.value.iss !== config.issuer) {
           return Either.left(invalid("The access token was issued by another issuer"))
         }
-        return Either.right({ kid: sharedKid(kid), claims: shared(claims.value) })
+        return Either.right({ kid: held(kid), claims: shared(claims.value) })
       }
 
       // A client presents the same token for up to an hour: its signature is checked once, then the
