@@ -1,6 +1,7 @@
 import { readdirSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
+import { LongestFirst } from "./test/support/LongestFirst.js"
 
 /**
  * Unit and full-stack tests (`npm test`). Browser tests live apart: `vitest.e2e.config.ts`.
@@ -96,6 +97,8 @@ export default defineConfig({
     // Before each file: @effect/vitest's `layer` leaves its methods on vitest's shared `it`, which
     // files sharing a thread would otherwise inherit from one another (see the file).
     setupFiles: ["test/support/EffectVitestReset.ts"],
+    // The longest files start first, whatever their size (see the file).
+    sequence: { sequencer: LongestFirst },
     // Pool sizes and whether a worker is reused are read from here, not from a project: each pool
     // is made once for the run. Only the in-process project uses threads.
     poolOptions: {

@@ -23,7 +23,7 @@ import { admin, makeTestServer, TEST_ACTOR, tokenRequest } from "../src/testing.
 import { exportDatabase } from "../src/transfer/ExportDatabase.js"
 import { importDatabase } from "../src/transfer/ImportDatabase.js"
 import { addKeyCredential, clientKey, createService, JWT_BEARER, type ServiceFixture, targetOf } from "./support/ClientKeys.js"
-import { describeWithPostgres, embeddedStorage, freshDatabase, isolatedPostgresStorage } from "./support/Databases.js"
+import { describeWithPostgres, embeddedClient, embeddedStorage, freshDatabase, isolatedPostgresStorage } from "./support/Databases.js"
 
 const ISSUER = "http://issuer.test"
 const DAY_MS = 86_400_000
@@ -309,8 +309,7 @@ const suite = (storage: Parameters<typeof makeTestServer>[0], fresh?: () => Laye
   })
 
 describe("hostile keys and times (memory)", () => suite(undefined))
-describe("hostile keys and times (embedded)", () =>
-  suite({ storage: embeddedStorage() }, () => Storage.layerMigrated(Storage.layerEmbeddedClient(undefined))))
+describe("hostile keys and times (embedded)", () => suite({ storage: embeddedStorage() }, embeddedClient))
 describeWithPostgres("hostile keys and times (PostgreSQL)", () =>
   suite({ storage: isolatedPostgresStorage() }, () =>
     Layer.unwrapScoped(

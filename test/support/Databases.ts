@@ -8,6 +8,9 @@
 import { describe } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import * as Storage from "../../src/storage/Storage.js"
 
 export const TEST_DATABASE_URL: string | undefined = process.env.TEST_DATABASE_URL === ""
@@ -26,10 +29,25 @@ export const describeWithPostgres: typeof describe.skip = TEST_DATABASE_URL === 
 export const memoryStorage = Storage.layerMemory
 
 /**
- * Embedded PGlite in memory. Each build costs ~3 s and ~700 MB: build at most one per test file
- * and share it across the file's tests (one `layer(...)`).
+ * A temporary data directory, removed with the scope. Opened empty, the embedded storage copies the
+ * build's template database into it, as a first `npm start` does: milliseconds, where a database in
+ * memory runs initdb in WebAssembly (several times the CPU of the copy and open, ~700 MB while
+ * it runs). The in-memory database itself is covered where it is the point (`SeenJtis.test.ts`).
  */
-export const embeddedStorage = () => Storage.layerEmbedded(undefined)
+const temporaryDataDir = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "service-auth-embedded-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+)
+
+/**
+ * The embedded storage (PGlite) in a temporary data directory. Each build still costs a second or
+ * more of CPU: build at most one per test file and share it across the file's tests (one `layer(...)`).
+ */
+export const embeddedStorage = () => Layer.unwrapScoped(Effect.map(temporaryDataDir, Storage.layerEmbedded))
+
+/** Only the embedded database's migrated client, in a temporary data directory (for export and import). */
+export const embeddedClient = () =>
+  Layer.unwrapScoped(Effect.map(temporaryDataDir, (dir) => Storage.layerMigrated(Storage.layerEmbeddedClient(dir))))
 
 /**
  * PostgreSQL at `TEST_DATABASE_URL`, migrated. Only build it inside `describeWithPostgres`: without
