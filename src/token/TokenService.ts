@@ -92,11 +92,10 @@ const kidOf = (token: string): string => {
 
 /**
  * Verified tokens remembered at the most (about 600 bytes each: the digest and the claims; less for
- * several tokens of one credential, which share their strings). Clients
- * reuse a token for its hour, so a catalogue's clients each with a live token must fit (20,000
- * credentials: 12 MB); past the bound the oldest is forgotten, one at a time: all live equally long,
- * so the oldest expires first. Only tokens that passed the signature check are held, so clients
- * cannot fill it with made-up ones.
+ * several tokens of one credential, which share their strings). Clients reuse a token for its hour,
+ * so a catalogue's clients each with a live token must fit (20,000 credentials: 12 MB); past the
+ * bound the oldest is forgotten, one at a time: all live equally long, so the oldest expires first.
+ * Only tokens that passed the signature check are held, so clients cannot fill it with made-up ones.
  */
 export const MAX_VERIFIED_TOKENS = 50_000
 
